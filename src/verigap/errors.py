@@ -1,0 +1,13 @@
+"""Typed errors. Every message names what is wrong and how to fix it."""
+
+
+class VerigapError(Exception):
+    """Base class: the CLI prints these as one clear line instead of a traceback."""
+
+
+class ConfigError(VerigapError, ValueError):
+    """A config, task file or registry entry failed validation."""
+
+
+class SandboxUnavailable(VerigapError, RuntimeError):
+    """The sandbox backend cannot run here (as distinct from a command that failed)."""
