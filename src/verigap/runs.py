@@ -1,0 +1,176 @@
+"""Run directories, atomic result files, resume, and executors for independent jobs.
+
+A run is a directory holding ``config.json`` (full, resolved), ``metrics.jsonl`` (one line per
+logged step), optional per-episode files, and ``result.json`` written last and atomically. A run
+with ``result.json`` is complete, so a sweep skips it on resume and never leaves half a result.
+
+The code that defines a job (a picklable callable plus its run directory) does not know which
+executor runs it: serial, a local process pool (default: all cores), or Ray.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from verigap.errors import ConfigError
+
+RESULT = "result.json"
+CONFIG = "config.json"
+METRICS = "metrics.jsonl"
+
+Executor = Literal["serial", "process", "ray"]
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON so that readers see either the old file or the whole new one, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=2, sort_keys=True)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{path}: not valid JSON ({e}); delete the file to redo that run") from e
+
+
+class JsonlWriter:
+    """Appends one JSON record per line and flushes each, so a crash keeps every finished line."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._f = open(path, "w")  # noqa: SIM115 - closed in close()
+
+    def write(self, record: dict[str, Any]) -> None:
+        self._f.write(json.dumps(record, sort_keys=True) + "\n")
+        self._f.flush()
+
+    def close(self) -> None:
+        self._f.close()
+
+    def __enter__(self) -> JsonlWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Every complete line; a torn last line (a crash mid-write) is ignored."""
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            break
+    return out
+
+
+def is_complete(run_dir: Path) -> bool:
+    return (run_dir / RESULT).is_file()
+
+
+@dataclass(frozen=True)
+class Job:
+    """One independent unit of work: ``fn(run_dir, **kwargs)`` writes the run directory and
+    returns its result dict (which the executor stores as result.json)."""
+
+    name: str
+    run_dir: Path
+    fn: Callable[..., dict[str, Any]]
+    kwargs: dict[str, Any]
+
+
+def _execute(job: Job) -> tuple[str, dict[str, Any]]:
+    job.run_dir.mkdir(parents=True, exist_ok=True)
+    result = job.fn(job.run_dir, **job.kwargs)
+    write_json_atomic(job.run_dir / RESULT, result)
+    return job.name, result
+
+
+def run_jobs(
+    jobs: Sequence[Job],
+    *,
+    executor: Executor = "process",
+    workers: int | None = None,
+    progress: bool = True,
+    description: str = "runs",
+) -> dict[str, dict[str, Any]]:
+    """Run every incomplete job; return every job's result (finished earlier or now).
+
+    Complete runs (those with result.json) are read back, not redone.
+    """
+    results: dict[str, dict[str, Any]] = {}
+    todo: list[Job] = []
+    for job in jobs:
+        if is_complete(job.run_dir):
+            results[job.name] = read_json(job.run_dir / RESULT)
+        else:
+            todo.append(job)
+    with _progress(progress) as bar:
+        task = bar.add_task(description, total=len(jobs), completed=len(jobs) - len(todo))
+        for name, result in _dispatch(todo, executor, workers):
+            results[name] = result
+            bar.advance(task)
+    return {job.name: results[job.name] for job in jobs}
+
+
+def _progress(enabled: bool) -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+        TimeElapsedColumn(), disable=not enabled, transient=False,
+    )
+
+
+def _dispatch(todo: list[Job], executor: Executor, workers: int | None
+              ) -> Iterable[tuple[str, dict[str, Any]]]:
+    if not todo:
+        return
+    if executor == "serial" or (executor == "process" and (workers == 1 or len(todo) == 1)):
+        for job in todo:
+            yield _execute(job)
+    elif executor == "process":
+        n = min(workers or os.cpu_count() or 1, len(todo))
+        with ProcessPoolExecutor(max_workers=n) as pool:
+            futures = [pool.submit(_execute, job) for job in todo]
+            for fut in as_completed(futures):
+                yield fut.result()
+    elif executor == "ray":
+        yield from _dispatch_ray(todo)
+    else:
+        raise ConfigError(f"unknown executor {executor!r}; use serial, process or ray")
+
+
+def _dispatch_ray(todo: list[Job]) -> Iterable[tuple[str, dict[str, Any]]]:
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError("executor 'ray' needs Ray: pip install 'verigap[ray]'") from None
+    if not ray.is_initialized():
+        ray.init(address=os.environ.get("RAY_ADDRESS"), ignore_reinit_error=True)
+    remote = ray.remote(_execute)
+    pending = [remote.remote(job) for job in todo]
+    while pending:
+        done, pending = ray.wait(pending, num_returns=1)
+        yield ray.get(done[0])
