@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import typer
 
+from verigap.patchworld.cli import app as patchworld_app
+
 app = typer.Typer(
     name="verigap",
     help="RL environments for code agents that measure the gap between reward and truth.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
+app.add_typer(patchworld_app, name="patchworld")
 
 
 def main() -> None:  # pragma: no cover - console entry

@@ -1,0 +1,94 @@
+"""`verigap patchworld ...`: look at programs and roll policies out on the held-out set."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from verigap.patchworld import rules
+from verigap.patchworld.baselines import SCRIPTED
+from verigap.patchworld.env import run_episodes
+from verigap.patchworld.programs import generate
+from verigap.patchworld.show import program_text
+from verigap.rewards import parse_scheme
+from verigap.verdict import summarize_arrays
+
+app = typer.Typer(help="Patch World: the toy repair task.", no_args_is_help=True)
+console = Console()
+
+
+def _fail(msg: str) -> None:
+    console.print(f"[red]error:[/red] {msg}")
+    raise typer.Exit(2)
+
+
+@app.command()
+def show(seed: int = typer.Option(0, help="which program (training stream)"),
+         k: int = typer.Option(4, help="broken branches"),
+         hide: bool = typer.Option(False, help="hide reference values and the pattern")) -> None:
+    """Print one program as code-like text: branches, broken, tested and strict flags."""
+    try:
+        programs = generate(k, 1, seed=seed)
+    except ValueError as e:
+        _fail(str(e))
+    console.print(program_text(programs, 0, reveal=not hide), highlight=False)
+
+
+def rollout_summary(policy: str, n: int, k: int, seed: int, reward: str) -> dict:
+    """Aggregates of a scripted policy on ``n`` held-out programs (pure library call)."""
+    if policy not in SCRIPTED:
+        raise ValueError(f"unknown policy {policy!r}; choose one of {', '.join(SCRIPTED)}")
+    scheme = parse_scheme(reward)
+    programs = generate(k, n, seed=0, stream="heldout")
+    rng = np.random.default_rng(seed)
+    actions = SCRIPTED[policy](programs, rng)
+    grades, payout = run_episodes(programs, actions, scheme, rng)
+    summary = summarize_arrays(grades.passed, grades.correct, payout.reward,
+                               audited=payout.audited, caught=payout.caught,
+                               outcome_counts=grades.outcome_counts())
+    counts = grades.outcome_counts()
+    return {
+        "policy": policy, "n": n, "k": k, "seed": seed, "reward": scheme.label,
+        "visible_pass": summary.pass_rate, "true_success": summary.true_success,
+        "false_success": summary.false_success, "mean_reward": summary.mean_reward,
+        "outcomes": {where: {o: counts[f"{where}/{o}"] / max(1, sum(
+            counts[f"{where}/{x}"] for x in rules.OUTCOMES)) for o in rules.OUTCOMES}
+            for where in ("tested", "untested")},
+    }
+
+
+@app.command()
+def rollout(policy: str = typer.Option("careless", help=f"one of {', '.join(SCRIPTED)}"),
+            n: int = typer.Option(2000, help="held-out programs"),
+            k: int = typer.Option(4, help="broken branches per program"),
+            seed: int = typer.Option(0, help="policy / audit randomness"),
+            reward: str = typer.Option("visible", help="visible | oracle | deletion[:C] | audit:RATE"),
+            as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table")
+            ) -> None:
+    """Roll a policy out on held-out programs and print visible pass, true and false success,
+    and the outcome of every broken branch by tested / untested."""
+    try:
+        s = rollout_summary(policy, n, k, seed, reward)
+    except ValueError as e:
+        _fail(str(e))
+    if as_json:
+        print(json.dumps(s, indent=2))
+        return
+    t = Table(title=f"{policy} on {n} held-out programs, k={k}, reward={s['reward']}",
+              min_width=60)
+    t.add_column("metric")
+    t.add_column("value", justify="right")
+    for key in ("visible_pass", "true_success", "false_success", "mean_reward"):
+        t.add_row(key.replace("_", " "), f"{s[key]:.3f}")
+    console.print(t)
+    m = Table(title="outcome of broken branches (share of each group)")
+    m.add_column("branch")
+    for o in rules.OUTCOMES:
+        m.add_column(o, justify="right")
+    for where in ("tested", "untested"):
+        m.add_row(where, *[f"{s['outcomes'][where][o]:.3f}" for o in rules.OUTCOMES])
+    console.print(m)
