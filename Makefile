@@ -23,7 +23,11 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 -m "not slow" tests
 
-## The main job on its default config.
+## The main job on its default config: the 42-run Patch World pilot sweep and its report.
+pilot: $(STAMP)
+	$(BIN)/verigap pilot
+
+## The careless engineer on 2000 held-out programs.
 rollout: $(STAMP)
 	$(BIN)/verigap patchworld rollout --policy careless --n 2000
 
@@ -32,6 +36,7 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/patchworld_env.py
+	$(BIN)/python benchmarks/pilot.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -100,6 +100,7 @@ class Job:
     run_dir: Path
     fn: Callable[..., dict[str, Any]]
     kwargs: dict[str, Any]
+    config: dict[str, Any] | None = None  # the resolved config; a finished run must match it
 
 
 def _execute(job: Job) -> tuple[str, dict[str, Any]]:
@@ -125,6 +126,7 @@ def run_jobs(
     todo: list[Job] = []
     for job in jobs:
         if is_complete(job.run_dir):
+            _check_same_config(job)
             results[job.name] = read_json(job.run_dir / RESULT)
         else:
             todo.append(job)
@@ -134,6 +136,13 @@ def run_jobs(
             results[name] = result
             bar.advance(task)
     return {job.name: results[job.name] for job in jobs}
+
+
+def _check_same_config(job: Job) -> None:
+    stored = job.run_dir / CONFIG
+    if job.config is not None and stored.is_file() and read_json(stored) != job.config:
+        raise ConfigError(f"{job.run_dir} already holds a finished run with a different config; "
+                          "write this sweep to another directory, or delete that run to redo it")
 
 
 def _progress(enabled: bool) -> Progress:

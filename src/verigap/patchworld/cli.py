@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import time
+from pathlib import Path
 
 import numpy as np
 import typer
@@ -92,3 +94,31 @@ def rollout(policy: str = typer.Option("careless", help=f"one of {', '.join(SCRI
     for where in ("tested", "untested"):
         m.add_row(where, *[f"{s['outcomes'][where][o]:.3f}" for o in rules.OUTCOMES])
     console.print(m)
+
+
+def pilot(out: Path = typer.Option(Path("runs/pilot"), help="runs directory (resumable)"),
+          quick: bool = typer.Option(False, help="a ~1 minute smoke version (1 seed, 100 steps)"),
+          long: bool = typer.Option(False, help="the 5000-step follow-up: 25% audits and visible"),
+          executor: str = typer.Option("process", help="serial | process | ray"),
+          workers: int = typer.Option(0, help="process-pool size (0: all cores)"),
+          report: bool = typer.Option(True, help="build the report at the end")) -> None:
+    """The Patch World pilot sweep: 14 settings x 3 seeds of SFT + GRPO, then the report."""
+    from verigap.errors import VerigapError
+    from verigap.patchworld.pilot import run_pilot
+    from verigap.report import build_report
+
+    if executor not in ("serial", "process", "ray"):
+        _fail(f"--executor {executor!r}: use serial, process or ray")
+    if quick and out == Path("runs/pilot"):
+        out = Path("runs/pilot-quick")
+    t0 = time.perf_counter()
+    try:
+        results = run_pilot(out, quick=quick, long=long, executor=executor,  # type: ignore[arg-type]
+                            workers=workers or None, seeds=(0,) if quick else (0, 1, 2))
+        console.print(f"{len(results)} runs finished in {out} "
+                      f"({time.perf_counter() - t0:.0f} s this invocation)")
+        if report:
+            page = build_report(out)
+            console.print(f"report: {page.resolve()}")
+    except VerigapError as e:
+        _fail(str(e))

@@ -1,0 +1,166 @@
+"""The Patch World policy: a small MLP in NumPy with hand-written gradients, and Adam.
+
+Per step the policy sees the branch it must act on through its neighbourhood (the intact
+branches up to four places either side, as scaled values and one-hots), its position, whether a
+test reaches it, whether it is type-strict and how many branches are broken. It outputs a
+softmax over the 34 actions: write value 0..31, stub, delete.
+
+The maths is factored into pure functions (log-softmax, categorical KL and their gradients with
+respect to the logits) that tests check against hand-computed values and finite differences.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from verigap.patchworld import rules
+from verigap.patchworld.programs import N_BRANCHES, N_VALUES, Programs
+
+OFFSETS = (-4, -3, -2, -1, 1, 2, 3, 4)
+N_FEATURES = len(OFFSETS) * (N_VALUES + 2) + N_BRANCHES + 3
+
+
+def features(programs: Programs, step: int) -> np.ndarray:
+    """(B, N_FEATURES) float32 observation for acting on the ``step``-th broken branch."""
+    b = programs.size
+    target = programs.order[:, step]
+    rows = np.arange(b)
+    blocks = []
+    for d in OFFSETS:
+        j = target + d
+        inside = (j >= 0) & (j < N_BRANCHES)
+        jc = np.clip(j, 0, N_BRANCHES - 1)
+        intact = inside & ~programs.broken[rows, jc]
+        val = programs.shown[rows, jc]
+        onehot = np.zeros((b, N_VALUES), dtype=np.float32)
+        onehot[rows[intact], val[intact]] = 1.0
+        blocks += [intact[:, None].astype(np.float32),
+                   (intact * val / (N_VALUES - 1))[:, None].astype(np.float32), onehot]
+    pos = np.zeros((b, N_BRANCHES), dtype=np.float32)
+    pos[rows, target] = 1.0
+    blocks += [pos, programs.tested[rows, target][:, None].astype(np.float32),
+               programs.strict[rows, target][:, None].astype(np.float32),
+               (programs.broken.sum(1, keepdims=True) / N_BRANCHES).astype(np.float32)]
+    return np.concatenate(blocks, axis=1)
+
+
+def all_features(programs: Programs) -> np.ndarray:
+    """(B, k, N_FEATURES): the observation at every acting step of every program."""
+    return np.stack([features(programs, t) for t in range(programs.k)], axis=1)
+
+
+# ---- pure maths --------------------------------------------------------------------------
+
+def log_softmax(z: np.ndarray) -> np.ndarray:
+    z = z - z.max(axis=-1, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+
+
+def categorical_kl(logp: np.ndarray, logq: np.ndarray) -> np.ndarray:
+    """KL(p || q) per row, exactly, from log-probabilities (no sampling estimator needed:
+    the action space has 34 entries)."""
+    return (np.exp(logp) * (logp - logq)).sum(axis=-1)
+
+
+def grad_kl_wrt_logits(logp: np.ndarray, logq: np.ndarray) -> np.ndarray:
+    """d KL(softmax(z) || q) / dz = p * (log p - log q - KL)."""
+    p = np.exp(logp)
+    kl = (p * (logp - logq)).sum(axis=-1, keepdims=True)
+    return p * (logp - logq - kl)
+
+
+def grad_nll_wrt_logits(logp: np.ndarray, actions: np.ndarray) -> np.ndarray:
+    """d (-log p[a]) / dz = p - onehot(a)."""
+    g = np.exp(logp)
+    g[np.arange(actions.size), actions] -= 1.0
+    return g
+
+
+# ---- the network ----------------------------------------------------------------------------
+
+@dataclass
+class MLP:
+    """features -> tanh hidden layer -> logits over the 34 actions."""
+
+    w1: np.ndarray
+    b1: np.ndarray
+    w2: np.ndarray
+    b2: np.ndarray
+
+    @staticmethod
+    def init(rng: np.random.Generator, hidden: int = 128) -> MLP:
+        return MLP(
+            w1=(rng.standard_normal((N_FEATURES, hidden)) / np.sqrt(N_FEATURES)),
+            b1=np.zeros(hidden),
+            w2=(rng.standard_normal((hidden, rules.N_ACTIONS)) * 0.01),
+            b2=np.zeros(rules.N_ACTIONS),
+        )
+
+    def params(self) -> list[np.ndarray]:
+        return [self.w1, self.b1, self.w2, self.b2]
+
+    def copy(self) -> MLP:
+        return MLP(*[p.copy() for p in self.params()])
+
+    def forward(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Logits and the hidden activations (kept for the backward pass)."""
+        h = np.tanh(x @ self.w1 + self.b1)
+        return h @ self.w2 + self.b2, h
+
+    def log_probs(self, x: np.ndarray) -> np.ndarray:
+        return log_softmax(self.forward(x)[0])
+
+    def backward(self, x: np.ndarray, h: np.ndarray, dz: np.ndarray) -> list[np.ndarray]:
+        """Gradients of sum(dz * logits) with respect to every parameter."""
+        dh = (dz @ self.w2.T) * (1.0 - h * h)
+        return [x.T @ dh, dh.sum(0), h.T @ dz, dz.sum(0)]
+
+    def to_dict(self) -> dict[str, list]:
+        return {k: v.tolist() for k, v in zip(("w1", "b1", "w2", "b2"), self.params(),
+                                               strict=True)}
+
+    @staticmethod
+    def from_dict(d: dict) -> MLP:
+        return MLP(*[np.asarray(d[k], dtype=np.float64) for k in ("w1", "b1", "w2", "b2")])
+
+
+class Adam:
+    """Adam over a list of arrays, updated in place."""
+
+    def __init__(self, params: list[np.ndarray], lr: float, betas=(0.9, 0.999),
+                 eps: float = 1e-8) -> None:
+        self.params, self.lr, self.betas, self.eps = params, lr, betas, eps
+        self.m = [np.zeros_like(p) for p in params]
+        self.v = [np.zeros_like(p) for p in params]
+        self.t = 0
+
+    def step(self, grads: list[np.ndarray]) -> None:
+        self.t += 1
+        b1, b2 = self.betas
+        for p, g, m, v in zip(self.params, grads, self.m, self.v, strict=True):
+            m *= b1
+            m += (1 - b1) * g
+            v *= b2
+            v += (1 - b2) * g * g
+            mhat = m / (1 - b1**self.t)
+            vhat = v / (1 - b2**self.t)
+            p -= self.lr * mhat / (np.sqrt(vhat) + self.eps)
+
+
+def sample(logp: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One action per row from log-probabilities (inverse-CDF on one uniform per row)."""
+    cdf = np.cumsum(np.exp(logp), axis=-1)
+    u = rng.random(logp.shape[0])[:, None] * cdf[:, -1:]
+    return np.minimum((cdf < u).sum(axis=-1), logp.shape[-1] - 1)
+
+
+def act(model: MLP, programs: Programs, rng: np.random.Generator | None,
+        greedy: bool = False) -> np.ndarray:
+    """(B, k) actions for whole episodes; greedy takes the most likely action."""
+    out = np.zeros(programs.order.shape, dtype=np.int64)
+    for t in range(programs.k):
+        logp = model.log_probs(features(programs, t))
+        out[:, t] = logp.argmax(-1) if greedy else sample(logp, rng)
+    return out

@@ -1,0 +1,50 @@
+"""Supervised fine-tuning: behaviour cloning on careless-engineer demonstrations.
+
+The result is the starting policy for GRPO and, frozen, the reference policy for its KL penalty.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from verigap.patchworld.careless import CarelessConfig, careless_actions
+from verigap.patchworld.policy import MLP, Adam, all_features, grad_nll_wrt_logits
+from verigap.patchworld.programs import generate
+
+
+class SFTConfig(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    programs: int = Field(12_000, ge=1, description="demonstration programs (training stream)")
+    epochs: int = Field(6, ge=1, description="passes over the demonstrations")
+    batch: int = Field(256, ge=1, description="steps per minibatch")
+    lr: float = Field(3e-3, gt=0, description="Adam learning rate")
+    hidden: int = Field(128, ge=1, description="hidden units of the MLP")
+    careless: CarelessConfig = CarelessConfig()
+
+
+def sft(k: int, seed: int, config: SFTConfig | None = None) -> tuple[MLP, list[float]]:
+    """Clone the careless engineer at ``k`` broken branches. Returns the policy and the mean
+    cross-entropy of each epoch."""
+    c = config or SFTConfig()
+    rng = np.random.default_rng([seed, 1])
+    programs = generate(k, c.programs, seed=10_000 + seed)
+    actions = careless_actions(programs, rng, c.careless).reshape(-1)
+    x = all_features(programs).reshape(len(actions), -1)
+    model = MLP.init(rng, c.hidden)
+    opt = Adam(model.params(), c.lr)
+    losses = []
+    for _ in range(c.epochs):
+        perm = rng.permutation(len(actions))
+        total = 0.0
+        for start in range(0, len(perm), c.batch):
+            idx = perm[start:start + c.batch]
+            logits, h = model.forward(x[idx])
+            z = logits - logits.max(-1, keepdims=True)
+            logp = z - np.log(np.exp(z).sum(-1, keepdims=True))
+            total += float(-logp[np.arange(idx.size), actions[idx]].sum())
+            dz = grad_nll_wrt_logits(logp, actions[idx]) / idx.size
+            opt.step(model.backward(x[idx], h, dz))
+        losses.append(total / len(actions))
+    return model, losses
