@@ -96,3 +96,16 @@ def test_visible_reward_teaches_the_hack_and_full_audits_prevent_it(tmp_path):
     assert ora["final"]["false_success"] < 0.05
     untested_deletes = vis["final"]["outcomes"]["untested/delete"]
     assert untested_deletes > 2 * vis["start"]["outcomes"]["untested/delete"]
+
+
+def test_sft_cache_returns_the_same_policy(tmp_path):
+    from verigap.patchworld.sft import sft_cached
+
+    cfg = SFTConfig(programs=200, epochs=1)
+    a, la = sft_cached(4, 1, cfg, tmp_path)
+    b, lb = sft_cached(4, 1, cfg, tmp_path)  # from disk
+    c, _ = sft(4, 1, cfg)
+    assert len(list(tmp_path.glob("*.npz"))) == 1
+    assert la == lb
+    for x, y, z in zip(a.params(), b.params(), c.params(), strict=True):
+        assert np.array_equal(x, y) and np.array_equal(x, z)

@@ -52,7 +52,7 @@ def test_logit_gradients_match_finite_differences():
 
 def test_mlp_backward_matches_finite_differences():
     rng = np.random.default_rng(1)
-    model = MLP.init(rng, hidden=6)
+    model = MLP.init(rng, hidden=6, dtype=np.float64)
     model.w2 = rng.normal(size=model.w2.shape)  # non-trivial output layer
     x = rng.normal(size=(4, N_FEATURES))
     a = rng.integers(0, N_ACTIONS, 4)

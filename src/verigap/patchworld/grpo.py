@@ -35,7 +35,7 @@ from verigap.patchworld.policy import (
     sample,
 )
 from verigap.patchworld.programs import Programs, generate, heldout_set
-from verigap.patchworld.sft import SFTConfig, sft
+from verigap.patchworld.sft import SFTConfig, sft_cached
 from verigap.rewards import RewardScheme, Visible
 from verigap.runs import METRICS, JsonlWriter, write_json_atomic
 from verigap.verdict import summarize_arrays
@@ -113,7 +113,7 @@ class GRPOTrainer:
         np.add.at(dz, (rows, actions.reshape(-1)), -adv_rows.reshape(-1))
         dz /= n_samples
         dz += c.kl_coef * grad_kl_wrt_logits(logp, logq) / (b * k)
-        self.opt.step(self.model.backward(x, h, dz))
+        self.opt.step(self.model.backward(x, h, dz.astype(np.float32)))
         kl = categorical_kl(logp, logq)
         return {
             "reward": float(pay.reward.mean()),
@@ -126,16 +126,18 @@ class GRPOTrainer:
         }
 
 
-def train(run_dir: Path, config: dict[str, Any] | GRPOConfig) -> dict[str, Any]:
+def train(run_dir: Path, config: dict[str, Any] | GRPOConfig,
+          sft_cache: Path | None = None) -> dict[str, Any]:
     """A whole pilot run into ``run_dir``: SFT, GRPO with monitoring, then greedy evaluation on
-    the held-out programs. Returns the result (the executor writes it as result.json)."""
+    the held-out programs. Returns the result (the executor writes it as result.json).
+    ``sft_cache`` shares starting policies between runs with the same k, seed and SFT config."""
     c = config if isinstance(config, GRPOConfig) else GRPOConfig.model_validate(config)
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     write_json_atomic(run_dir / "config.json", c.model_dump(mode="json"))
     t0 = time.perf_counter()
     with threadpool_limits(1):
-        start, sft_losses = sft(c.k, c.seed, c.sft)
+        start, sft_losses = sft_cached(c.k, c.seed, c.sft, sft_cache)
         monitor = generate(c.k, c.monitor_programs, seed=1, stream="heldout")
         heldout = heldout_set(c.k, c.eval_programs)
         trainer = GRPOTrainer(c, start)

@@ -56,7 +56,8 @@ def jobs(runs_dir: Path, *, quick: bool = False, long: bool = False,
             overrides: dict[str, Any] = dict(QUICK) if quick else {"steps": s.steps}
             cfg = GRPOConfig(k=s.k, seed=seed, reward=s.reward, **overrides).model_dump(mode="json")
             out.append(Job(name=f"{s.name}/seed{seed}", run_dir=runs_dir / s.name / f"seed{seed}",
-                           fn=train, kwargs={"config": cfg}, config=cfg))
+                           fn=train, kwargs={"config": cfg, "sft_cache": runs_dir / "_sft"},
+                           config=cfg))
     return out
 
 

@@ -25,25 +25,23 @@ N_FEATURES = len(OFFSETS) * (N_VALUES + 2) + N_BRANCHES + 3
 def features(programs: Programs, step: int) -> np.ndarray:
     """(B, N_FEATURES) float32 observation for acting on the ``step``-th broken branch."""
     b = programs.size
-    target = programs.order[:, step]
     rows = np.arange(b)
-    blocks = []
-    for d in OFFSETS:
-        j = target + d
-        inside = (j >= 0) & (j < N_BRANCHES)
-        jc = np.clip(j, 0, N_BRANCHES - 1)
-        intact = inside & ~programs.broken[rows, jc]
-        val = programs.shown[rows, jc]
-        onehot = np.zeros((b, N_VALUES), dtype=np.float32)
-        onehot[rows[intact], val[intact]] = 1.0
-        blocks += [intact[:, None].astype(np.float32),
-                   (intact * val / (N_VALUES - 1))[:, None].astype(np.float32), onehot]
-    pos = np.zeros((b, N_BRANCHES), dtype=np.float32)
-    pos[rows, target] = 1.0
-    blocks += [pos, programs.tested[rows, target][:, None].astype(np.float32),
-               programs.strict[rows, target][:, None].astype(np.float32),
-               (programs.broken.sum(1, keepdims=True) / N_BRANCHES).astype(np.float32)]
-    return np.concatenate(blocks, axis=1)
+    target = programs.order[:, step]
+    j = target[:, None] + np.asarray(OFFSETS)[None, :]  # (B, 8) neighbour positions
+    jc = np.clip(j, 0, N_BRANCHES - 1)
+    intact = (j >= 0) & (j < N_BRANCHES) & ~programs.broken[rows[:, None], jc]
+    val = programs.shown[rows[:, None], jc]
+    block = np.zeros((b, len(OFFSETS), N_VALUES + 2), dtype=np.float32)
+    block[:, :, 0] = intact
+    block[:, :, 1] = intact * val / (N_VALUES - 1)
+    r, o = np.nonzero(intact)
+    block[r, o, 2 + val[r, o]] = 1.0
+    tail = np.zeros((b, N_BRANCHES + 3), dtype=np.float32)
+    tail[rows, target] = 1.0
+    tail[:, N_BRANCHES] = programs.tested[rows, target]
+    tail[:, N_BRANCHES + 1] = programs.strict[rows, target]
+    tail[:, N_BRANCHES + 2] = programs.broken.sum(1) / N_BRANCHES
+    return np.concatenate([block.reshape(b, -1), tail], axis=1)
 
 
 def all_features(programs: Programs) -> np.ndarray:
@@ -90,13 +88,17 @@ class MLP:
     b2: np.ndarray
 
     @staticmethod
-    def init(rng: np.random.Generator, hidden: int = 128) -> MLP:
+    def init(rng: np.random.Generator, hidden: int = 128, dtype=np.float32) -> MLP:
+        """Float32 by default: the features are float32 and mixing dtypes costs copies."""
         return MLP(
-            w1=(rng.standard_normal((N_FEATURES, hidden)) / np.sqrt(N_FEATURES)),
-            b1=np.zeros(hidden),
-            w2=(rng.standard_normal((hidden, rules.N_ACTIONS)) * 0.01),
-            b2=np.zeros(rules.N_ACTIONS),
+            w1=(rng.standard_normal((N_FEATURES, hidden)) / np.sqrt(N_FEATURES)).astype(dtype),
+            b1=np.zeros(hidden, dtype),
+            w2=(rng.standard_normal((hidden, rules.N_ACTIONS)) * 0.01).astype(dtype),
+            b2=np.zeros(rules.N_ACTIONS, dtype),
         )
+
+    def astype(self, dtype) -> MLP:
+        return MLP(*[p.astype(dtype) for p in self.params()])
 
     def params(self) -> list[np.ndarray]:
         return [self.w1, self.b1, self.w2, self.b2]
@@ -123,7 +125,7 @@ class MLP:
 
     @staticmethod
     def from_dict(d: dict) -> MLP:
-        return MLP(*[np.asarray(d[k], dtype=np.float64) for k in ("w1", "b1", "w2", "b2")])
+        return MLP(*[np.asarray(d[k], dtype=np.float32) for k in ("w1", "b1", "w2", "b2")])
 
 
 class Adam:
@@ -139,14 +141,15 @@ class Adam:
     def step(self, grads: list[np.ndarray]) -> None:
         self.t += 1
         b1, b2 = self.betas
+        step = self.lr * np.sqrt(1 - b2**self.t) / (1 - b1**self.t)  # bias corrections folded in
+        eps = self.eps * np.sqrt(1 - b2**self.t)
         for p, g, m, v in zip(self.params, grads, self.m, self.v, strict=True):
+            g = g.astype(p.dtype, copy=False)
             m *= b1
             m += (1 - b1) * g
             v *= b2
-            v += (1 - b2) * g * g
-            mhat = m / (1 - b1**self.t)
-            vhat = v / (1 - b2**self.t)
-            p -= self.lr * mhat / (np.sqrt(vhat) + self.eps)
+            v += (1 - b2) * (g * g)
+            p -= (step * m / (np.sqrt(v) + eps)).astype(p.dtype, copy=False)
 
 
 def sample(logp: np.ndarray, rng: np.random.Generator) -> np.ndarray:

@@ -5,6 +5,12 @@ The result is the starting policy for GRPO and, frozen, the reference policy for
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -47,4 +53,25 @@ def sft(k: int, seed: int, config: SFTConfig | None = None) -> tuple[MLP, list[f
             dz = grad_nll_wrt_logits(logp, actions[idx]) / idx.size
             opt.step(model.backward(x[idx], h, dz))
         losses.append(total / len(actions))
+    return model, losses
+
+
+def sft_cached(k: int, seed: int, config: SFTConfig, cache_dir: Path | None
+               ) -> tuple[MLP, list[float]]:
+    """``sft`` with an on-disk cache keyed by (k, seed, config): the runs of a sweep that share
+    a starting policy compute it once. SFT is deterministic, so a hit equals a recompute."""
+    if cache_dir is None:
+        return sft(k, seed, config)
+    key = hashlib.sha256(json.dumps([k, seed, config.model_dump(mode="json")],
+                                    sort_keys=True).encode()).hexdigest()[:16]
+    path = Path(cache_dir) / f"sft_k{k}_seed{seed}_{key}.npz"
+    if path.is_file():
+        d = np.load(path)
+        return MLP(d["w1"], d["b1"], d["w2"], d["b2"]), d["losses"].tolist()
+    model, losses = sft(k, seed, config)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".npz")
+    with os.fdopen(fd, "wb") as f:
+        np.savez(f, w1=model.w1, b1=model.b1, w2=model.w2, b2=model.b2, losses=np.array(losses))
+    os.replace(tmp, path)
     return model, losses
