@@ -109,3 +109,11 @@ def test_large_output_from_a_file_does_not_block(make_box, backend: str, tmp_pat
     r = box.exec("seq 1 200000; seq 1 200000 >&2")
     assert r.ok and r.truncated
     assert r.stdout.endswith("200000\n") and r.stderr.endswith("200000\n")
+
+
+def test_a_same_size_edit_in_the_same_second_is_not_hidden_by_bytecode(make_box, backend: str) -> None:
+    box = make_box(backend)
+    assert box.exec("python -c 'from pkg.calc import add; print(add(2, 3))'").stdout == "-1\n"
+    box.write_file("pkg/calc.py", "def add(a, b):\n    return a + b\n")  # same size
+    assert box.exec("python -c 'from pkg.calc import add; print(add(2, 3))'").stdout == "5\n"
+    assert not (box.root / "pkg" / "__pycache__").exists()

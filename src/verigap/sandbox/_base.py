@@ -83,6 +83,10 @@ class Sandbox(ABC):
             "USER": "agent",
             "LOGNAME": "agent",
             "PYTHONUNBUFFERED": "1",
+            # An edit that keeps a file's size within the same second would otherwise run
+            # stale bytecode (pyc checks mtime in whole seconds + size); no pyc also keeps
+            # __pycache__ out of the agent's diff.
+            "PYTHONDONTWRITEBYTECODE": "1",
         }
         full_env.update(env or {})
         returncode, out, err, timed_out, wall_s = self._run(argv, full_env, rel_cwd, wall)
