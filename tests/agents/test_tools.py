@@ -127,3 +127,18 @@ def test_finishing_tools_validate_their_arguments(tools: dict) -> None:
     )
     out, err = call(tools, "report_impossible", {"reason": ""})
     assert err and "reason" in out
+
+
+def test_long_listings_and_huge_files_are_bounded(tools: dict, box: Sandbox, monkeypatch) -> None:
+    (box.root / "many").mkdir()
+    for i in range(600):
+        (box.root / "many" / f"f{i:03d}").write_text("")
+    out, err = call(tools, "list_files", {"path": "many"})
+    assert not err and out.splitlines()[0] == "many/f000"
+    assert out.splitlines()[-1] == "[... 100 more entries not shown ...]"
+    monkeypatch.setattr("verigap.agents._tools.MAX_WALKED", 50)
+    out, _ = call(tools, "list_files", {})
+    assert out.endswith("[... listing stopped: too many entries; list a subdirectory ...]")
+    (box.root / "big.bin").write_bytes(b"x" * (10 * 1024 * 1024 + 1))
+    out, err = call(tools, "read_file", {"path": "big.bin"})
+    assert err and "larger than 10 MB" in out

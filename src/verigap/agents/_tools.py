@@ -31,6 +31,8 @@ from verigap.sandbox import ExecResult, PathOutsideWorkspace, Sandbox
 MAX_LISTED = 500
 MAX_READ_LINES = 2000
 MAX_READ_CHARS = 60_000
+MAX_READ_BYTES = 10 * 1024 * 1024
+MAX_WALKED = 20_000
 
 
 class ToolError(Exception):
@@ -179,19 +181,30 @@ def standard_tools(sandbox: Sandbox) -> list[Tool]:
         if not base.is_dir():
             raise ToolError(f"{a.path!r} is not a directory")
         entries: list[str] = []
+        stopped = False
         for dirpath, dirnames, filenames in os.walk(base, followlinks=False):
             rel_dir = os.path.relpath(dirpath, sandbox.root)
             entries += [os.path.normpath(os.path.join(rel_dir, d)) + "/" for d in dirnames]
             entries += [os.path.normpath(os.path.join(rel_dir, f)) for f in filenames]
+            if len(entries) > MAX_WALKED:  # a huge tree (node_modules, a dataset): stop early
+                stopped = True
+                break
         entries.sort()
         if not entries:
             return "(empty directory)"
         shown = entries[:MAX_LISTED]
         more = len(entries) - len(shown)
+        if stopped:
+            return "\n".join(shown) + "\n[... listing stopped: too many entries; list a subdirectory ...]"
         return "\n".join(shown) + (f"\n[... {more} more entries not shown ...]" if more else "")
 
     def read_file(a: ReadFileArgs) -> str:
-        lines = sandbox.read_file(str(existing_file(a.path))).splitlines()
+        path = existing_file(a.path)
+        if path.stat().st_size > MAX_READ_BYTES:
+            raise ToolError(
+                f"{a.path!r} is larger than 10 MB; inspect it with `run` (head, sed -n, grep)"
+            )
+        lines = sandbox.read_file(str(path)).splitlines()
         if not lines:
             return "(empty file)"
         start = a.start_line or 1
