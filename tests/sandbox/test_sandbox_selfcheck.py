@@ -117,3 +117,13 @@ def test_a_same_size_edit_in_the_same_second_is_not_hidden_by_bytecode(make_box,
     box.write_file("pkg/calc.py", "def add(a, b):\n    return a + b\n")  # same size
     assert box.exec("python -c 'from pkg.calc import add; print(add(2, 3))'").stdout == "5\n"
     assert not (box.root / "pkg" / "__pycache__").exists()
+
+
+def test_python_in_commands_is_verigaps_interpreter(make_box, backend: str) -> None:
+    import sys
+
+    box = make_box(backend)
+    want = "%d.%d" % sys.version_info[:2]
+    for exe in ("python", "python3"):
+        r = box.exec([exe, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"])
+        assert r.stdout == want + "\n", (exe, r.stderr)
