@@ -25,6 +25,8 @@ def test_python_is_available_and_cwd_is_honoured(make_box, backend: str) -> None
     assert r.stdout == "-1\n", r.stderr
     with pytest.raises(PathOutsideWorkspace):
         box.exec("pwd", cwd="..")
+    with pytest.raises(ValueError, match="not a directory"):
+        box.exec("pwd", cwd="README.txt")
 
 
 def test_the_callers_environment_does_not_leak(make_box, backend: str, monkeypatch) -> None:

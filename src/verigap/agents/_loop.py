@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from verigap.agents._tools import Tool, ToolError, reset_command_budget, set_command_budget
-from verigap.agents._types import ModelClient, ModelTurn, ToolCall
+from verigap.agents._types import ModelClient, ModelTurn, ToolCall, ToolSpec
 from verigap.errors import ConfigError
 
 NUDGE = (
@@ -169,7 +169,7 @@ def run_episode(
 def _loop(
     client: ModelClient,
     tools: dict[str, Tool],
-    specs: list,
+    specs: list[ToolSpec],
     messages: list[dict[str, Any]],
     budget: Budget,
     deadline: float,

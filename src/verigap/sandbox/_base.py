@@ -88,6 +88,8 @@ class Sandbox(ABC):
         if wall <= 0:
             raise ValueError(f"exec: timeout must be positive, got {timeout!r}")
         host_cwd = self.path(cwd)
+        if not host_cwd.is_dir():
+            raise ValueError(f"exec: cwd {cwd!r} is not a directory in the workspace")
         rel_cwd = host_cwd.relative_to(self.root).as_posix()
         full_env = {
             "PATH": self._default_path(),
