@@ -7,7 +7,7 @@
    unsafe backend (limits wrapper, capture loop) and the bubblewrap backend. Ratios are to
    the bare subprocess measured in this same run.
 
-    PYTHONPATH=src python benchmarks/sandbox.py [--files 1000] [--reps 20]
+    PYTHONPATH=src python benchmarks/sandbox.py [--files 1000] [--reps 20] [--dir /dev/shm]
 """
 
 from __future__ import annotations
@@ -52,10 +52,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--files", type=int, default=1000)
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--dir", default=None, help="where to build the trees (default: $TMPDIR)")
     args = ap.parse_args()
     have_bwrap = shutil.which("bwrap") is not None
     warnings.simplefilter("ignore", UnsafeSandboxWarning)
-    with tempfile.TemporaryDirectory(prefix="verigap-sandbox-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="verigap-sandbox-bench-", dir=args.dir) as tmp:
         src = Path(tmp) / "src"
         make_tree(src, args.files)
         counter = iter(range(10**6))

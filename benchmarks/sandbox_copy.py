@@ -6,7 +6,7 @@ median wall and CPU time and their ratios to ``shutil.copytree``, all measured i
 strategy is also checked for safety (an in-place write to the copy must not reach the
 source) and fidelity (executable bits and symlinks preserved).
 
-    PYTHONPATH=src python benchmarks/sandbox_copy.py [--files 1000] [--reps 7]
+    PYTHONPATH=src python benchmarks/sandbox_copy.py [--files 1000] [--reps 7] [--dir /dev/shm]
 """
 
 from __future__ import annotations
@@ -88,8 +88,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--files", type=int, default=1000)
     ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--dir", default=None, help="where to build the trees (default: $TMPDIR)")
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory(prefix="verigap-copy-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="verigap-copy-bench-", dir=args.dir) as tmp:
         src = Path(tmp) / "src"
         make_tree(src, args.files)
         size = sum(f.stat().st_size for f in src.rglob("*") if f.is_file())

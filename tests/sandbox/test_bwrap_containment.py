@@ -153,6 +153,15 @@ def test_missing_bwrap_is_unavailable_not_a_failed_command(
     assert "backend='unsafe'" in INSTALL_HINT
 
 
+def test_a_bwrap_that_cannot_start_is_unavailable(src_tree: Path, tmp_path: Path, monkeypatch) -> None:
+    fake = tmp_path / "bwrap"
+    fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(_bwrap, "_bwrap_path", lambda: str(fake))
+    with pytest.raises(SandboxUnavailable, match="could not start a sandbox.*No permissions"):
+        make_sandbox(materialize(src_tree, tmp_path / "ws"))
+
+
 def test_unknown_backend_and_missing_workspace_are_config_errors(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="unknown backend"):
         make_sandbox(tmp_path, backend="docker")

@@ -58,6 +58,7 @@ _ETC_ALLOWLIST = (
     "/etc/mime.types",
 )
 _UID_RANGE = (2_000_000, 3_000_000)
+_PROBED_OK: set[str] = set()  # bwrap binaries that have started a sandbox in this process
 
 
 def _bwrap_path() -> str:
@@ -241,9 +242,17 @@ class BwrapSandbox(Sandbox):
                 os.close(fd)
 
     def _probe(self) -> None:
-        """Fail early, as SandboxUnavailable, if bubblewrap cannot start here at all."""
+        """Fail early, as SandboxUnavailable, if bubblewrap cannot start here at all.
+
+        Whether it can is a property of the host (namespaces allowed, binary working), so a
+        success is remembered for the rest of the process.
+        """
+        if self._bwrap in _PROBED_OK:
+            return
         rc, _, err, timed_out, _ = self._run(["/bin/true"], {"PATH": DEFAULT_PATH}, ".", 30.0)
-        if rc != 0 or timed_out:
+        if rc == 0 and not timed_out:
+            _PROBED_OK.add(self._bwrap)
+        else:
             raise SandboxUnavailable(
                 "bubblewrap is installed but could not start a sandbox here "
                 f"(exit {rc}): {err.text('stderr').strip()[:500]}. Unprivileged user "
