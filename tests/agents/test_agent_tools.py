@@ -142,3 +142,16 @@ def test_long_listings_and_huge_files_are_bounded(tools: dict, box: Sandbox, mon
     (box.root / "big.bin").write_bytes(b"x" * (10 * 1024 * 1024 + 1))
     out, err = call(tools, "read_file", {"path": "big.bin"})
     assert err and "larger than 10 MB" in out
+
+
+def test_a_planted_fifo_is_refused_instead_of_hanging(tools: dict, box: Sandbox) -> None:
+    assert box.exec("mkfifo trap").ok
+    for name, args in [
+        ("read_file", {"path": "trap"}),
+        ("edit_file", {"path": "trap", "old": "a", "new": "b"}),
+        ("write_file", {"path": "trap", "content": "x"}),
+    ]:
+        out, err = call(tools, name, args)
+        assert err and "not a regular file" in out, (name, out)
+    with pytest.raises(ValueError, match="not a regular file"):
+        box.read_file("trap")

@@ -172,6 +172,8 @@ def standard_tools(sandbox: Sandbox) -> list[Tool]:
         p = host(rel)
         if p.is_dir():
             raise ToolError(f"{rel!r} is a directory; use list_files")
+        if p.exists() and not p.is_file():
+            raise ToolError(f"{rel!r} is not a regular file")
         if not p.is_file():
             raise ToolError(f"{rel!r} does not exist; use list_files to see what does")
         return p
@@ -241,6 +243,8 @@ def standard_tools(sandbox: Sandbox) -> list[Tool]:
         path = host(a.path)
         if path.is_dir():
             raise ToolError(f"{a.path!r} is a directory")
+        if path.exists() and not path.is_file():
+            raise ToolError(f"{a.path!r} is not a regular file")
         sandbox.write_file(str(path), a.content)
         return f"wrote {a.path} ({len(a.content)} characters)"
 
