@@ -17,3 +17,8 @@ app = typer.Typer(
 
 def main() -> None:  # pragma: no cover - console entry
     app()
+
+
+from verigap.sandbox.cli import app as sandbox_app  # noqa: E402 - kept apart from the family mounts
+
+app.add_typer(sandbox_app, name="sandbox")

@@ -17,6 +17,7 @@ from pathlib import Path
 from verigap.errors import ConfigError, SandboxUnavailable
 from verigap.sandbox._base import Sandbox
 from verigap.sandbox._bwrap import INSTALL_HINT, WORKSPACE_MOUNT, BwrapSandbox
+from verigap.sandbox._check import Check, self_check
 from verigap.sandbox._exec import ExecResult
 from verigap.sandbox._limits import Limits
 from verigap.sandbox._local import UnsafeLocalSandbox, UnsafeSandboxWarning
@@ -53,6 +54,7 @@ __all__ = [
     "INSTALL_HINT",
     "WORKSPACE_MOUNT",
     "BwrapSandbox",
+    "Check",
     "ExecResult",
     "Limits",
     "PathOutsideWorkspace",
@@ -61,5 +63,6 @@ __all__ = [
     "UnsafeLocalSandbox",
     "UnsafeSandboxWarning",
     "make_sandbox",
+    "self_check",
     "materialize",
 ]
