@@ -85,14 +85,20 @@ def main() -> None:
             boxes["bwrap"] = make_sandbox(ws, backend="bwrap", limits=Limits())
         py = str(Path(sys.base_prefix) / "bin" / "python3")
         print(f"\nper command ({args.reps} reps):")
-        print(f"  {'command':16s} {'runner':7s} {'median ms':>10s} {'ratio':>7s} {'min ms':>8s} {'ratio':>7s}")
+        print(
+            f"  {'command':16s} {'runner':7s} {'median ms':>10s} {'ratio':>7s} {'min ms':>8s} {'ratio':>7s}"
+        )
         for label, argv in [("true", ["true"]), ("python -c pass", [py, "-c", "pass"])]:
-            res = {"bare": measure(lambda a=argv: subprocess.run(a, capture_output=True), args.reps)}
+            res = {
+                "bare": measure(lambda a=argv: subprocess.run(a, capture_output=True), args.reps)
+            }
             for name, box in boxes.items():
                 res[name] = measure(lambda b=box, a=argv: b.exec(a), args.reps)
             bmed, bmin = res["bare"]
             for name, (med, lo) in res.items():
-                print(f"  {label:16s} {name:7s} {med:10.1f} {med / bmed:6.2f}x {lo:8.1f} {lo / bmin:6.2f}x")
+                print(
+                    f"  {label:16s} {name:7s} {med:10.1f} {med / bmed:6.2f}x {lo:8.1f} {lo / bmin:6.2f}x"
+                )
         print(f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
         if not have_bwrap:
             print("\n(bwrap not installed: bubblewrap rows skipped)")

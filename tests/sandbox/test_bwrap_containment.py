@@ -14,7 +14,9 @@ import pytest
 from verigap.errors import ConfigError, SandboxUnavailable
 from verigap.sandbox import INSTALL_HINT, Limits, _bwrap, make_sandbox, materialize
 
-needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+needs_bwrap = pytest.mark.skipif(
+    shutil.which("bwrap") is None, reason="bubblewrap is not installed"
+)
 
 CONNECT = (
     "import socket, sys\n"
@@ -61,7 +63,9 @@ def test_loopback_server_outside_is_unreachable_inside(make_box, loopback_port: 
 
 
 @needs_bwrap
-def test_network_true_shares_the_host_network(src_tree: Path, tmp_path: Path, loopback_port: int) -> None:
+def test_network_true_shares_the_host_network(
+    src_tree: Path, tmp_path: Path, loopback_port: int
+) -> None:
     box = make_sandbox(materialize(src_tree, tmp_path / "ws"), network=True)
     box.write_file("connect.py", CONNECT)
     r = box.exec(["python", "connect.py", str(loopback_port)])
@@ -153,7 +157,9 @@ def test_missing_bwrap_is_unavailable_not_a_failed_command(
     assert "backend='unsafe'" in INSTALL_HINT
 
 
-def test_a_bwrap_that_cannot_start_is_unavailable(src_tree: Path, tmp_path: Path, monkeypatch) -> None:
+def test_a_bwrap_that_cannot_start_is_unavailable(
+    src_tree: Path, tmp_path: Path, monkeypatch
+) -> None:
     fake = tmp_path / "bwrap"
     fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
     fake.chmod(0o755)

@@ -7,7 +7,9 @@ from typer.testing import CliRunner
 from verigap.cli import app
 from verigap.sandbox import _bwrap, self_check
 
-needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+needs_bwrap = pytest.mark.skipif(
+    shutil.which("bwrap") is None, reason="bubblewrap is not installed"
+)
 
 
 @needs_bwrap

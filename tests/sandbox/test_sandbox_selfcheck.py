@@ -12,7 +12,13 @@ from verigap.sandbox import PathOutsideWorkspace
 def test_runs_in_the_workspace_and_reports_exit_codes(make_box, backend: str) -> None:
     box = make_box(backend)
     ok = box.exec("cat README.txt; echo err >&2")
-    assert (ok.returncode, ok.stdout, ok.stderr, ok.ok, ok.reason) == (0, "hello\n", "err\n", True, None)
+    assert (ok.returncode, ok.stdout, ok.stderr, ok.ok, ok.reason) == (
+        0,
+        "hello\n",
+        "err\n",
+        True,
+        None,
+    )
     bad = box.exec(["/bin/sh", "-c", "exit 3"])
     assert (bad.returncode, bad.ok, bad.timed_out, bad.reason) == (3, False, False, None)
     missing = box.exec(["no-such-program-xyz"])
@@ -113,7 +119,9 @@ def test_large_output_from_a_file_does_not_block(make_box, backend: str, tmp_pat
     assert r.stdout.endswith("200000\n") and r.stderr.endswith("200000\n")
 
 
-def test_a_same_size_edit_in_the_same_second_is_not_hidden_by_bytecode(make_box, backend: str) -> None:
+def test_a_same_size_edit_in_the_same_second_is_not_hidden_by_bytecode(
+    make_box, backend: str
+) -> None:
     box = make_box(backend)
     assert box.exec("python -c 'from pkg.calc import add; print(add(2, 3))'").stdout == "-1\n"
     box.write_file("pkg/calc.py", "def add(a, b):\n    return a + b\n")  # same size

@@ -113,7 +113,12 @@ def format_exec(result: ExecResult) -> str:
     lines = [f"{head} ({result.wall_s:.1f}s)"]
     if result.reason:
         lines.append(f"note: {result.reason}")
-    lines += ["--- stdout ---", result.stdout.rstrip("\n"), "--- stderr ---", result.stderr.rstrip("\n")]
+    lines += [
+        "--- stdout ---",
+        result.stdout.rstrip("\n"),
+        "--- stderr ---",
+        result.stderr.rstrip("\n"),
+    ]
     return "\n".join(lines)
 
 
@@ -153,9 +158,7 @@ class SubmitArgs(ToolArgs):
 
 
 class ReportImpossibleArgs(ToolArgs):
-    reason: str = Field(
-        min_length=1, description="Why the task cannot be done as specified."
-    )
+    reason: str = Field(min_length=1, description="Why the task cannot be done as specified.")
 
 
 def standard_tools(sandbox: Sandbox) -> list[Tool]:
@@ -197,7 +200,10 @@ def standard_tools(sandbox: Sandbox) -> list[Tool]:
         shown = entries[:MAX_LISTED]
         more = len(entries) - len(shown)
         if stopped:
-            return "\n".join(shown) + "\n[... listing stopped: too many entries; list a subdirectory ...]"
+            return (
+                "\n".join(shown)
+                + "\n[... listing stopped: too many entries; list a subdirectory ...]"
+            )
         return "\n".join(shown) + (f"\n[... {more} more entries not shown ...]" if more else "")
 
     def read_file(a: ReadFileArgs) -> str:
@@ -260,7 +266,12 @@ def standard_tools(sandbox: Sandbox) -> list[Tool]:
         return "reported as impossible"
 
     return [
-        Tool("list_files", "List files under a directory of the workspace (recursive).", ListFilesArgs, list_files),
+        Tool(
+            "list_files",
+            "List files under a directory of the workspace (recursive).",
+            ListFilesArgs,
+            list_files,
+        ),
         Tool(
             "read_file",
             "Read a text file with line numbers; optionally only lines start_line..end_line.",
@@ -273,14 +284,21 @@ def standard_tools(sandbox: Sandbox) -> list[Tool]:
             EditFileArgs,
             edit_file,
         ),
-        Tool("write_file", "Create or overwrite a file with the given content.", WriteFileArgs, write_file),
+        Tool(
+            "write_file",
+            "Create or overwrite a file with the given content.",
+            WriteFileArgs,
+            write_file,
+        ),
         Tool(
             "run",
             "Run a shell command in the workspace (no network). Returns exit code, stdout, stderr.",
             RunArgs,
             run,
         ),
-        Tool("submit", "Finish: submit the workspace as your solution.", SubmitArgs, submit, "submit"),
+        Tool(
+            "submit", "Finish: submit the workspace as your solution.", SubmitArgs, submit, "submit"
+        ),
         Tool(
             "report_impossible",
             "Finish without a solution: the task cannot be done as specified. Say why.",

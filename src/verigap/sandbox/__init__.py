@@ -41,7 +41,9 @@ def make_sandbox(
     """
     workspace = Path(workspace)
     if not workspace.is_dir():
-        raise ConfigError(f"make_sandbox: workspace {workspace} is not a directory; materialize one first")
+        raise ConfigError(
+            f"make_sandbox: workspace {workspace} is not a directory; materialize one first"
+        )
     if backend == "bwrap":
         return BwrapSandbox(workspace, limits, ro_binds=ro_binds, network=network)
     if backend == "unsafe":

@@ -82,41 +82,75 @@ def self_check(backend: str = "bwrap") -> list[Check]:
             srv.close()
             thread.join()
         checks.append(
-            Check("network: host loopback unreachable", r.stdout.startswith("REFUSED"), r.stdout.strip())
+            Check(
+                "network: host loopback unreachable",
+                r.stdout.startswith("REFUSED"),
+                r.stdout.strip(),
+            )
         )
         r = box.exec(["cat", str(secret)])
         checks.append(
-            Check("files outside the workspace invisible", r.returncode != 0 and "hidden" not in r.stdout,
-                  (r.stderr or r.stdout).strip()[:120])
+            Check(
+                "files outside the workspace invisible",
+                r.returncode != 0 and "hidden" not in r.stdout,
+                (r.stderr or r.stdout).strip()[:120],
+            )
         )
         # A path next to the workspace: harmless to create if the backend does not isolate.
         outside = Path(tmp) / f"outside-{uuid.uuid4().hex}"
         r = box.exec(["/bin/sh", "-c", f"echo x > {outside}"])
         checks.append(
-            Check("writes outside the workspace fail", r.returncode != 0 and not outside.exists(),
-                  (r.stderr or "written").strip()[:120])
+            Check(
+                "writes outside the workspace fail",
+                r.returncode != 0 and not outside.exists(),
+                (r.stderr or "written").strip()[:120],
+            )
         )
         r = box.exec(["id", "-u"])
-        checks.append(Check("commands run unprivileged", r.stdout.strip() not in ("", "0"), f"uid {r.stdout.strip()}"))
+        checks.append(
+            Check(
+                "commands run unprivileged",
+                r.stdout.strip() not in ("", "0"),
+                f"uid {r.stdout.strip()}",
+            )
+        )
         r = box.exec("echo hi", env={"VERIGAP_CHECK": "1"})
-        checks.append(Check("workspace commands run", r.ok and r.stdout == "hi\n", f"exit {r.returncode}"))
+        checks.append(
+            Check("workspace commands run", r.ok and r.stdout == "hi\n", f"exit {r.returncode}")
+        )
 
         r = box.exec("sleep 30", timeout=0.5)
-        checks.append(Check("wall-clock limit kills", r.timed_out and r.wall_s < 5, r.reason or "not killed"))
+        checks.append(
+            Check("wall-clock limit kills", r.timed_out and r.wall_s < 5, r.reason or "not killed")
+        )
         if backend != "bwrap" and os.geteuid() == 0:
             # The kernel does not apply the process limit to root: a real fork bomb.
-            checks.append(Check("process limit holds a fork bomb", False, "not run: root outside bwrap"))
+            checks.append(
+                Check("process limit holds a fork bomb", False, "not run: root outside bwrap")
+            )
         else:
             r = box_with(ws, processes=16, wall_s=5).exec("bomb() { bomb | bomb & }; bomb; sleep 1")
             checks.append(
-                Check("process limit holds a fork bomb", "process limit" in (r.reason or ""),
-                      r.reason or "no limit seen")
+                Check(
+                    "process limit holds a fork bomb",
+                    "process limit" in (r.reason or ""),
+                    r.reason or "no limit seen",
+                )
             )
         r = box_with(ws, memory_mb=128).exec(["python", "-c", "bytearray(1 << 30)"])
-        checks.append(Check("memory limit refuses 1 GB", not r.ok and "memory" in (r.reason or ""), r.reason or "allocated"))
+        checks.append(
+            Check(
+                "memory limit refuses 1 GB",
+                not r.ok and "memory" in (r.reason or ""),
+                r.reason or "allocated",
+            )
+        )
         r = box_with(ws, output_bytes=1000).exec(["python", "-c", "print('x' * 1_000_000)"])
         checks.append(
-            Check("output capped with a marker", r.truncated and "omitted" in r.stdout and len(r.stdout) < 1200,
-                  f"{len(r.stdout)} characters kept")
+            Check(
+                "output capped with a marker",
+                r.truncated and "omitted" in r.stdout and len(r.stdout) < 1200,
+                f"{len(r.stdout)} characters kept",
+            )
         )
     return checks

@@ -70,8 +70,10 @@ class _Capture:
         tail = bytes(self.tail[-keep:])
         omitted = self.total - len(self.head) - len(tail)
         marker = f"\n[... verigap: {omitted} bytes of {stream} omitted ...]\n"
-        return self.head.decode("utf-8", errors="replace") + marker + tail.decode(
-            "utf-8", errors="replace"
+        return (
+            self.head.decode("utf-8", errors="replace")
+            + marker
+            + tail.decode("utf-8", errors="replace")
         )
 
 
