@@ -180,3 +180,15 @@ def test_unsafe_backend_warns_loudly(tmp_path: Path) -> None:
 
     with pytest.warns(UnsafeSandboxWarning, match="UNSANDBOXED"):
         make_sandbox(tmp_path, backend="unsafe")
+
+
+@needs_bwrap
+@pytest.mark.skipif(os.geteuid() != 0, reason="identifies sandbox processes by their uid (root)")
+def test_nothing_runs_once_a_timed_out_exec_returns(make_box) -> None:
+    box = make_box("bwrap")
+    for _ in range(3):
+        r = box.exec("for i in 1 2 3 4; do (while :; do :; done) & done; sleep 60", timeout=0.5)
+        assert r.timed_out
+        # Checked at once, without a grace period: the namespace was reaped before return.
+        left = [p for p in os.listdir("/proc") if p.isdigit() and _uid_of(p) == box.uid]
+        assert left == []

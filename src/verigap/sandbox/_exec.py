@@ -14,10 +14,13 @@ import selectors
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 # After the main process has exited, stragglers that still hold the pipes get this long.
 _DRAIN_GRACE_S = 0.5
+# After kill_tree, how long the launcher may take to exit before its group is killed too.
+_KILL_WAIT_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -101,8 +104,15 @@ def run_capped(
     env: dict[str, str] | None = None,
     cwd: str | None = None,
     pass_fds: tuple[int, ...] = (),
+    after_start: Callable[[], None] | None = None,
+    kill_tree: Callable[[int], None] | None = None,
 ) -> tuple[int | None, _Capture, _Capture, bool, float]:
-    """Run ``argv`` in a new session; return (returncode, stdout, stderr, timed_out, wall_s)."""
+    """Run ``argv`` in a new session; return (returncode, stdout, stderr, timed_out, wall_s).
+
+    On the deadline ``kill_tree(pid)`` (default: SIGKILL the process group) is called and
+    the process is waited for, so that nothing of the command runs once this returns.
+    ``after_start`` runs right after the launch (e.g. to close fds the child inherited).
+    """
     start = time.monotonic()
     deadline = start + timeout
     proc = subprocess.Popen(
@@ -115,6 +125,9 @@ def run_capped(
         start_new_session=True,
         pass_fds=pass_fds,
     )
+    if after_start is not None:
+        after_start()
+    kill = kill_tree or _kill_group
     captures = {proc.stdout: _Capture(output_bytes), proc.stderr: _Capture(output_bytes)}
     timed_out = False
     main_done_at: float | None = None
@@ -131,7 +144,6 @@ def run_capped(
                 break
             if now >= deadline:
                 timed_out = True
-                _kill_group(proc.pid)
                 break
             for key, _ in sel.select(timeout=min(0.05, deadline - now)):
                 data = os.read(key.fd, 65536)
@@ -139,17 +151,25 @@ def run_capped(
                     captures[key.fileobj].add(data)
                 else:
                     sel.unregister(key.fileobj)
-    try:
-        returncode: int | None = proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        _kill_group(proc.pid)
-        proc.wait()
-        returncode = None
-    else:
-        _kill_group(proc.pid)  # anything left in the group after a normal exit
+    returncode: int | None = None
+    if not timed_out:  # the pipes are closed; wait for the main process without reaping it
+        while not _exited(proc.pid):
+            if time.monotonic() >= deadline:
+                timed_out = True
+                break
+            time.sleep(0.005)
     if timed_out:
-        returncode = None
+        kill(proc.pid)
+        try:
+            proc.wait(timeout=_KILL_WAIT_S)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc.pid)
+            proc.wait()
+    else:
+        # The leader is exited but not reaped, so its group id cannot have been reused:
+        # kill whatever it left behind, then reap it.
+        _kill_group(proc.pid)
+        returncode = proc.wait()
     for stream in captures:
         stream.close()
     wall = time.monotonic() - start
