@@ -5,7 +5,7 @@ import pytest
 from typer.testing import CliRunner
 
 from verigap.cli import app
-from verigap.sandbox import _bwrap, self_check
+from verigap.sandbox import Check, _bwrap, self_check
 
 needs_bwrap = pytest.mark.skipif(
     shutil.which("bwrap") is None, reason="bubblewrap is not installed"
@@ -31,11 +31,17 @@ def test_the_unsafe_backend_is_shown_to_isolate_nothing() -> None:
     assert failed == expected
 
 
-@needs_bwrap
-def test_cli_check_passes_here() -> None:
+def test_cli_check_exit_code_follows_the_rows(monkeypatch) -> None:
+    import verigap.sandbox._check as check_mod
+
+    rows = [Check("a", True, "fine"), Check("b", True, "fine")]
+    monkeypatch.setattr(check_mod, "self_check", lambda backend: rows)
     result = CliRunner().invoke(app, ["sandbox", "check"])
-    assert result.exit_code == 0, result.output
-    assert "all 9 checks passed" in " ".join(result.output.split())
+    assert result.exit_code == 0 and "all 2 checks passed" in result.output
+    rows[1] = Check("b", False, "leaked")
+    result = CliRunner().invoke(app, ["sandbox", "check", "--backend", "unsafe"])
+    assert result.exit_code == 1 and "1 of 2 checks failed" in result.output
+    assert "leaked" in result.output
 
 
 def test_cli_check_says_how_to_install_bwrap(monkeypatch) -> None:
