@@ -3,8 +3,9 @@
 Output is read incrementally from both pipes, so a command that prints 100 MB costs
 ``2 * output_bytes`` of memory, not 100 MB. The head and the tail of each stream are kept
 (the tail is where test runners print their summary) with a visible marker in between.
-On the deadline the whole process group is killed; backends that use a PID namespace
-also lose every process inside it when its init dies.
+On the deadline the backend's ``kill_tree`` runs (the process group by default; the
+sandbox's init under bubblewrap) and the launcher is waited for, so nothing the command
+started is still running when ``run_capped`` returns.
 """
 
 from __future__ import annotations
