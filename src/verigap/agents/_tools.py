@@ -2,16 +2,9 @@
 
 A tool's JSON Schema comes from its argument model (``extra="forbid"``), so every
 provider sees the same schema and bad arguments are caught before the function runs.
-A family adds its own tools (run_tests, run_training, get_metrics, ...) the same way:
-
-    class RunTestsArgs(ToolArgs):
-        selector: str = Field("", description="pytest node id or -k expression")
-
-    def run_tests(args: RunTestsArgs) -> str:
-        return format_exec(box.exec(["python", "-m", "pytest", "-q", args.selector],
-                                    timeout=command_timeout()))
-
-    Tool("run_tests", "Run the visible tests.", RunTestsArgs, run_tests)
+A family adds its own tools (run_tests, run_training, get_metrics, ...) the same way; the
+worked example is in docs/sandbox_and_agents.md and runs as
+tests/agents/test_agent_family_tool.py.
 """
 
 from __future__ import annotations
