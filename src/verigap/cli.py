@@ -47,3 +47,8 @@ def report(runs_dir: Path = typer.Argument(..., help="a directory `verigap pilot
 
 def main() -> None:  # pragma: no cover - console entry
     app()
+
+
+from verigap.sandbox.cli import app as sandbox_app  # noqa: E402 - kept apart from the family mounts
+
+app.add_typer(sandbox_app, name="sandbox")
