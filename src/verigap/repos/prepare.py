@@ -41,6 +41,8 @@ class Prepared(BaseModel):
     spec: str
     key: str
     tree_sha256: str
+    env: str  # "venv" (built here) or "current" (the running interpreter)
+    test_deps: list[str]
     python: str  # interpreter of the prepared environment
     env_prefix: str  # its prefix (mounted read-only in every sandbox)
     import_root: str  # "" or "src": what goes first on sys.path
@@ -156,8 +158,12 @@ def prepare(spec: str, *, test_deps: list[str] | None = None, env: str = "venv",
     key = env_key(spec, tree_sha, deps, env)
     final = cache_root() / key
     if (final / PREPARED).is_file() and not force:
-        shutil.rmtree(staging, ignore_errors=True)
-        return load_prepared(key)
+        try:
+            cached = Prepared.model_validate_json((final / PREPARED).read_text())
+            shutil.rmtree(staging, ignore_errors=True)
+            return cached
+        except ValueError:  # written by an older verigap: prepare again
+            pass
     if final.exists():
         shutil.rmtree(final)
     final.parent.mkdir(parents=True, exist_ok=True)
@@ -198,7 +204,7 @@ def prepare(spec: str, *, test_deps: list[str] | None = None, env: str = "venv",
             else:
                 import_time.add(f)
     prepared = Prepared(
-        spec=spec, key=key, tree_sha256=tree_sha, python=python, env_prefix=prefix,
+        spec=spec, key=key, tree_sha256=tree_sha, env=env, test_deps=deps, python=python, env_prefix=prefix,
         import_root=import_root, source_paths=source_paths, test_files=test_files,
         config_file=config_file, passing=passing,
         not_passing={t: o for t, o in plain.outcomes.items() if t not in set(passing)},
