@@ -1,0 +1,65 @@
+"""Sandboxed workspaces: copy a source tree, run commands in it under limits.
+
+>>> ws = materialize(Path("task/src"), Path("/tmp/ep-17"))
+>>> box = make_sandbox(ws, limits=Limits(wall_s=30))
+>>> box.exec("python -m pytest -q").ok
+
+Backends: ``"bwrap"`` (default, isolated; see ``_bwrap``) and ``"unsafe"`` (no isolation,
+tests only, warns). A missing or broken backend raises ``SandboxUnavailable``; a command
+that fails or hits a limit is an ``ExecResult`` with a ``reason``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from verigap.errors import ConfigError, SandboxUnavailable
+from verigap.sandbox._base import Sandbox
+from verigap.sandbox._bwrap import INSTALL_HINT, WORKSPACE_MOUNT, BwrapSandbox
+from verigap.sandbox._exec import ExecResult
+from verigap.sandbox._limits import Limits
+from verigap.sandbox._local import UnsafeLocalSandbox, UnsafeSandboxWarning
+from verigap.sandbox._workspace import PathOutsideWorkspace, materialize
+
+BACKENDS = ("bwrap", "unsafe")
+
+
+def make_sandbox(
+    workspace: Path,
+    *,
+    backend: str = "bwrap",
+    limits: Limits = Limits(),
+    ro_binds: Sequence[Path] = (),
+    network: bool = False,
+) -> Sandbox:
+    """A sandbox over an existing workspace directory (usually one ``materialize`` made).
+
+    ``ro_binds`` are extra host paths (e.g. a prepared virtualenv) mounted read-only at
+    their own path. Never bind a directory that holds hidden tests or references.
+    """
+    workspace = Path(workspace)
+    if not workspace.is_dir():
+        raise ConfigError(f"make_sandbox: workspace {workspace} is not a directory; materialize one first")
+    if backend == "bwrap":
+        return BwrapSandbox(workspace, limits, ro_binds=ro_binds, network=network)
+    if backend == "unsafe":
+        return UnsafeLocalSandbox(workspace, limits)
+    raise ConfigError(f"make_sandbox: unknown backend {backend!r}; choose one of {BACKENDS}")
+
+
+__all__ = [
+    "BACKENDS",
+    "INSTALL_HINT",
+    "WORKSPACE_MOUNT",
+    "BwrapSandbox",
+    "ExecResult",
+    "Limits",
+    "PathOutsideWorkspace",
+    "Sandbox",
+    "SandboxUnavailable",
+    "UnsafeLocalSandbox",
+    "UnsafeSandboxWarning",
+    "make_sandbox",
+    "materialize",
+]

@@ -1,0 +1,256 @@
+"""The bubblewrap backend: the default, and the only one that isolates.
+
+What a command sees (everything else on the host does not exist for it):
+
+- ``/usr`` and the ``/bin``, ``/sbin``, ``/lib*`` links or directories, read-only;
+- a short allowlist of ``/etc`` entries (dynamic loader, certificates, alternatives,
+  timezone) read-only, and a generated ``/etc/passwd`` / ``/etc/group``;
+- the running Python's ``sys.base_prefix`` read-only, plus any ``ro_binds``, each at its
+  own path;
+- the workspace, read-write, at ``/workspace`` (the current directory);
+- a private tmpfs ``/tmp`` (sized like the memory limit), a fresh ``/proc`` and a minimal
+  ``/dev``.
+
+Namespaces: network (unless ``network=True``), PID, IPC, UTS and cgroup. The sandbox dies
+with its parent and runs in a new session (no terminal injection). When the caller is
+root, commands drop to an unprivileged uid that is random per sandbox, so the kernel
+enforces the process limit and sandboxes running side by side do not share it.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path, PurePosixPath
+
+from verigap.errors import ConfigError, SandboxUnavailable
+from verigap.sandbox._base import DEFAULT_PATH, Sandbox
+from verigap.sandbox._exec import run_capped
+from verigap.sandbox._limits import Limits, wrapper_argv
+
+WORKSPACE_MOUNT = "/workspace"
+"""Where commands see the workspace under bubblewrap."""
+
+INSTALL_HINT = (
+    "bubblewrap (`bwrap`) is required for sandboxed commands. Install it with "
+    "`sudo apt-get install -y bubblewrap` (Debian/Ubuntu) or `sudo dnf install bubblewrap` "
+    "(Fedora), or pass backend='unsafe' for tests only (no isolation)."
+)
+
+_SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+_ETC_ALLOWLIST = (
+    "/etc/alternatives",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/ssl",
+    "/etc/ca-certificates",
+    "/etc/localtime",
+    "/etc/timezone",
+    "/etc/nsswitch.conf",
+    "/etc/mime.types",
+)
+_UID_RANGE = (2_000_000, 3_000_000)
+
+
+def _bwrap_path() -> str:
+    found = shutil.which("bwrap")
+    if found is None:
+        raise SandboxUnavailable(INSTALL_HINT)
+    return found
+
+
+@functools.cache
+def _supports_tmpfs_size(bwrap: str) -> bool:
+    done = subprocess.run([bwrap, "--help"], capture_output=True, text=True)
+    return "--size" in done.stdout + done.stderr
+
+
+def _sandbox_python() -> str:
+    """The interpreter under ``sys.base_prefix`` (a venv's python is a link into it)."""
+    real = os.path.realpath(sys.executable)
+    if Path(real).is_relative_to(Path(sys.base_prefix).resolve()):
+        return real
+    major, minor = sys.version_info[:2]
+    return str(Path(sys.base_prefix) / "bin" / f"python{major}.{minor}")
+
+
+def _walk_no_links(root: Path) -> list[Path]:
+    """Every path under ``root``, never descending through a symlink (unlike rglob on 3.11)."""
+    out = [root]
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        out += [Path(dirpath, n) for n in (*dirnames, *filenames)]
+    return out
+
+
+class _MountPlan:
+    """Builds bwrap mount arguments; creates world-readable parents for nested binds."""
+
+    def __init__(self) -> None:
+        self.args: list[str] = []
+        self.mounted: list[PurePosixPath] = []
+        self.made: set[PurePosixPath] = set()
+
+    def _covered(self, path: PurePosixPath) -> bool:
+        return any(path == m or path.is_relative_to(m) for m in self.mounted)
+
+    def _parents(self, dest: PurePosixPath) -> None:
+        for parent in reversed(dest.parents):
+            if str(parent) == "/" or parent in self.made or self._covered(parent):
+                continue
+            self.args += ["--perms", "0755", "--dir", str(parent)]
+            self.made.add(parent)
+
+    def bind(self, src: str, dest: str, *, writable: bool = False) -> None:
+        dest_p = PurePosixPath(dest)
+        if not writable and src == dest and self._covered(dest_p):
+            return  # already visible through a parent mount
+        self._parents(dest_p)
+        self.args += ["--bind" if writable else "--ro-bind", src, dest]
+        self.mounted.append(dest_p)
+
+    def symlink(self, target: str, dest: str) -> None:
+        self.args += ["--symlink", target, dest]
+        self.mounted.append(PurePosixPath(dest))
+
+    def special(self, *args: str, dest: str) -> None:
+        """A tmpfs, /proc or /dev: writable by bwrap, so parents below it are still made."""
+        self.args += [*args, dest]
+
+
+class BwrapSandbox(Sandbox):
+    """Commands run under bubblewrap with the mounts and namespaces described above."""
+
+    def __init__(
+        self,
+        root: Path,
+        limits: Limits = Limits(),
+        *,
+        ro_binds: Sequence[Path] = (),
+        network: bool = False,
+    ) -> None:
+        super().__init__(root, limits)
+        self.workdir = WORKSPACE_MOUNT
+        self.network = network
+        self._bwrap = _bwrap_path()
+        self._python = _sandbox_python()
+        self.ro_binds = tuple(Path(p).absolute() for p in ro_binds)
+        for p in self.ro_binds:
+            if not p.exists():
+                raise ConfigError(f"ro_binds: {p} does not exist; pass existing host paths")
+            if p == self.root or p.is_relative_to(self.root) or self.root.is_relative_to(p):
+                raise ConfigError(
+                    f"ro_binds: {p} overlaps the workspace {self.root}; bind paths outside it"
+                )
+        self.uid: int | None = None
+        if os.geteuid() == 0:
+            self.uid = _UID_RANGE[0] + secrets.randbelow(_UID_RANGE[1] - _UID_RANGE[0])
+            self._adopt(_walk_no_links(self.root))
+        self._probe()
+
+    def _adopt(self, paths: list[Path]) -> None:
+        if self.uid is None:
+            return
+        for p in paths:
+            os.chown(p, self.uid, self.uid, follow_symlinks=False)
+
+    def _default_path(self) -> str:
+        return f"{Path(sys.base_prefix) / 'bin'}:{DEFAULT_PATH}"
+
+    def _bwrap_args(self, rel_cwd: str) -> list[str]:
+        plan = _MountPlan()
+        tmpfs = ["--perms", "1777"]
+        if _supports_tmpfs_size(self._bwrap):
+            tmpfs += ["--size", str(self.limits.memory_mb * 1024 * 1024)]
+        plan.special(*tmpfs, "--tmpfs", dest="/tmp")
+        plan.special("--proc", dest="/proc")
+        plan.special("--dev", dest="/dev")
+        for d in _SYSTEM_DIRS:
+            if os.path.islink(d):
+                plan.symlink(os.readlink(d), d)
+            elif os.path.isdir(d):
+                plan.bind(d, d)
+        etc = list(_ETC_ALLOWLIST)
+        if self.network:
+            etc += ["/etc/resolv.conf", "/etc/hosts"]
+        for e in etc:
+            if os.path.exists(e):
+                plan.bind(os.path.realpath(e), e)
+        base = str(Path(sys.base_prefix).resolve())
+        plan.bind(base, base)
+        for p in self.ro_binds:
+            plan.bind(str(p), str(p))
+        plan.bind(str(self.root), WORKSPACE_MOUNT, writable=True)
+        ns = ["--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]
+        if not self.network:
+            ns.append("--unshare-net")
+        if self.uid is None:
+            ns.append("--unshare-user")
+            caps = ["--cap-drop", "ALL"]
+        else:  # root: keep only what the wrapper needs to drop to self.uid, then exec
+            caps = ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+        chdir = str(PurePosixPath(WORKSPACE_MOUNT) / rel_cwd)
+        return [
+            self._bwrap,
+            *plan.args,
+            *ns,
+            *caps,
+            "--die-with-parent",
+            "--new-session",
+            "--chdir",
+            chdir,
+        ]
+
+    def _identity_files(self) -> tuple[list[str], list[int]]:
+        """A generated /etc/passwd and /etc/group naming the sandbox user ``agent``."""
+        uid = self.uid if self.uid is not None else os.getuid()
+        gid = self.uid if self.uid is not None else os.getgid()
+        files = {
+            "/etc/passwd": f"root:x:0:0:root:/root:/bin/sh\nagent:x:{uid}:{gid}:agent:/tmp:/bin/sh\n",
+            "/etc/group": f"root:x:0:\nagent:x:{gid}:\n",
+        }
+        args: list[str] = []
+        fds: list[int] = []
+        for dest, text in files.items():
+            r, w = os.pipe()
+            os.write(w, text.encode())
+            os.close(w)
+            fds.append(r)
+            args += ["--perms", "0644", "--ro-bind-data", str(r), dest]
+        return args, fds
+
+    def _run(self, argv: list[str], env: dict[str, str], rel_cwd: str, timeout: float) -> tuple:
+        ident_args, fds = self._identity_files()
+        try:
+            full = [
+                *self._bwrap_args(rel_cwd),
+                *ident_args,
+                "--",
+                *wrapper_argv(self._python, argv, self.limits, env, uid=self.uid),
+            ]
+            return run_capped(
+                full,
+                timeout=timeout,
+                output_bytes=self.limits.output_bytes,
+                env=env,
+                pass_fds=tuple(fds),
+            )
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+    def _probe(self) -> None:
+        """Fail early, as SandboxUnavailable, if bubblewrap cannot start here at all."""
+        rc, _, err, timed_out, _ = self._run(["/bin/true"], {"PATH": DEFAULT_PATH}, ".", 30.0)
+        if rc != 0 or timed_out:
+            raise SandboxUnavailable(
+                "bubblewrap is installed but could not start a sandbox here "
+                f"(exit {rc}): {err.text('stderr').strip()[:500]}. Unprivileged user "
+                "namespaces may be disabled (sysctl kernel.unprivileged_userns_clone=1 or "
+                "user.max_user_namespaces>0), or run as root."
+            )

@@ -1,0 +1,154 @@
+"""Run one process with a wall-clock deadline and bounded output capture.
+
+Output is read incrementally from both pipes, so a command that prints 100 MB costs
+``2 * output_bytes`` of memory, not 100 MB. The head and the tail of each stream are kept
+(the tail is where test runners print their summary) with a visible marker in between.
+On the deadline the whole process group is killed; backends that use a PID namespace
+also lose every process inside it when its init dies.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+
+# After the main process has exited, stragglers that still hold the pipes get this long.
+_DRAIN_GRACE_S = 0.5
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """What one command did. ``reason`` says why it was killed or limited, if it was."""
+
+    returncode: int | None
+    stdout: str
+    stderr: str
+    timed_out: bool
+    truncated: bool
+    wall_s: float
+    reason: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """The command ran to completion and exited 0 (truncated output is still ok)."""
+        return self.returncode == 0 and not self.timed_out
+
+
+@dataclass
+class _Capture:
+    """Keeps the first and last ``limit // 2`` bytes of a stream and counts the rest."""
+
+    limit: int
+    head: bytearray = field(default_factory=bytearray)
+    tail: bytearray = field(default_factory=bytearray)
+    total: int = 0
+
+    def add(self, data: bytes) -> None:
+        self.total += len(data)
+        room = self.limit // 2 - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data:
+            self.tail += data
+            keep = self.limit - self.limit // 2
+            if len(self.tail) > 2 * keep:  # trim in batches, not on every read
+                del self.tail[: len(self.tail) - keep]
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > self.limit
+
+    def text(self, stream: str) -> str:
+        if not self.truncated:
+            return (bytes(self.head) + bytes(self.tail)).decode("utf-8", errors="replace")
+        keep = self.limit - self.limit // 2
+        tail = bytes(self.tail[-keep:])
+        omitted = self.total - len(self.head) - len(tail)
+        marker = f"\n[... verigap: {omitted} bytes of {stream} omitted ...]\n"
+        return self.head.decode("utf-8", errors="replace") + marker + tail.decode(
+            "utf-8", errors="replace"
+        )
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _exited(pid: int) -> bool:
+    """Whether ``pid`` has exited, without reaping it (so its pid/pgid cannot be reused yet)."""
+    try:
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return True
+    return info is not None
+
+
+def run_capped(
+    argv: list[str],
+    *,
+    timeout: float,
+    output_bytes: int,
+    env: dict[str, str] | None = None,
+    cwd: str | None = None,
+    pass_fds: tuple[int, ...] = (),
+) -> tuple[int | None, _Capture, _Capture, bool, float]:
+    """Run ``argv`` in a new session; return (returncode, stdout, stderr, timed_out, wall_s)."""
+    start = time.monotonic()
+    deadline = start + timeout
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=cwd,
+        start_new_session=True,
+        pass_fds=pass_fds,
+    )
+    captures = {proc.stdout: _Capture(output_bytes), proc.stderr: _Capture(output_bytes)}
+    timed_out = False
+    main_done_at: float | None = None
+    with selectors.DefaultSelector() as sel:
+        for stream in captures:
+            sel.register(stream, selectors.EVENT_READ)
+        while sel.get_map():
+            now = time.monotonic()
+            if main_done_at is None and _exited(proc.pid):
+                # Background children may hold the pipes open: kill them, drain briefly.
+                main_done_at = now
+                _kill_group(proc.pid)
+            if main_done_at is not None and now - main_done_at > _DRAIN_GRACE_S:
+                break
+            if now >= deadline:
+                timed_out = True
+                _kill_group(proc.pid)
+                break
+            for key, _ in sel.select(timeout=min(0.05, deadline - now)):
+                data = os.read(key.fd, 65536)
+                if data:
+                    captures[key.fileobj].add(data)
+                else:
+                    sel.unregister(key.fileobj)
+    try:
+        returncode: int | None = proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _kill_group(proc.pid)
+        proc.wait()
+        returncode = None
+    else:
+        _kill_group(proc.pid)  # anything left in the group after a normal exit
+    if timed_out:
+        returncode = None
+    for stream in captures:
+        stream.close()
+    wall = time.monotonic() - start
+    return returncode, captures[proc.stdout], captures[proc.stderr], timed_out, wall

@@ -1,0 +1,161 @@
+"""Resource limits: one frozen config, the in-sandbox wrapper that applies them, and the
+classification that turns a dead process into a one-line reason.
+
+Limits are applied *inside* the sandbox by a tiny wrapper run with the sandbox's own
+Python (``python -I -S -c WRAPPER``) just before it ``exec``s the command. Applying them
+there, after bubblewrap has set up namespaces, means the process limit counts only the
+sandbox's own processes and never the caller's.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from dataclasses import dataclass
+
+from verigap.errors import ConfigError
+
+_MB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Every limit a sandboxed command runs under (per command, not per episode)."""
+
+    wall_s: float = 60.0
+    """Wall-clock seconds before the whole process tree is killed (``exec(timeout=)`` overrides)."""
+    cpu_s: float | None = None
+    """CPU seconds per process (RLIMIT_CPU); None leaves it to the wall-clock limit."""
+    memory_mb: int = 2048
+    """Address space per process in MiB (RLIMIT_AS); also the size of the private /tmp."""
+    processes: int = 256
+    """Processes/threads the sandbox user may have at once (RLIMIT_NPROC)."""
+    file_size_mb: int = 256
+    """Largest file a process may write, in MiB (RLIMIT_FSIZE)."""
+    output_bytes: int = 64_000
+    """Bytes kept from each of stdout and stderr; the middle of longer output is dropped."""
+
+    def __post_init__(self) -> None:
+        checks = {
+            "wall_s": self.wall_s > 0,
+            "cpu_s": self.cpu_s is None or self.cpu_s > 0,
+            "memory_mb": self.memory_mb >= 16,
+            "processes": self.processes >= 1,
+            "file_size_mb": self.file_size_mb >= 1,
+            "output_bytes": self.output_bytes >= 64,
+        }
+        for name, ok in checks.items():
+            if not ok:
+                raise ConfigError(
+                    f"Limits.{name}={getattr(self, name)!r} is out of range; "
+                    "use a positive value (memory_mb >= 16, output_bytes >= 64)"
+                )
+
+    def rlimits(self) -> dict[str, int]:
+        """The rlimits the wrapper sets, by ``resource`` constant name (soft=hard except CPU)."""
+        out = {
+            "RLIMIT_AS": self.memory_mb * _MB,
+            "RLIMIT_NPROC": self.processes,
+            "RLIMIT_FSIZE": self.file_size_mb * _MB,
+            "RLIMIT_CORE": 0,
+        }
+        if self.cpu_s is not None:
+            out["RLIMIT_CPU"] = max(1, int(round(self.cpu_s)))
+        return out
+
+
+# Runs as `python -I -S -c WRAPPER CONFIG_JSON -- argv...`. Kept dependency-free: only the
+# sandbox's own interpreter and stdlib modules that need no site-packages.
+WRAPPER = r"""
+import json, os, resource, signal, sys
+# Python ignores SIGPIPE and SIGXFSZ; an ignored signal survives exec, so restore them.
+signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+cfg = json.loads(sys.argv[1])
+argv = sys.argv[3:]
+uid = cfg.get("uid")
+if uid is not None and os.getuid() == 0:
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+for name, value in cfg["rlimits"].items():
+    which = getattr(resource, name)
+    hard = value + 1 if name == "RLIMIT_CPU" else value
+    resource.setrlimit(which, (value, hard))
+try:
+    os.execvpe(argv[0], argv, cfg["env"])
+except OSError as exc:
+    sys.stderr.write("verigap sandbox: cannot execute %r: %s\n" % (argv[0], exc.strerror))
+    os._exit(127)
+"""
+
+
+def wrapper_argv(
+    python: str,
+    cmd: list[str],
+    limits: Limits,
+    env: dict[str, str],
+    *,
+    uid: int | None = None,
+) -> list[str]:
+    """The argv that applies ``limits`` (and drops to ``uid`` when started as root), then execs."""
+    cfg = {"rlimits": limits.rlimits(), "env": env, "uid": uid}
+    return [python, "-I", "-S", "-c", WRAPPER, json.dumps(cfg), "--", *cmd]
+
+
+_SIGNAL_REASONS = {
+    signal.SIGXCPU: "CPU time limit of {cpu}s exceeded (SIGXCPU)",
+    signal.SIGXFSZ: "file size limit of {fsize} MB exceeded (SIGXFSZ)",
+    signal.SIGKILL: "killed by SIGKILL (CPU hard limit or the kernel's out-of-memory killer)",
+    signal.SIGSEGV: "crashed with SIGSEGV (can be a failed allocation under the memory limit)",
+}
+
+_MEMORY_MARKERS = ("MemoryError", "Cannot allocate memory", "std::bad_alloc", "out of memory")
+_FORK_MARKERS = ("Resource temporarily unavailable", "can't fork", "Cannot fork", "fork: retry")
+
+
+def terminating_signal(returncode: int | None) -> int | None:
+    """The signal that ended the command: ``-N`` from Popen, ``128+N`` from a shell or bwrap."""
+    if returncode is None:
+        return None
+    if returncode < 0:
+        return -returncode
+    if 128 < returncode < 128 + 65:
+        return returncode - 128
+    return None
+
+
+def classify(
+    returncode: int | None,
+    stderr: str,
+    limits: Limits,
+    *,
+    timed_out: bool,
+    timeout: float,
+    truncated: bool,
+) -> str | None:
+    """Why a command was killed or limited, in one line; None for an ordinary exit."""
+    parts: list[str] = []
+    if timed_out:
+        parts.append(f"wall-clock limit of {timeout:g}s exceeded; the whole process tree was killed")
+    else:
+        sig = terminating_signal(returncode)
+        if sig in _SIGNAL_REASONS:
+            parts.append(
+                _SIGNAL_REASONS[signal.Signals(sig)].format(
+                    cpu=limits.cpu_s, fsize=limits.file_size_mb
+                )
+            )
+        elif returncode not in (0, None) and any(m in stderr for m in _MEMORY_MARKERS):
+            parts.append(
+                f"memory limit of {limits.memory_mb} MB likely exceeded (an allocation failed)"
+            )
+    if not timed_out and "File too large" in stderr and terminating_signal(returncode) is None:
+        parts.append(f"file size limit of {limits.file_size_mb} MB likely reached (a write failed)")
+    # A fork bomb's first process often exits 0 while its children fail to fork.
+    if any(m in stderr for m in _FORK_MARKERS):
+        parts.append(f"process limit of {limits.processes} likely reached (a fork failed)")
+    if truncated:
+        parts.append(f"output truncated to {limits.output_bytes} bytes per stream")
+    return "; ".join(parts) or None
+

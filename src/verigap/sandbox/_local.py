@@ -1,0 +1,51 @@
+"""The unsandboxed backend: same interface, no isolation. For tests and debugging only."""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from pathlib import Path
+
+from verigap.sandbox._base import DEFAULT_PATH, Sandbox
+from verigap.sandbox._exec import run_capped
+from verigap.sandbox._limits import Limits, wrapper_argv
+
+
+class UnsafeSandboxWarning(UserWarning):
+    """Emitted every time an UnsafeLocalSandbox is created."""
+
+
+class UnsafeLocalSandbox(Sandbox):
+    """Runs commands directly on the host, in the workspace directory.
+
+    There is NO isolation: the network, the whole filesystem (hidden tests included) and
+    the caller's user are all reachable. Only rlimits, the wall-clock kill of the process
+    group and the output cap apply; as root the process limit is not enforced by the
+    kernel, and a child that calls ``setsid`` escapes the group kill.
+    """
+
+    def __init__(self, root: Path, limits: Limits = Limits()) -> None:
+        super().__init__(root, limits)
+        self.workdir = str(self.root)
+        warnings.warn(
+            f"UnsafeLocalSandbox at {self.root}: commands run UNSANDBOXED on the host "
+            "(network, every file and your user are reachable). Use it only for tests.",
+            UnsafeSandboxWarning,
+            stacklevel=2,
+        )
+
+    def _adopt(self, paths: list[Path]) -> None:
+        """Nothing to do: commands run as the caller, who created the paths."""
+
+    def _default_path(self) -> str:
+        return f"{Path(sys.base_prefix) / 'bin'}:{DEFAULT_PATH}"
+
+    def _run(self, argv: list[str], env: dict[str, str], rel_cwd: str, timeout: float) -> tuple:
+        wrapped = wrapper_argv(sys.executable, argv, self.limits, env)
+        return run_capped(
+            wrapped,
+            timeout=timeout,
+            output_bytes=self.limits.output_bytes,
+            env=env,
+            cwd=str(self.root / rel_cwd),
+        )
