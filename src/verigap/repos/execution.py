@@ -11,10 +11,7 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-try:  # P3's sandbox; until it is merged, a plain-subprocess stand-in of the same shape
-    from verigap.sandbox import ExecResult, Limits, make_sandbox
-except ImportError:  # pragma: no cover - removed once p3-sandbox is merged
-    from verigap.repos._interim_exec import ExecResult, Limits, make_sandbox  # type: ignore
+from verigap.sandbox import ExecResult, Limits, make_sandbox
 
 #: The only environment a graded process sees: nothing inherited from the caller or the agent.
 CLEAN_ENV: dict[str, str] = {
@@ -42,8 +39,13 @@ def run(
     backend: str | None = None,
     memory_mb: int = 4096,
 ) -> ExecResult:
-    """Run ``cmd`` with ``scratch`` as the only writable directory and ``ro_binds`` read-only."""
+    """Run ``cmd`` with ``scratch`` as the only writable directory and ``ro_binds`` read-only.
+
+    The command starts in ``scratch`` (seen as ``/workspace`` under bubblewrap), so paths into
+    it are given relative; ``ro_binds`` keep their host paths.
+    """
     scratch.mkdir(parents=True, exist_ok=True)
+    scratch.chmod(0o755)  # the sandbox user (not root) must be able to enter it
     limits = Limits(wall_s=timeout, memory_mb=memory_mb, output_bytes=200_000)
     box = make_sandbox(scratch, backend=backend or default_backend(), limits=limits,
                        ro_binds=[Path(p) for p in ro_binds], network=False)

@@ -38,6 +38,7 @@ def harness_dir() -> Path:
     if not dest.is_dir():
         cache_root().mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=cache_root()))
+        tmp.chmod(0o755)  # readable by the unprivileged user sandboxed commands run as
         for f in (RUNNER, EQUIV):
             shutil.copy2(f, tmp / f.name)
         (tmp / "empty.ini").write_text(EMPTY_INI)
@@ -94,7 +95,7 @@ def run_pytest(
         out = scratch / "report.json"
         cfg: dict[str, Any] = {
             "import_root": str(tree / import_root) if import_root not in ("", ".") else str(tree),
-            "out": str(out),
+            "out": out.name,  # relative: the scratch dir is the sandbox's working directory
             "pytest_args": pytest_args(tree, test_files, config_file),
         }
         if reach:
@@ -102,7 +103,7 @@ def run_pytest(
         if capture:
             cfg["capture"] = {"root": str(tree), **capture}
         (scratch / "run.json").write_text(json.dumps(cfg))
-        res = execution.run([python, "-I", "-B", str(hdir / RUNNER.name), str(scratch / "run.json")],
+        res = execution.run([python, "-I", "-B", str(hdir / RUNNER.name), "run.json"],
                             scratch=scratch, ro_binds=[tree, env_prefix, hdir, *extra_ro],
                             timeout=timeout, backend=backend)
         report: dict[str, Any] = {}
@@ -141,9 +142,9 @@ def run_equiv(
         (scratch / "inputs.json").write_text(json.dumps(inputs))
         out = scratch / "out.json"
         cfg = {"import_root": str(tree / import_root) if import_root not in ("", ".") else str(tree),
-               "inputs": str(scratch / "inputs.json"), "out": str(out), "mode": mode}
+               "inputs": "inputs.json", "out": out.name, "mode": mode}
         (scratch / "eq.json").write_text(json.dumps(cfg))
-        execution.run([python, "-I", "-B", str(hdir / EQUIV.name), str(scratch / "eq.json")],
+        execution.run([python, "-I", "-B", str(hdir / EQUIV.name), "eq.json"],
                       scratch=scratch, ro_binds=[tree, env_prefix, hdir], timeout=timeout,
                       backend=backend)
         if not out.is_file():

@@ -23,7 +23,7 @@ from verigap.verdict import Verdict
 
 def run_visible(p: Prepared, workspace: Path, *, backend: str | None = None):
     """``python -m pytest`` in the workspace with the workspace's own everything."""
-    env = {"PYTHONPATH": str(workspace / p.import_root) if p.import_root else str(workspace)}
+    env = {"PYTHONPATH": p.import_root or "."}  # relative to the workspace, wherever it is mounted
     return execution.run([p.python, "-m", "pytest", "-q"], scratch=workspace,
                          ro_binds=[Path(p.env_prefix)], env=env, backend=backend,
                          timeout=max(30.0, 8 * p.baseline_s + 20))
