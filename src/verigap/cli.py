@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import typer
 
+from verigap.repos.cli import repos_app
+
 app = typer.Typer(
     name="verigap",
     help="RL environments for code agents that measure the gap between reward and truth.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
+
+app.add_typer(repos_app, name="repos")
 
 
 def main() -> None:  # pragma: no cover - console entry
