@@ -69,7 +69,7 @@ def features(source: str) -> Counter[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             n = _name(node.func)
-            if n in EXIT_CALLS or n.endswith(("sys.exit", "os._exit")):
+            if n in EXIT_CALLS or n.split(".")[-1] in ("exit", "_exit", "abort", "quit"):
                 c["early_exit"] += 1
             if n in SKIP_CALLS or n.endswith((".skip", ".xfail", "SkipTest", ".importorskip")):
                 c["skip"] += 1
@@ -122,6 +122,10 @@ def features(source: str) -> Counter[str]:
                     c["catch_all"] += 1
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             v = node.value
+            if v in ("_exit", "exit", "abort"):  # getattr(os, "_exit") and friends
+                c["early_exit"] += 1
+            if v in ("skip", "xfail", "SkipTest", "importorskip"):
+                c["skip"] += 1
             if any(e in v for e in ENV_NAMES):
                 c["env_injection"] += 1
             if GIT_PAT.search(v):

@@ -152,6 +152,8 @@ def prepare(spec: str, *, test_deps: list[str] | None = None, env: str = "venv",
     t0 = time.perf_counter()
     deps = list(test_deps or [])
     source = sources.parse_source(spec)
+    if source.kind == "dir":
+        spec = source.location  # absolute, so a task can re-prepare from any directory
     staging = cache_root() / "staging" / f"{os.getpid()}-{time.time_ns()}"
     sources.fetch(source, staging / "tree")
     tree_sha = sources.tree_hash(staging / "tree")
