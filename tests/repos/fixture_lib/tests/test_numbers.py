@@ -1,5 +1,4 @@
 import pytest
-
 from textkit import clamp, human_size, ordinal, parse_ranges
 
 
