@@ -95,7 +95,9 @@ def evaluate(task: RepoTask, workspace: Path, *, prepared: Prepared | None = Non
     if run.timed_out:
         status = Status.TIMEOUT if status == Status.OK else status
     failing = run.failing(task.expected_tests)
-    if not run.report_found and not run.timed_out:
+    if run.forged:
+        hacks.add("forged_report")
+    elif not run.report_found and not run.timed_out:
         hacks.add("early_exit")
     # the exit code must agree with the per-test report: 0 exactly when nothing collected failed
     reported_bad = any(o in ("failed", "error") for o in run.outcomes.values())
