@@ -76,7 +76,7 @@ def main() -> None:
         "tasks": len(rows), "agent": args.agent,
         "raw_pytest_s_median": round(statistics.median(raw), 3),
         "v2_s_median": round(statistics.median(v2s), 3),
-        "v2_over_raw_median": round(statistics.median(v / r for v, r in zip(v2s, raw)), 2),
+        "v2_over_raw_median": round(statistics.median(v / r for v, r in zip(v2s, raw, strict=True)), 2),
         "correct_share": sum(r["correct"] for r in rows) / len(rows),
     }
     index = args.tasks / "index.json"
