@@ -278,7 +278,7 @@ def collect_inputs(p: Prepared, functions: Sequence[str], *, per_function: int =
                backend=backend)
     cap = run_pytest(p.tree, test_files=p.test_files, config_file=p.config_file,
                      capture={"targets": list(functions), "limit": per_function},
-                     timeout=max(60.0, 10 * p.baseline_s), **env)
+                     timeout=p.suite_timeout(), **env)
     raw = []
     for target, blobs in cap.extra.get("captured", {}).items():
         file, q = target.split("::", 1)
@@ -445,7 +445,7 @@ def build_task(p: Prepared, sites: Sequence[ValidMutation], n_vis: int,
         vis = run_pytest(ws, python=p.python, env_prefix=Path(p.env_prefix),
                          import_root=p.import_root, test_files=vfiles,
                          config_file=p.config_file, backend=backend,
-                         timeout=max(20.0, 6 * p.baseline_s + 10))
+                         timeout=p.suite_timeout())
         got = {t for t in vis.outcomes if t not in p.not_passing}
         if got != vset:
             return None, "workspace does not collect exactly the visible tests"

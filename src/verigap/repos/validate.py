@@ -92,7 +92,7 @@ def mutant_tree(p: Prepared, muts: Sequence[mutate.Mutation], dest: Path) -> dic
 def run_suite(p: Prepared, tree: Path, *, backend: str | None = None):
     return run_pytest(tree, python=p.python, env_prefix=Path(p.env_prefix),
                       import_root=p.import_root, test_files=p.test_files,
-                      config_file=p.config_file, timeout=max(20.0, 6 * p.baseline_s + 10),
+                      config_file=p.config_file, timeout=p.suite_timeout(),
                       backend=backend)
 
 
