@@ -139,7 +139,16 @@ class _DropUnits(cst.CSTTransformer):
         self.stack.append(node.name.value)
 
     def leave_ClassDef(self, original, updated):
+        # a hidden test this class inherits: shadow it with None so pytest does not collect it
+        inherited = [n for n in self.names if n[:-1] == tuple(self.stack)
+                     and n not in self.dropped]
         self.stack.pop()
+        if inherited:
+            extra = [cst.parse_statement(f"{n[-1]} = None  # hidden test\n")
+                     for n in sorted(inherited)]
+            self.dropped.update(inherited)
+            updated = updated.with_changes(body=updated.body.with_changes(
+                body=[*updated.body.body, *extra]))
         if not updated.body.body:
             return updated.with_changes(body=updated.body.with_changes(
                 body=[cst.SimpleStatementLine([cst.Pass()])]))
@@ -441,7 +450,10 @@ def build_task(p: Prepared, sites: Sequence[ValidMutation], n_vis: int,
             fail_to_pass=sorted(broken), visible_test_files=vfiles, removed_units=removed,
             source_paths=p.source_paths, equivalence=equiv, prompt="",
         )
-        ws = materialize_workspace(p, task, Path(tmp) / "ws")
+        try:
+            ws = materialize_workspace(p, task, Path(tmp) / "ws")
+        except ValueError:
+            return None, "hidden tests cannot be cut from the visible files"
         vis = run_pytest(ws, python=p.python, env_prefix=Path(p.env_prefix),
                          import_root=p.import_root, test_files=vfiles,
                          config_file=p.config_file, backend=backend,
