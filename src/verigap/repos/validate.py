@@ -127,7 +127,8 @@ def _cached_validate(p: Prepared, m: mutate.Mutation, backend: str | None
                      ) -> tuple[ValidMutation | None, str]:
     """validate_one, remembered per prepared environment (timeouts are not remembered: they
     depend on the machine's load, not on the mutation)."""
-    path = p.dir / "validated" / (hashlib.sha256(m.id.encode()).hexdigest()[:20] + ".json")
+    ops = hashlib.sha256(Path(mutate.__file__).read_bytes()).hexdigest()  # operators' version
+    path = p.dir / "validated" / (hashlib.sha256((ops + m.id).encode()).hexdigest()[:20] + ".json")
     if path.is_file():
         d = json.loads(path.read_text())
         return (ValidMutation(**d["valid"]) if d["valid"] else None), d["why"]
