@@ -21,3 +21,8 @@ app.add_typer(repos_app, name="repos")
 
 def main() -> None:  # pragma: no cover - console entry
     app()
+
+
+from verigap.sandbox.cli import app as sandbox_app  # noqa: E402 - kept apart from the family mounts
+
+app.add_typer(sandbox_app, name="sandbox")
