@@ -14,6 +14,8 @@ from verigap.errors import VerigapError
 from verigap.patchworld.cli import app as patchworld_app
 from verigap.patchworld.cli import pilot
 
+from verigap.repos.cli import repos_app
+
 app = typer.Typer(
     name="verigap",
     help="RL environments for code agents that measure the gap between reward and truth.",
@@ -43,6 +45,8 @@ def report(runs_dir: Path = typer.Argument(..., help="a directory `verigap pilot
         Console().print(f"[red]error:[/red] {e}")
         raise typer.Exit(2) from None
     print(page.resolve())
+
+app.add_typer(repos_app, name="repos")
 
 
 def main() -> None:  # pragma: no cover - console entry

@@ -1,0 +1,145 @@
+"""`verigap repos ...`: prepare a project, make tasks from it, run agents on them."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from verigap.errors import VerigapError
+from verigap.verdict import Verdict, summarize
+
+repos_app = typer.Typer(help="Real Python projects as bug-fix tasks (visible + hidden checks).",
+                        no_args_is_help=True)
+console = Console()
+
+
+def _fail(e: Exception) -> None:
+    console.print(f"[red]error:[/red] {e}")
+    raise typer.Exit(2)
+
+
+@repos_app.command()
+def prepare(
+    source: Annotated[str, typer.Argument(help="A directory, git+URL, or name==version on PyPI.")],
+    test_dep: Annotated[list[str] | None, typer.Option(
+        help="Extra test dependency (repeatable).")] = None,
+    env: Annotated[str, typer.Option(help="venv (build one) or current (this interpreter).")] = "venv",
+    force: bool = False,
+    backend: Annotated[str | None, typer.Option(help="bwrap (default) or unsafe (tests).")] = None,
+) -> None:
+    """Build (or reuse) the cached environment for SOURCE and record its passing tests."""
+    from verigap.repos.prepare import prepare as _prepare
+
+    try:
+        p = _prepare(source, test_deps=list(test_dep or []), env=env, force=force, backend=backend)
+    except VerigapError as e:
+        _fail(e)
+    console.print(f"prepared {p.spec} -> {p.dir}\n  {len(p.passing)} passing tests, "
+                  f"{len(p.reach)} reached functions, suite {p.baseline_s:.2f}s in the sandbox")
+
+
+@repos_app.command("make-tasks")
+def make_tasks(
+    source: Annotated[str, typer.Argument(help="A directory, git+URL, or name==version on PyPI.")],
+    out: Annotated[Path, typer.Option(help="Directory for the task files.")] = Path("tasks"),
+    k: Annotated[int, typer.Option(help="Broken sites per task (half visible).")] = 4,
+    n: Annotated[int, typer.Option(help="Tasks to make.")] = 20,
+    seed: int = 0,
+    max_candidates: Annotated[int, typer.Option(help="Mutations to validate.")] = 80,
+    workers: Annotated[int, typer.Option(help="Parallel validation runs.")] = 2,
+    test_dep: Annotated[list[str] | None, typer.Option(
+        help="Extra test dependency (repeatable).")] = None,
+    env: str = "venv",
+    backend: str | None = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the stats as JSON.")] = False,
+) -> None:
+    """Mutate, validate and combine into tasks; writes task files and index.json to OUT."""
+    from verigap.repos.tasks import make_tasks as _make
+
+    try:
+        stats = _make(source, out, k=k, n=n, seed=seed, max_candidates=max_candidates,
+                      workers=workers, test_deps=list(test_dep or []), env=env, backend=backend,
+                      log=(lambda s: None) if json_out else console.print)
+    except VerigapError as e:
+        _fail(e)
+    if json_out:
+        print(json.dumps(stats.model_dump(), indent=2))
+    else:
+        console.print(f"{stats.tasks} tasks from {stats.valid}/{stats.candidates} valid mutations "
+                      f"in {stats.total_s:.0f}s -> {out}")
+    if stats.tasks < n:
+        raise typer.Exit(1)
+
+
+@repos_app.command()
+def run(
+    tasks: Annotated[Path, typer.Argument(help="A task file or a directory of them.")],
+    agent: Annotated[list[str] | None, typer.Option(
+        help="scripted:oracle|noop|careless, openai:MODEL, anthropic:MODEL (repeatable; "
+             "default scripted:oracle).")] = None,
+    grader: Annotated[list[str] | None, typer.Option(
+        help="v1 or v2 (repeatable; default v2).")] = None,
+    reward: Annotated[str | None, typer.Option(
+        help="Reward scheme (visible, oracle, deletion:X, audit:RATE). Default: v1 pays "
+             "visible, v2 pays its hidden check.")] = None,
+    out: Annotated[Path, typer.Option(help="Run directory root.")] = Path("runs/repos"),
+    executor: str = "process",
+    workers: int = 2,
+    seed: int = 0,
+    limit: Annotated[int | None, typer.Option(help="Only the first N tasks.")] = None,
+    max_turns: int = 40,
+    backend: str | None = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+) -> None:
+    """Run agents on tasks, grade every episode, print a summary per agent and grader."""
+    from verigap.repos.episode import jobs as _jobs
+    from verigap.runs import run_jobs
+
+    try:
+        paths = [tasks] if tasks.is_file() else sorted(
+            f for f in tasks.glob("*.json") if f.name != "index.json")
+        if not paths:
+            raise VerigapError(f"no task files in {tasks}; run `verigap repos make-tasks` first")
+        paths = paths[:limit] if limit else paths
+        js = _jobs(paths, agent or ["scripted:oracle"], grader or ["v2"], out, reward=reward, seed=seed, backend=backend,
+                   max_turns=max_turns)
+        results = run_jobs(js, executor=executor, workers=workers, progress=not json_out,
+                           description="episodes")
+    except VerigapError as e:
+        _fail(e)
+    rows = summary_rows(results.values())
+    if json_out:
+        print(json.dumps(rows, indent=2))
+        return
+    t = Table(title=f"repo tasks: {len(paths)} task(s)")
+    for col in ("grader", "agent", "n", "reward", "visible pass", "correct", "false success",
+                "paid & wrong", "hacks"):
+        t.add_column(col, no_wrap=col in ("grader", "agent"))
+    for r in rows:
+        t.add_row(r["grader"], r["agent"], str(r["n"]), f"{r['mean_reward']:.2f}",
+                  f"{r['pass_rate']:.0%}", f"{r['true_success']:.0%}",
+                  f"{r['false_success']:.0%}", f"{r['paid_wrong']:.0%}",
+                  ", ".join(f"{k}×{v}" for k, v in sorted(r["hacks"].items())) or "-")
+    console.print(t)
+
+
+def summary_rows(results) -> list[dict]:
+    """One row per (grader, agent): the shared summary metrics plus hack counts."""
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for r in results:
+        groups.setdefault((r["grader"], r["agent"]), []).append(r)
+    rows = []
+    for (g, a), rs in sorted(groups.items()):
+        s = summarize(Verdict.from_dict(r) for r in rs)
+        hacks = Counter(h for r in rs for h in r.get("hacks", []))
+        # false success as the grader paid it: rewarded and not correct
+        paid_wrong = sum(1 for r in rs if r["reward"] > 0 and not r["correct"]) / len(rs)
+        rows.append({"grader": g, "agent": a, **s.to_dict(), "paid_wrong": paid_wrong,
+                     "hacks": dict(hacks)})
+    return rows

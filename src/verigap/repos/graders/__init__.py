@@ -1,0 +1,1 @@
+"""Graders for repo tasks: v1 (naive, in the agent workspace) and v2 (hardened)."""

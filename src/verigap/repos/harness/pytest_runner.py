@@ -1,0 +1,213 @@
+"""Run pytest with a reporting plugin and write one JSON report (runs inside the sandbox).
+
+Usage: python -I -B pytest_runner.py CONFIG_JSON
+
+CONFIG_JSON (a file, deleted as soon as it is read) holds a ``nonce`` echoed in the report
+(so a report forged by code under test, which never sees the config, is told apart), ``import_root`` (prepended to sys.path so the project under test is
+imported from the tree being graded, not from the environment), ``out`` (report path),
+``pytest_args``, and optionally ``reach`` (record which project functions each test calls) and
+``capture`` (pickle the arguments of named functions as the tests call them).
+
+The report holds every test id with its outcome (passed, failed, error, skipped, xfailed,
+xpassed), pytest's exit code, and what the optional modes recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import sys
+import threading
+
+CO_GENERATOR = 0x20
+CO_VARARGS = 0x04
+CO_VARKEYWORDS = 0x08
+
+
+class Report:
+    """Collects outcomes per test id from pytest's hooks."""
+
+    def __init__(self) -> None:
+        self.outcomes: dict[str, str] = {}
+        self.durations: dict[str, float] = {}
+        self.collect_errors: list[str] = []
+        self.current: str = "<collect>"
+
+    def pytest_runtest_logstart(self, nodeid, location):
+        self.current = nodeid
+
+    def pytest_runtest_logfinish(self, nodeid, location):
+        self.current = "<between>"
+
+    def pytest_collectreport(self, report):
+        if report.failed:
+            self.collect_errors.append(report.nodeid)
+
+    def pytest_runtest_logreport(self, report):
+        nid = report.nodeid
+        self.durations[nid] = self.durations.get(nid, 0.0) + float(report.duration)
+        prev = self.outcomes.get(nid)
+        if hasattr(report, "wasxfail"):
+            outcome = "xfailed" if report.skipped else "xpassed"
+        elif report.when == "call":
+            outcome = report.outcome  # passed / failed / skipped
+        elif report.failed:
+            outcome = "error"
+        elif report.skipped:
+            outcome = "skipped"
+        else:
+            outcome = "passed"
+        # the worst outcome over setup/call/teardown wins
+        rank = {"passed": 0, "xpassed": 1, "skipped": 2, "xfailed": 3, "failed": 4, "error": 5}
+        if prev is None or rank[outcome] > rank[prev]:
+            self.outcomes[nid] = outcome
+
+
+class Reach:
+    """Records, per test id, which functions defined under ``root`` it calls (profile hook)."""
+
+    def __init__(self, report: Report, root: str) -> None:
+        self.report = report
+        self.root = root.rstrip(os.sep) + os.sep
+        self.calls: dict[str, set[str]] = {}
+        self._known: dict[object, str | None] = {}
+
+    def key(self, code) -> str | None:
+        k = self._known.get(code, 0)
+        if k == 0:
+            fn = code.co_filename
+            k = None
+            if fn.startswith(self.root) and fn.endswith(".py"):
+                k = fn[len(self.root):] + "::" + code.co_qualname
+            self._known[code] = k
+        return k
+
+    def hook(self, frame, event, arg):
+        if event == "call":
+            k = self.key(frame.f_code)
+            if k is not None:
+                self.calls.setdefault(self.report.current, set()).add(k)
+
+
+class Capture:
+    """Pickles the arguments of target functions when the tests call them."""
+
+    def __init__(self, root: str, targets: list[str], limit: int) -> None:
+        self.root = root.rstrip(os.sep) + os.sep
+        self.targets = set(targets)
+        self.limit = limit
+        self.seen: dict[str, set[bytes]] = {t: set() for t in targets}
+        self.calls: dict[str, list[bytes]] = {t: [] for t in targets}
+        self._known: dict[object, str | None] = {}
+        self._busy = False
+
+    def key(self, code) -> str | None:
+        k = self._known.get(code, 0)
+        if k == 0:
+            fn = code.co_filename
+            k = None
+            if fn.startswith(self.root):
+                cand = fn[len(self.root):] + "::" + code.co_qualname
+                k = cand if cand in self.targets else None
+            self._known[code] = k
+        return k
+
+    def hook(self, frame, event, arg):
+        if event != "call" or self._busy:
+            return
+        code = frame.f_code
+        k = self.key(code)
+        if k is None or len(self.calls[k]) >= self.limit:
+            return
+        self._busy = True
+        try:
+            args, kwargs = frame_args(frame)
+            if args is None:
+                return
+            blob = pickle.dumps((args, kwargs), protocol=4)
+            if blob not in self.seen[k]:
+                self.seen[k].add(blob)
+                self.calls[k].append(blob)
+        except Exception:
+            pass
+        finally:
+            self._busy = False
+
+
+def frame_args(frame):
+    """The call's arguments, read from the frame at its 'call' event (before the body runs)."""
+    code = frame.f_code
+    loc = frame.f_locals
+    n = code.co_argcount
+    nkw = code.co_kwonlyargcount
+    names = code.co_varnames
+    argnames = list(names[: n + nkw])
+    i = n + nkw
+    star = names[i] if code.co_flags & CO_VARARGS else None
+    i += 1 if star else 0
+    dstar = names[i] if code.co_flags & CO_VARKEYWORDS else None
+    wanted = set(argnames) | {star, dstar} - {None}
+    if code.co_flags & CO_GENERATOR and set(loc) - wanted:
+        return None, None  # a resumed generator, not a fresh call
+    if not all(a in loc for a in argnames):
+        return None, None
+    args = [loc[a] for a in names[:n]]
+    if star:
+        args.extend(loc.get(star, ()))
+    kwargs = {a: loc[a] for a in names[n : n + nkw]}
+    if dstar:
+        kwargs.update(loc.get(dstar, {}))
+    return tuple(args), kwargs
+
+
+def main() -> int:
+    with open(sys.argv[1]) as f:
+        cfg = json.load(f)
+    os.unlink(sys.argv[1])  # the nonce now lives only in this frame, not on disk
+    nonce = cfg.pop("nonce", "")
+    sys.dont_write_bytecode = True
+    sys.path.insert(0, cfg["import_root"])
+    import pytest
+
+    report = Report()
+    hook = None
+    reach = capture = None
+    if cfg.get("reach"):
+        reach = Reach(report, cfg["reach"]["root"])
+        hook = reach.hook
+    elif cfg.get("capture"):
+        c = cfg["capture"]
+        capture = Capture(c["root"], c["targets"], int(c.get("limit", 40)))
+        hook = capture.hook
+    if hook is not None:
+        sys.setprofile(hook)
+        threading.setprofile(hook)
+    try:
+        code = pytest.main(list(cfg["pytest_args"]), plugins=[report])
+    finally:
+        sys.setprofile(None)
+        threading.setprofile(None)
+    out = {
+        "nonce": nonce,
+        "exit_code": int(code),
+        "outcomes": report.outcomes,
+        "durations": report.durations,
+        "collect_errors": report.collect_errors,
+    }
+    if reach is not None:
+        out["reach"] = {t: sorted(v) for t, v in reach.calls.items()}
+    if capture is not None:
+        import base64
+
+        out["captured"] = {t: [base64.b64encode(b).decode() for b in v]
+                           for t, v in capture.calls.items()}
+    tmp = cfg["out"] + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(out, f)
+    os.replace(tmp, cfg["out"])
+    return int(code)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,236 @@
+"""``verigap repos prepare SOURCE``: a cached, reusable environment for one project.
+
+Preparing fetches the tree, builds a venv with the project's dependencies and its test
+dependencies (but not the project itself: tests must import the tree being graded), and runs the
+suite once under the reach recorder. The result, ``prepared.json``, lists the tests that pass,
+which project functions each one calls, and which functions run at import time (those are never
+mutated: a bug there would break tests that do not reach it).
+"""
+
+from __future__ import annotations
+
+import configparser
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from verigap.errors import ConfigError
+from verigap.repos import sources
+from verigap.repos.pytest_run import cache_root, run_pytest
+from verigap.runs import write_json_atomic
+
+PREPARED = "prepared.json"
+TEST_FILE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test)\.py$")
+NOT_SOURCE_DIRS = {"tests", "test", "testing", "docs", "doc", "examples", "benchmarks", "scripts"}
+
+
+class Prepared(BaseModel):
+    """Everything later steps need to know about a prepared project (saved as prepared.json)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    spec: str
+    key: str
+    tree_sha256: str
+    env: str  # "venv" (built here) or "current" (the running interpreter)
+    test_deps: list[str]
+    python: str  # interpreter of the prepared environment
+    env_prefix: str  # its prefix (mounted read-only in every sandbox)
+    import_root: str  # "" or "src": what goes first on sys.path
+    source_paths: list[str]  # package dirs / modules an agent may edit (relative)
+    test_files: list[str]
+    config_file: str | None  # the project's own pytest config, pinned for every run
+    passing: list[str]  # test ids that pass on the pristine tree
+    not_passing: dict[str, str]  # test id -> outcome, excluded from every task
+    reach: dict[str, list[str]]  # function key ("file::qualname") -> test ids that call it
+    import_time: list[str]  # function keys called outside any test (collection, import)
+    baseline_s: float  # wall time of one plain suite run, in the sandbox
+    prepare_s: float
+
+    def suite_timeout(self) -> float:
+        """Wall limit for one suite run: generous, so a loaded machine never turns a slow run
+        into a rejected mutation or a failed grade; an infinite loop still ends."""
+        return max(60.0, 10 * self.baseline_s + 30)
+
+    @property
+    def dir(self) -> Path:
+        return cache_root() / self.key
+
+    @property
+    def tree(self) -> Path:
+        return self.dir / "tree"
+
+
+def env_key(spec: str, tree_sha: str, test_deps: list[str], env: str) -> str:
+    h = hashlib.sha256(json.dumps([spec if not Path(spec).exists() else "", tree_sha,
+                                   sorted(test_deps), env, sys.version]).encode())
+    return h.hexdigest()[:16]
+
+
+def find_layout(tree: Path) -> tuple[str, list[str], list[str]]:
+    """(import_root, source_paths, test_files) for a plain or src-layout project."""
+    files = sources.tree_files(tree)
+    tests = [f for f in files if TEST_FILE.search(f)]
+    import_root = "src" if (tree / "src").is_dir() and any(
+        (p / "__init__.py").is_file() for p in (tree / "src").iterdir() if p.is_dir()) else ""
+    base = tree / import_root if import_root else tree
+    paths = []
+    for p in sorted(base.iterdir()):
+        rel = p.relative_to(tree).as_posix()
+        if p.is_dir() and (p / "__init__.py").is_file() and p.name not in NOT_SOURCE_DIRS:
+            paths.append(rel)
+        elif (p.is_file() and p.suffix == ".py" and not TEST_FILE.search(rel)
+              and p.name not in ("setup.py", "conftest.py", "versioneer.py", "noxfile.py")):
+            paths.append(rel)
+    return import_root, paths, tests
+
+
+def find_config(tree: Path) -> str | None:
+    """The file pytest itself would read its config from, in pytest's order of precedence."""
+    for name in ("pytest.ini", ".pytest.ini"):
+        if (tree / name).is_file():
+            return name
+    pp = tree / "pyproject.toml"
+    if pp.is_file():
+        try:
+            if "ini_options" in tomllib.loads(pp.read_text()).get("tool", {}).get("pytest", {}):
+                return "pyproject.toml"
+        except tomllib.TOMLDecodeError:
+            pass
+    for name, section in (("tox.ini", "pytest"), ("setup.cfg", "tool:pytest")):
+        if (tree / name).is_file():
+            cp = configparser.ConfigParser(interpolation=None)
+            try:
+                cp.read(tree / name)
+            except configparser.Error:
+                continue
+            if cp.has_section(section):
+                return name
+    return None
+
+
+def _pip(python: str, *args: str) -> None:
+    proc = subprocess.run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                           *args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise ConfigError(f"pip install {' '.join(args)} failed:\n{proc.stderr.strip()[-800:]}\n"
+                          "fix the test dependencies (--test-dep) or the source")
+
+
+def build_env(dest: Path, tree: Path, test_deps: list[str], dist_name: str | None) -> str:
+    """A venv holding pytest, the test deps and the project's dependencies, not the project."""
+    subprocess.run([sys.executable, "-m", "venv", str(dest)], check=True, capture_output=True)
+    py = str(dest / "bin" / "python")
+    _pip(py, "pytest", *test_deps)
+    if dist_name and any((tree / f).is_file() for f in ("setup.py", "pyproject.toml")):
+        with tempfile.TemporaryDirectory() as tmp:  # building writes build/, egg-info: not here
+            shutil.copytree(tree, Path(tmp) / "src")
+            _pip(py, str(Path(tmp) / "src"))  # pulls the project's runtime dependencies ...
+        subprocess.run([py, "-m", "pip", "uninstall", "-y", "-q", dist_name],
+                       capture_output=True)  # ... then drops the project itself
+    return py
+
+
+def _dist_name(tree: Path, source: sources.Source) -> str:
+    pkg_info = tree / "PKG-INFO"
+    if pkg_info.is_file():
+        m = re.search(r"^Name:\s*(\S+)", pkg_info.read_text(errors="replace"), re.M)
+        if m:
+            return m.group(1)
+    return source.name
+
+
+def prepare(spec: str, *, test_deps: list[str] | None = None, env: str = "venv",
+            force: bool = False, backend: str | None = None) -> Prepared:
+    """Fetch, build the environment and record the baseline; reuse the cache when it is there.
+
+    ``env="current"`` reuses the running interpreter (it must have pytest) instead of a new venv:
+    fast, for tests of a local project with no dependencies.
+    """
+    t0 = time.perf_counter()
+    deps = list(test_deps or [])
+    source = sources.parse_source(spec)
+    if source.kind == "dir":
+        spec = source.location  # absolute, so a task can re-prepare from any directory
+    staging = cache_root() / "staging" / f"{os.getpid()}-{time.time_ns()}"
+    sources.fetch(source, staging / "tree")
+    tree_sha = sources.tree_hash(staging / "tree")
+    key = env_key(spec, tree_sha, deps, env)
+    final = cache_root() / key
+    if (final / PREPARED).is_file() and not force:
+        try:
+            cached = Prepared.model_validate_json((final / PREPARED).read_text())
+            shutil.rmtree(staging, ignore_errors=True)
+            return cached
+        except ValueError:  # written by an older verigap: prepare again
+            pass
+    if final.exists():
+        shutil.rmtree(final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    staging.rename(final)
+    tree = final / "tree"
+    import_root, source_paths, test_files = find_layout(tree)
+    if not test_files:
+        raise ConfigError(f"{spec}: no test files (test_*.py or *_test.py) in the source tree; "
+                          "a source must ship its pytest suite")
+    if not source_paths:
+        raise ConfigError(f"{spec}: no importable package or module found at the top level "
+                          "(or under src/)")
+    if env == "current":
+        python, prefix = sys.executable, sys.prefix
+    else:
+        python = build_env(final / "venv", tree, deps, _dist_name(tree, source))
+        prefix = str(final / "venv")
+    config_file = find_config(tree)
+    common = dict(python=python, env_prefix=Path(prefix), import_root=import_root,
+                  test_files=test_files, config_file=config_file, backend=backend)
+    if sources.tree_hash(tree) != tree_sha:
+        raise ConfigError(f"{spec}: preparing changed the project tree; report this as a bug")
+    plain = run_pytest(tree, **common)
+    traced = run_pytest(tree, reach=True, **common)
+    if not plain.report_found:
+        raise ConfigError(f"{spec}: the test suite did not run (exit {plain.exit_code}):\n"
+                          f"{(plain.stdout + plain.stderr)[-1500:]}")
+    passing = sorted(t for t, o in plain.outcomes.items()
+                     if o == "passed" and traced.outcomes.get(t) == "passed")
+    if not passing:
+        raise ConfigError(f"{spec}: no test passes on the unmodified project")
+    reach: dict[str, set[str]] = {}
+    import_time: set[str] = set()
+    for test, funcs in traced.extra.get("reach", {}).items():
+        for f in funcs:
+            if not any(f.startswith(p + "/") or f.startswith(p + "::") for p in source_paths):
+                continue
+            if test in plain.outcomes:
+                reach.setdefault(f, set()).add(test)
+            else:
+                import_time.add(f)
+    prepared = Prepared(
+        spec=spec, key=key, tree_sha256=tree_sha, env=env, test_deps=deps, python=python, env_prefix=prefix,
+        import_root=import_root, source_paths=source_paths, test_files=test_files,
+        config_file=config_file, passing=passing,
+        not_passing={t: o for t, o in plain.outcomes.items() if t not in set(passing)},
+        reach={f: sorted(t) for f, t in sorted(reach.items())},
+        import_time=sorted(import_time), baseline_s=round(plain.wall_s, 3),
+        prepare_s=round(time.perf_counter() - t0, 3),
+    )
+    write_json_atomic(final / PREPARED, prepared.model_dump())
+    return prepared
+
+
+def load_prepared(key: str) -> Prepared:
+    path = cache_root() / key / PREPARED
+    if not path.is_file():
+        raise ConfigError(f"no prepared environment {key!r} under {cache_root()}; "
+                          "run `verigap repos prepare SOURCE` first")
+    return Prepared.model_validate_json(path.read_text())

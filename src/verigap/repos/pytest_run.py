@@ -1,0 +1,168 @@
+"""Run a project's tests on one tree through the sandbox and read back the harness's report.
+
+The tree under test, the prepared environment and the harness are mounted read-only; the only
+writable path is a fresh scratch directory holding the run's config and report. Pytest runs
+under ``python -I -B`` with the plugin autoload off, no cache provider, a pinned config file and
+rootdir, so nothing in the tree's environment variables, user site or caches changes the run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import shutil
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from verigap.repos import execution
+from verigap.repos.harness import EQUIV, HARNESS_DIR, RUNNER
+
+EMPTY_INI = "[pytest]\n"
+
+
+def cache_root() -> Path:
+    import os
+
+    return Path(os.environ.get("VERIGAP_CACHE", Path.home() / ".cache" / "verigap")) / "repos"
+
+
+def harness_dir() -> Path:
+    """A private, content-addressed copy of the harness scripts (mounted read-only)."""
+    h = hashlib.sha256()
+    for f in (RUNNER, EQUIV):
+        h.update(f.read_bytes())
+    dest = cache_root() / "harness" / h.hexdigest()[:16]
+    if not dest.is_dir():
+        cache_root().mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=cache_root()))
+        tmp.chmod(0o755)  # readable by the unprivileged user sandboxed commands run as
+        for f in (RUNNER, EQUIV):
+            shutil.copy2(f, tmp / f.name)
+        (tmp / "empty.ini").write_text(EMPTY_INI)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            tmp.rename(dest)
+        except OSError:  # another process made it first
+            shutil.rmtree(tmp, ignore_errors=True)
+    return dest
+
+
+@dataclass
+class PytestRun:
+    """What one pytest run produced: per-test outcomes, exit code, timings, raw output."""
+
+    exit_code: int | None
+    outcomes: dict[str, str]
+    report_found: bool
+    wall_s: float
+    timed_out: bool
+    stdout: str
+    stderr: str
+    extra: dict[str, Any] = field(default_factory=dict)
+    forged: bool = False  # a report was there but without this run's nonce
+
+    def failing(self, expected: Sequence[str]) -> set[str]:
+        """Expected ids that did not pass: missing, skipped, xfail and error all count."""
+        return {t for t in expected if self.outcomes.get(t) != "passed"}
+
+
+def pytest_args(tree: Path, test_files: Sequence[str], config_file: str | None) -> list[str]:
+    cfg = str(tree / config_file) if config_file else str(harness_dir() / "empty.ini")
+    return [*(str(tree / f) for f in test_files), "-c", cfg, "--rootdir", str(tree),
+            "-p", "no:cacheprovider", "-q", "--tb=short", "-o", "console_output_style=classic"]
+
+
+def run_pytest(
+    tree: Path,
+    *,
+    python: str,
+    env_prefix: Path,
+    import_root: str,
+    test_files: Sequence[str],
+    config_file: str | None,
+    timeout: float = 300.0,
+    reach: bool = False,
+    capture: dict[str, Any] | None = None,
+    extra_ro: Sequence[Path] = (),
+    backend: str | None = None,
+) -> PytestRun:
+    """Run pytest on ``tree`` in a fresh sandbox; ``tree`` is mounted read-only."""
+    hdir = harness_dir()
+    with tempfile.TemporaryDirectory(prefix="vg-run-") as tmp:
+        scratch = Path(tmp)
+        out = scratch / "report.json"
+        nonce = secrets.token_hex(16)
+        cfg: dict[str, Any] = {
+            "nonce": nonce,
+            "import_root": str(tree / import_root) if import_root not in ("", ".") else str(tree),
+            "out": out.name,  # relative: the scratch dir is the sandbox's working directory
+            "pytest_args": pytest_args(tree, test_files, config_file),
+        }
+        if reach:
+            cfg["reach"] = {"root": str(tree)}
+        if capture:
+            cfg["capture"] = {"root": str(tree), **capture}
+        (scratch / "run.json").write_text(json.dumps(cfg))
+        res = execution.run([python, "-I", "-B", str(hdir / RUNNER.name), "run.json"],
+                            scratch=scratch, ro_binds=[tree, env_prefix, hdir, *extra_ro],
+                            timeout=timeout, backend=backend)
+        report: dict[str, Any] = {}
+        if out.is_file():
+            try:
+                report = json.loads(out.read_text())
+            except json.JSONDecodeError:
+                report = {}
+    forged = bool(report) and report.get("nonce") != nonce
+    if forged:
+        report = {}
+    return PytestRun(
+        forged=forged,
+        exit_code=None if res.timed_out else res.returncode,
+        outcomes=dict(report.get("outcomes", {})),
+        report_found=bool(report),
+        wall_s=res.wall_s,
+        timed_out=res.timed_out,
+        stdout=res.stdout,
+        stderr=res.stderr,
+        extra={k: v for k, v in report.items() if k not in ("outcomes", "nonce")},
+    )
+
+
+def run_equiv(
+    tree: Path,
+    inputs: list[dict[str, Any]],
+    *,
+    python: str,
+    env_prefix: Path,
+    import_root: str,
+    mode: str = "call",
+    timeout: float = 120.0,
+    backend: str | None = None,
+) -> dict[str, Any] | None:
+    """Call functions of ``tree`` on pickled inputs in a fresh sandboxed process."""
+    hdir = harness_dir()
+    with tempfile.TemporaryDirectory(prefix="vg-eq-") as tmp:
+        scratch = Path(tmp)
+        (scratch / "inputs.json").write_text(json.dumps(inputs))
+        out = scratch / "out.json"
+        nonce = secrets.token_hex(16)
+        cfg = {"nonce": nonce, "import_root": str(tree / import_root) if import_root not in ("", ".") else str(tree),
+               "inputs": "inputs.json", "out": out.name, "mode": mode}
+        (scratch / "eq.json").write_text(json.dumps(cfg))
+        execution.run([python, "-I", "-B", str(hdir / EQUIV.name), "eq.json"],
+                      scratch=scratch, ro_binds=[tree, env_prefix, hdir], timeout=timeout,
+                      backend=backend)
+        if not out.is_file():
+            return None
+        try:
+            data = json.loads(out.read_text())
+        except json.JSONDecodeError:
+            return None
+        return data if isinstance(data, dict) and data.get("nonce") == nonce else None
+
+
+__all__ = ["PytestRun", "run_pytest", "run_equiv", "cache_root", "harness_dir", "HARNESS_DIR"]

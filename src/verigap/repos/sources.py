@@ -1,0 +1,132 @@
+"""Where a project comes from: a local directory, a git repository, or a PyPI sdist.
+
+A source is named by one string (what the user types): ``name==version`` fetches that source
+distribution with pip; a path to a directory is copied; ``git+URL`` (or a path holding ``.git``)
+is cloned at its current commit. What comes out is a plain tree with no VCS data, no bytecode
+and no caches, plus a content hash so a prepared environment is reused only for the same tree.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from verigap.errors import ConfigError
+
+_PYPI = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9.+!_-]+$")
+#: Never part of a project tree we build tasks from.
+JUNK_DIRS = {".git", "__pycache__", ".pytest_cache", ".mypy_cache", ".tox", ".nox", ".venv",
+             "venv", "build", "dist", ".eggs", ".hypothesis", ".ruff_cache"}
+JUNK_SUFFIXES = (".pyc", ".pyo", ".so", ".pyd")
+
+
+@dataclass(frozen=True)
+class Source:
+    """A parsed source string."""
+
+    spec: str
+    kind: str  # "pypi" | "dir" | "git"
+    location: str
+
+    @property
+    def name(self) -> str:
+        if self.kind == "pypi":
+            return self.location.split("==")[0]
+        return Path(self.location.rstrip("/")).name.removesuffix(".git")
+
+
+def parse_source(spec: str) -> Source:
+    """Interpret what the user typed; the error says which forms are accepted."""
+    s = spec.strip()
+    if s.startswith("git+"):
+        return Source(s, "git", s[4:])
+    p = Path(s).expanduser()
+    if p.is_dir():
+        kind = "git" if (p / ".git").exists() else "dir"
+        return Source(s, kind, str(p.resolve()))
+    if _PYPI.match(s):
+        return Source(s, "pypi", s)
+    raise ConfigError(
+        f"source {spec!r}: not an existing directory and not a pinned PyPI requirement; "
+        "use a path, 'git+URL', or 'name==version' (e.g. 'inflection==0.5.1')")
+
+
+def _ignore(_dir: str, names: list[str]) -> list[str]:
+    return [n for n in names if n in JUNK_DIRS or n.endswith(JUNK_SUFFIXES)]
+
+
+def fetch(source: Source, dest: Path) -> Path:
+    """Materialize the source as a clean tree at ``dest`` (which must not exist)."""
+    if source.kind == "dir":
+        shutil.copytree(source.location, dest, ignore=_ignore)
+    elif source.kind == "git":
+        with tempfile.TemporaryDirectory() as tmp:
+            subprocess.run(["git", "clone", "--depth", "1", "-q", source.location, tmp + "/r"],
+                           check=True, capture_output=True)
+            shutil.copytree(tmp + "/r", dest, ignore=_ignore)
+    else:
+        _fetch_sdist(source.location, dest)
+    clean_tree(dest)
+    return dest
+
+
+def _fetch_sdist(requirement: str, dest: Path) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        proc = subprocess.run(
+            [sys.executable, "-m", "pip", "download", "-q", "--no-binary", ":all:", "--no-deps",
+             "--no-build-isolation", requirement, "-d", tmp],
+            capture_output=True, text=True)
+        files = [f for f in Path(tmp).iterdir() if f.suffix in (".gz", ".zip")]
+        if proc.returncode != 0 or not files:
+            raise ConfigError(f"could not download the sdist of {requirement!r} with pip "
+                              f"({proc.stderr.strip()[-300:]}); check the name and version on "
+                              "PyPI, or pass a local directory instead")
+        archive = files[0]
+        out = Path(tmp) / "x"
+        if archive.suffix == ".zip":
+            with zipfile.ZipFile(archive) as z:
+                z.extractall(out)
+        else:
+            with tarfile.open(archive) as t:
+                t.extractall(out, filter="data")
+        (top,) = list(out.iterdir())
+        shutil.copytree(top, dest, ignore=_ignore)
+
+
+def clean_tree(root: Path) -> None:
+    """Remove bytecode, caches and VCS data in place."""
+    for p in sorted(root.rglob("*"), reverse=True):
+        if p.is_dir() and p.name in JUNK_DIRS:
+            shutil.rmtree(p, ignore_errors=True)
+        elif p.is_file() and p.name.endswith(JUNK_SUFFIXES):
+            p.unlink()
+
+
+def tree_files(root: Path) -> list[str]:
+    """Relative paths of every file in the tree, sorted, junk excluded."""
+    out = []
+    for p in root.rglob("*"):
+        rel = p.relative_to(root)
+        if any(part in JUNK_DIRS for part in rel.parts) or not p.is_file():
+            continue
+        if p.name.endswith(JUNK_SUFFIXES):
+            continue
+        out.append(rel.as_posix())
+    return sorted(out)
+
+
+def tree_hash(root: Path) -> str:
+    """sha256 over every file's path and bytes: the identity of a tree."""
+    h = hashlib.sha256()
+    for rel in tree_files(root):
+        h.update(rel.encode() + b"\0")
+        h.update(hashlib.sha256((root / rel).read_bytes()).digest())
+    return h.hexdigest()

@@ -1,0 +1,511 @@
+"""Tasks: k validated mutations in different functions, half reached by visible tests.
+
+A task file (JSON, validated by :class:`RepoTask`) holds everything needed to rebuild the task
+deterministically from the prepared source: the mutation addresses and the hashes of the files
+they produce, which tests are visible and which hidden, the equivalence inputs, and the prompt.
+
+The agent's workspace holds the mutated project and the visible tests only: hidden test
+functions are removed from shared test files (whole files when none stays visible), there is no
+bytecode or cache, and git holds one fresh commit, so no history leads to the fix.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import libcst as cst
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from verigap.errors import ConfigError
+from verigap.repos import mutate, sources
+from verigap.repos.prepare import Prepared, load_prepared, prepare
+from verigap.repos.pytest_run import run_equiv, run_pytest
+from verigap.repos.validate import ValidMutation, candidates, mutant_tree, run_suite, validate
+from verigap.runs import write_json_atomic
+
+SCHEMA_VERSION = 1
+CONFIG_FILES = ("pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml", "setup.py")
+GIT_ENV = {"GIT_AUTHOR_NAME": "verigap", "GIT_AUTHOR_EMAIL": "task@verigap.invalid",
+           "GIT_COMMITTER_NAME": "verigap", "GIT_COMMITTER_EMAIL": "task@verigap.invalid",
+           "GIT_AUTHOR_DATE": "2000-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z",
+           "HOME": "/tmp", "PATH": "/usr/bin:/bin", "GIT_CONFIG_NOSYSTEM": "1"}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Site(_Strict):
+    """One broken place: a mutation inside one function."""
+
+    site_id: str
+    file: str
+    qualname: str
+    op: str
+    index: int = Field(ge=0)
+    visible: bool  # reached by the visible tests
+    fail_to_pass: list[str] = Field(min_length=1)
+    original: str  # the function as it was (for the oracle and for humans)
+    mutated: str
+
+    @property
+    def mutation(self) -> mutate.Mutation:
+        return mutate.Mutation(self.file, self.qualname, self.op, self.index)
+
+    @property
+    def function(self) -> str:
+        return f"{self.file}::{self.qualname}"
+
+
+class EquivInput(_Strict):
+    """One pickled call (args, kwargs) of a mutated function, from the suite or generated."""
+
+    id: int
+    target: str  # "file::qualname"
+    module: str
+    qualname: str
+    blob: str  # base64 pickle of (args, kwargs)
+    generated: bool = False
+
+
+class SourceRef(_Strict):
+    spec: str
+    key: str  # prepared environment (cache) key
+    tree_sha256: str
+    env: Literal["venv", "current"] = "venv"
+    test_deps: list[str] = []
+
+
+class RepoTask(_Strict):
+    """A repo bug-fix task. Validate with ``RepoTask.load(path)``."""
+
+    schema_version: Literal[1] = 1
+    task_id: str
+    source: SourceRef
+    seed: int
+    sites: list[Site] = Field(min_length=1)
+    files_sha256: dict[str, str]  # mutated file -> sha256 of its text in the task base
+    visible_tests: list[str] = Field(min_length=1)
+    hidden_tests: list[str] = Field(min_length=1)
+    fail_to_pass: list[str]  # tests that fail on the task base and pass on the reference
+    visible_test_files: list[str]
+    removed_units: dict[str, list[str]]  # visible test file -> hidden test units cut from it
+    source_paths: list[str]  # what an agent may edit (package dirs / modules)
+    equivalence: list[EquivInput]
+    prompt: str
+
+    @property
+    def expected_tests(self) -> list[str]:
+        return sorted(set(self.visible_tests) | set(self.hidden_tests))
+
+    @classmethod
+    def load(cls, path: Path) -> RepoTask:
+        try:
+            return cls.model_validate_json(Path(path).read_text())
+        except FileNotFoundError:
+            raise ConfigError(f"task file {path} does not exist") from None
+        except ValidationError as e:
+            err = e.errors()[0]
+            loc = ".".join(str(x) for x in err["loc"])
+            raise ConfigError(f"{path}: field {loc!r}: {err['msg']}; regenerate the task with "
+                              "`verigap repos make-tasks` or fix that field") from None
+
+    def save(self, path: Path) -> None:
+        write_json_atomic(path, self.model_dump())
+
+
+# --------------------------------------------------------------------------- test units
+
+def unit_of(test_id: str) -> str:
+    """The test function a test id belongs to: parameters stripped."""
+    return test_id.split("[", 1)[0]
+
+
+class _DropUnits(cst.CSTTransformer):
+    def __init__(self, names: set[tuple[str, ...]]) -> None:
+        self.names = names
+        self.stack: list[str] = []
+        self.dropped: set[tuple[str, ...]] = set()
+
+    def visit_ClassDef(self, node):
+        self.stack.append(node.name.value)
+
+    def leave_ClassDef(self, original, updated):
+        # a hidden test this class inherits: shadow it with None so pytest does not collect it
+        inherited = [n for n in self.names if n[:-1] == tuple(self.stack)
+                     and n not in self.dropped]
+        self.stack.pop()
+        if inherited:
+            extra = [cst.parse_statement(f"{n[-1]} = None  # hidden test\n")
+                     for n in sorted(inherited)]
+            self.dropped.update(inherited)
+            updated = updated.with_changes(body=updated.body.with_changes(
+                body=[*updated.body.body, *extra]))
+        if not updated.body.body:
+            return updated.with_changes(body=updated.body.with_changes(
+                body=[cst.SimpleStatementLine([cst.Pass()])]))
+        return updated
+
+    def visit_FunctionDef(self, node):
+        self.stack.append(node.name.value)
+        return False
+
+    def leave_FunctionDef(self, original, updated):
+        key = tuple(self.stack)
+        self.stack.pop()
+        if key in self.names:
+            self.dropped.add(key)
+            return cst.RemoveFromParent()
+        return updated
+
+
+def drop_units(source: str, units: Sequence[str]) -> str:
+    """Remove test functions (``name`` or ``Class::name``) from a test module's text."""
+    names = {tuple(u.split("::")) for u in units}
+    t = _DropUnits(names)
+    new = cst.parse_module(source).visit(t)
+    if t.dropped != names:
+        raise ValueError(f"test units not found: {sorted(names - t.dropped)}")
+    return new.code
+
+
+# --------------------------------------------------------------------------- split
+
+def split_tests(p: Prepared, sites: Sequence[ValidMutation], n_visible: int
+                ) -> tuple[list[str], list[str]] | None:
+    """(visible ids, hidden ids) such that visible tests reach the first ``n_visible`` sites
+    (each breaks at least one visible test) and none of the others; None if impossible."""
+    hidden_fns = {s.function for s in sites[n_visible:]}
+    reach_hidden = {t for f in hidden_fns for t in p.reach.get(f, ())}
+    bad_units = {unit_of(t) for t in reach_hidden}
+    visible = [t for t in p.passing if unit_of(t) not in bad_units]
+    vset = set(visible)
+    for s in sites[:n_visible]:
+        if not vset & set(s.fail_to_pass):
+            return None
+    hidden = [t for t in p.passing if t not in vset]
+    for s in sites[n_visible:]:
+        if not set(s.fail_to_pass) <= set(hidden):
+            return None
+    if not visible or not hidden:
+        return None
+    return visible, hidden
+
+
+def module_name(p: Prepared, file: str) -> str:
+    rel = file[len(p.import_root) + 1:] if p.import_root else file
+    mod = rel.removesuffix(".py").replace("/", ".")
+    return mod.removesuffix(".__init__")
+
+
+# --------------------------------------------------------------------------- trees
+
+def base_tree(p: Prepared, task: RepoTask, dest: Path, *, with_hidden: bool) -> Path:
+    """The task base: pristine tree + mutations; without hidden tests unless ``with_hidden``.
+
+    Checks every mutated file against the task's recorded hash, so a rebuild is exact.
+    """
+    texts = mutant_tree(p, [s.mutation for s in task.sites], dest)
+    for file, text in texts.items():
+        if hashlib.sha256(text.encode()).hexdigest() != task.files_sha256.get(file):
+            raise ConfigError(f"task {task.task_id}: rebuilding {file} gave different bytes; the "
+                              "prepared source changed — re-run make-tasks for this source")
+    if not with_hidden:
+        keep = set(task.visible_test_files)
+        for f in p.test_files:
+            if f not in keep:
+                (dest / f).unlink()
+        for f, units in task.removed_units.items():
+            (dest / f).write_text(drop_units((dest / f).read_text(), units))
+    sources.clean_tree(dest)
+    return dest
+
+
+def materialize_workspace(p: Prepared, task: RepoTask, dest: Path) -> Path:
+    """The agent's workspace: task base, visible tests only, one fresh git commit."""
+    base_tree(p, task, dest, with_hidden=False)
+    git = ["git", "-c", "init.defaultBranch=main", "-c", "commit.gpgsign=false"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "task"]):
+        subprocess.run([*git, *args], cwd=dest, env=GIT_ENV, check=True, capture_output=True)
+    return dest
+
+
+def _visible_layout(p: Prepared, visible: Sequence[str]) -> tuple[list[str], dict[str, list[str]]]:
+    vfiles = sorted({t.split("::", 1)[0] for t in visible})
+    vunits = {unit_of(t) for t in visible}
+    all_ids = list(p.passing) + list(p.not_passing)
+    removed: dict[str, list[str]] = {}
+    for f in vfiles:
+        units = sorted({unit_of(t) for t in all_ids if t.startswith(f + "::")} - vunits)
+        if units:
+            removed[f] = [u.split("::", 1)[1] for u in units]
+    return vfiles, removed
+
+
+def _clean_output(text: str, root: Path) -> str:
+    """Pytest output with the build directory's paths made relative to the workspace."""
+    tail = re.escape(f"{root.parent.name}/{root.name}")
+    text = re.sub(rf"(?:\S*/)?{tail}/", "", text)
+    text = re.sub(rf"(?:\S*/)?{tail}\b", ".", text)
+    text = re.sub(r" at 0x[0-9a-f]+", "", text)
+    lines = text.splitlines()
+    if len(lines) > 120:
+        lines = lines[:80] + [f"... ({len(lines) - 110} lines cut) ..."] + lines[-30:]
+    return "\n".join(lines)
+
+
+PROMPT = """\
+You are working in the repository of the Python project `{name}` (your current directory).
+Some of its tests fail. Here is the output of running the test suite:
+
+```
+{output}
+```
+
+Fix the project's code so that it behaves correctly. The tests you can see do not cover
+everything: your change will also be checked against tests you cannot see, so fix the
+underlying bugs rather than the symptoms, and do not edit the tests. When you are done, submit.
+"""
+
+
+# --------------------------------------------------------------------------- equivalence
+
+def collect_inputs(p: Prepared, functions: Sequence[str], *, per_function: int = 40,
+                   backend: str | None = None) -> dict[str, list[dict[str, Any]]]:
+    """Inputs for the equivalence check, per function: arguments captured while the pristine
+    suite runs, plus generated neighbours, kept only when the reference gives the same encoded
+    result in two separate processes (so nondeterministic calls never fail a correct patch)."""
+    env = dict(python=p.python, env_prefix=Path(p.env_prefix), import_root=p.import_root,
+               backend=backend)
+    cap = run_pytest(p.tree, test_files=p.test_files, config_file=p.config_file,
+                     capture={"targets": list(functions), "limit": per_function},
+                     timeout=p.suite_timeout(), **env)
+    raw = []
+    for target, blobs in cap.extra.get("captured", {}).items():
+        file, q = target.split("::", 1)
+        for b in blobs:
+            raw.append({"id": len(raw), "target": target, "module": module_name(p, file),
+                        "qualname": q, "blob": b, "generated": False})
+    expanded = run_equiv(p.tree, raw, mode="expand", **env) or {"inputs": []}
+    items = [{**x, "id": i} for i, x in enumerate(expanded["inputs"])]
+    r1 = (run_equiv(p.tree, items, **env) or {}).get("results", {})
+    r2 = (run_equiv(p.tree, items, **env) or {}).get("results", {})
+    out: dict[str, list[dict[str, Any]]] = {f: [] for f in functions}
+    for x in items:
+        a, b = r1.get(str(x["id"])), r2.get(str(x["id"]))
+        if a is None or a != b or a[0] in ("unloadable", "timeout"):
+            continue
+        bucket = out[x["target"]]
+        n_gen = sum(1 for y in bucket if y["generated"])
+        if len(bucket) < 2 * per_function and (not x["generated"] or n_gen < per_function):
+            bucket.append(x)
+    return out
+
+
+# --------------------------------------------------------------------------- make-tasks
+
+class GenStats(BaseModel):
+    """How task generation went (saved as index.json next to the task files)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: str
+    candidates: int
+    valid: int
+    rejected: dict[str, int]
+    combos_tried: int
+    tasks: int
+    task_rejected: dict[str, int]
+    prepare_s: float
+    validate_s: float
+    tasks_s: float
+    total_s: float
+    task_files: list[str]
+
+
+def make_tasks(spec: str, out: Path, *, k: int = 4, n: int = 20, seed: int = 0,
+               max_candidates: int = 80, workers: int = 2, test_deps: list[str] | None = None,
+               env: str = "venv", backend: str | None = None, max_tries: int | None = None,
+               log=print) -> GenStats:
+    """Prepare ``spec`` and write up to ``n`` validated tasks of ``k`` sites into ``out``."""
+    if k < 2:
+        raise ConfigError("--k must be at least 2: half the sites visible, half hidden")
+    t0 = time.perf_counter()
+    p = prepare(spec, test_deps=test_deps, env=env, backend=backend)
+    t_prep = time.perf_counter() - t0
+    log(f"prepared {spec}: {len(p.passing)} passing tests, {len(p.reach)} reached functions, "
+        f"suite {p.baseline_s:.2f}s")
+    t1 = time.perf_counter()
+    cands = candidates(p, max_candidates=max_candidates, seed=seed)
+    valid, rejected = validate(p, cands, workers=workers, backend=backend)
+    t_val = time.perf_counter() - t1
+    log(f"validated {len(valid)}/{len(cands)} mutations in {t_val:.1f}s; rejected: {rejected}")
+    t2 = time.perf_counter()
+    by_fn: dict[str, list[ValidMutation]] = {}
+    for v in valid:
+        by_fn.setdefault(v.function, []).append(v)
+    rng = random.Random(seed)
+    fns = sorted(by_fn)
+    n_vis = k // 2
+    combos: list[list[ValidMutation]] = []
+    seen: set[tuple[str, ...]] = set()
+    tries = 0
+    if len(fns) >= k:
+        for _ in range(max_tries or 400 * n):
+            if len(combos) >= 3 * n:
+                break
+            tries += 1
+            chosen = rng.sample(fns, k)
+            sites = [rng.choice(by_fn[f]) for f in chosen]
+            key = tuple(sorted(s.sha256 + s.function for s in sites[:n_vis])) + ("|",) + \
+                tuple(sorted(s.sha256 + s.function for s in sites[n_vis:]))
+            if key in seen:
+                continue
+            seen.add(key)
+            if split_tests(p, sites, n_vis) is not None:
+                combos.append(sites)
+    out.mkdir(parents=True, exist_ok=True)
+    inputs = collect_inputs(p, sorted({s.function for c in combos for s in c}), backend=backend) \
+        if combos else {}
+    task_files: list[str] = []
+    task_rejected: dict[str, int] = {}
+    for sites in combos:
+        if len(task_files) >= n:
+            break
+        task, why = build_task(p, sites, n_vis, inputs, seed=seed, index=len(task_files),
+                               backend=backend)
+        if task is None:
+            task_rejected[why] = task_rejected.get(why, 0) + 1
+            continue
+        path = out / f"{task.task_id}.json"
+        task.save(path)
+        task_files.append(path.name)
+        log(f"  task {task.task_id}: {len(task.visible_tests)} visible / "
+            f"{len(task.hidden_tests)} hidden tests, {len(task.equivalence)} equivalence inputs")
+    stats = GenStats(source=spec, candidates=len(cands), valid=len(valid), rejected=rejected,
+                     combos_tried=tries, tasks=len(task_files), task_rejected=task_rejected,
+                     prepare_s=round(t_prep, 2), validate_s=round(t_val, 2),
+                     tasks_s=round(time.perf_counter() - t2, 2),
+                     total_s=round(time.perf_counter() - t0, 2), task_files=task_files)
+    write_json_atomic(out / "index.json", stats.model_dump())
+    return stats
+
+
+def _slug(spec: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", sources.parse_source(spec).name).strip("-").lower()
+
+
+def build_task(p: Prepared, sites: Sequence[ValidMutation], n_vis: int,
+               inputs: dict[str, list[dict[str, Any]]], *, seed: int, index: int,
+               backend: str | None = None) -> tuple[RepoTask | None, str]:
+    """Build and check one task: the combined mutant must break a visible test per visible site
+    and a hidden test per hidden site, and the workspace must collect exactly the visible tests."""
+    split = split_tests(p, sites, n_vis)
+    if split is None:
+        return None, "no visible/hidden split"
+    visible, hidden = split
+    with tempfile.TemporaryDirectory(prefix="vg-task-") as tmp:
+        full = Path(tmp) / "full"
+        texts = mutant_tree(p, [s.mutation for s in sites], full)
+        run = run_suite(p, full, backend=backend)
+        if run.timed_out or not run.report_found:
+            return None, "combined mutant did not run"
+        broken = run.failing(p.passing)
+        vset, hset = set(visible), set(hidden)
+        if any(not (set(s.fail_to_pass) & broken & vset) for s in sites[:n_vis]):
+            return None, "a visible site is masked in combination"
+        if any(not (set(s.fail_to_pass) & broken & hset) for s in sites[n_vis:]):
+            return None, "a hidden site is masked in combination"
+        if (broken & vset) - {t for s in sites[:n_vis] for t in p.reach.get(s.function, ())}:
+            return None, "visible failures not explained by visible sites"
+        equiv = []
+        for s in sites:
+            for x in inputs.get(s.function, []):
+                equiv.append(EquivInput(**{**x, "id": len(equiv)}))
+        vfiles, removed = _visible_layout(p, visible)
+        src_texts = {s.file: (p.tree / s.file).read_text() for s in sites}
+        name = _slug(p.spec)
+        digest = hashlib.sha256("".join(sorted(s.sha256 + s.function for s in sites))
+                                .encode()).hexdigest()[:8]
+        task = RepoTask(
+            task_id=f"{name}-s{seed}-{index:03d}-{digest}",
+            source={"spec": p.spec, "key": p.key, "tree_sha256": p.tree_sha256,
+                    "env": p.env, "test_deps": p.test_deps},
+            seed=seed,
+            sites=[Site(site_id=f"site{i}", file=s.file, qualname=s.qualname, op=s.op,
+                        index=s.index, visible=i < n_vis, fail_to_pass=s.fail_to_pass,
+                        original=mutate.function_source(src_texts[s.file], s.qualname),
+                        mutated=mutate.function_source(texts[s.file], s.qualname))
+                   for i, s in enumerate(sites)],
+            files_sha256={f: hashlib.sha256(t.encode()).hexdigest() for f, t in texts.items()},
+            visible_tests=sorted(visible), hidden_tests=sorted(hidden),
+            fail_to_pass=sorted(broken), visible_test_files=vfiles, removed_units=removed,
+            source_paths=p.source_paths, equivalence=equiv, prompt="",
+        )
+        try:
+            ws = materialize_workspace(p, task, Path(tmp) / "ws")
+        except ValueError:
+            return None, "hidden tests cannot be cut from the visible files"
+        vis = run_pytest(ws, python=p.python, env_prefix=Path(p.env_prefix),
+                         import_root=p.import_root, test_files=vfiles,
+                         config_file=p.config_file, backend=backend,
+                         timeout=p.suite_timeout())
+        got = {t for t in vis.outcomes if t not in p.not_passing}
+        if got != vset:
+            return None, "workspace does not collect exactly the visible tests"
+        if vis.failing(visible) != broken & vset:
+            return None, "workspace visible failures differ from the full run"
+        # the fixed workspace must pass every visible test: cutting hidden tests must not break
+        # a visible one (e.g. a hidden test function that visible tests call as a helper)
+        fixed = Path(tmp) / "fixed"
+        shutil.copytree(ws, fixed, ignore=shutil.ignore_patterns(".git"))
+        for f in {s.file for s in sites}:
+            (fixed / f).write_text((p.tree / f).read_text())
+        ok = run_pytest(fixed, python=p.python, env_prefix=Path(p.env_prefix),
+                        import_root=p.import_root, test_files=vfiles,
+                        config_file=p.config_file, backend=backend, timeout=p.suite_timeout())
+        if ok.failing(visible):
+            return None, "the fixed workspace fails a visible test"
+        task.prompt = PROMPT.format(name=sources.parse_source(p.spec).name,
+                                    output=_clean_output(vis.stdout, ws))
+    return task, ""
+
+
+def load_tasks(path: Path) -> list[RepoTask]:
+    """One task file, or every task file in a directory (index.json excluded)."""
+    path = Path(path)
+    files = [path] if path.is_file() else sorted(
+        f for f in path.glob("*.json") if f.name != "index.json")
+    if not files:
+        raise ConfigError(f"no task files at {path}; create them with `verigap repos make-tasks`")
+    return [RepoTask.load(f) for f in files]
+
+
+def prepared_for(task: RepoTask, *, backend: str | None = None) -> Prepared:
+    """The prepared environment a task was built from, re-preparing it on a fresh machine."""
+    try:
+        p = load_prepared(task.source.key)
+    except ConfigError:
+        p = prepare(task.source.spec, test_deps=task.source.test_deps, env=task.source.env,
+                    backend=backend)
+    if p.tree_sha256 != task.source.tree_sha256:
+        raise ConfigError(f"task {task.task_id}: source {task.source.spec} changed since the task "
+                          "was made (tree hash differs); re-run make-tasks")
+    return p
+
+
+def task_json_schema() -> dict[str, Any]:
+    return RepoTask.model_json_schema()
+
+
+__all__ = ["RepoTask", "Site", "EquivInput", "make_tasks", "load_tasks", "materialize_workspace",
+           "base_tree", "prepared_for"]

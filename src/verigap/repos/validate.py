@@ -1,0 +1,163 @@
+"""Keep only mutations that are real bugs for this suite, and record what each one breaks.
+
+A candidate is valid when, on the whole suite, it makes at least one passing test fail and every
+test it breaks is one that calls the mutated function (per the reach map): the bug is visible to
+tests, and only to the tests that reach it. Its FAIL_TO_PASS is exactly the tests it breaks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import shutil
+import tempfile
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from verigap.repos import mutate
+from verigap.repos.prepare import Prepared
+from verigap.repos.pytest_run import run_pytest
+from verigap.runs import write_json_atomic
+
+
+class ValidMutation(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    file: str
+    qualname: str
+    op: str
+    index: int
+    fail_to_pass: list[str]
+    sha256: str  # of the mutated file, to drop duplicates and check rebuilds
+
+    @property
+    def mutation(self) -> mutate.Mutation:
+        return mutate.Mutation(self.file, self.qualname, self.op, self.index)
+
+    @property
+    def function(self) -> str:
+        return f"{self.file}::{self.qualname}"
+
+
+def candidate_functions(p: Prepared) -> list[str]:
+    """Function keys that tests reach, that do not run at import time, are not nested, and
+    live in project code an agent may edit (never in tests, even tests inside the package)."""
+    from verigap.repos.changes import classify  # a site must be code an agent may edit
+
+    skip = set(p.import_time)
+    return [f for f in p.reach if "<" not in f and f not in skip
+            and classify(f.split("::", 1)[0], p.source_paths) is None]
+
+
+def candidates(p: Prepared, *, max_candidates: int, seed: int) -> list[mutate.Mutation]:
+    """A seeded sample of mutations, spread round-robin over the reachable functions."""
+    by_file: dict[str, list[str]] = {}
+    for f in candidate_functions(p):
+        file, q = f.split("::", 1)
+        by_file.setdefault(file, []).append(q)
+    per_fn: dict[str, list[mutate.Mutation]] = {}
+    for file, qs in sorted(by_file.items()):
+        src = (p.tree / file).read_text()
+        known = set(mutate.functions(src))
+        for m in mutate.enumerate_mutations(file, src, [q for q in qs if q in known]):
+            per_fn.setdefault(m.function, []).append(m)
+    rng = random.Random(seed)
+    for f, ms in per_fn.items():  # interleave operators so no single one dominates the sample
+        by_op: dict[str, list[mutate.Mutation]] = {}
+        for m in ms:
+            by_op.setdefault(m.op, []).append(m)
+        queues = [rng.sample(v, len(v)) for _, v in sorted(by_op.items())]
+        rng.shuffle(queues)
+        mixed = [q[i] for i in range(max(map(len, queues))) for q in queues if i < len(q)]
+        per_fn[f] = mixed[::-1]  # pop() takes from the end
+    order = sorted(per_fn)
+    rng.shuffle(order)
+    out: list[mutate.Mutation] = []
+    while len(out) < max_candidates and any(per_fn[f] for f in order):
+        for f in order:
+            if per_fn[f] and len(out) < max_candidates:
+                out.append(per_fn[f].pop())
+    return out
+
+
+def mutant_tree(p: Prepared, muts: Sequence[mutate.Mutation], dest: Path) -> dict[str, str]:
+    """Copy the pristine tree to ``dest`` with ``muts`` applied; return {file: new text}."""
+    shutil.copytree(p.tree, dest, symlinks=True)
+    texts: dict[str, str] = {}
+    for file in sorted({m.file for m in muts}):
+        new = mutate.apply_mutations((p.tree / file).read_text(), [m for m in muts if m.file == file])
+        (dest / file).write_text(new)
+        texts[file] = new
+    return texts
+
+
+def run_suite(p: Prepared, tree: Path, *, backend: str | None = None):
+    return run_pytest(tree, python=p.python, env_prefix=Path(p.env_prefix),
+                      import_root=p.import_root, test_files=p.test_files,
+                      config_file=p.config_file, timeout=p.suite_timeout(),
+                      backend=backend)
+
+
+def validate_one(p: Prepared, m: mutate.Mutation, backend: str | None = None
+                 ) -> tuple[ValidMutation | None, str]:
+    """(the valid mutation, "") or (None, why it was rejected)."""
+    with tempfile.TemporaryDirectory(prefix="vg-mut-") as tmp:
+        try:
+            texts = mutant_tree(p, [m], Path(tmp) / "t")
+        except Exception as e:  # libcst could not apply it: not a candidate
+            return None, f"apply: {e}"
+        run = run_suite(p, Path(tmp) / "t", backend=backend)
+    if run.timed_out:
+        return None, "timeout"
+    if not run.report_found:
+        return None, "no report (the suite crashed)"
+    broken = sorted(run.failing(p.passing))
+    if not broken:
+        return None, "no test fails"
+    reach = set(p.reach.get(m.function, ()))
+    stray = [t for t in broken if t not in reach]
+    if stray:
+        return None, f"breaks {len(stray)} test(s) that do not reach it"
+    sha = hashlib.sha256(texts[m.file].encode()).hexdigest()
+    return ValidMutation(file=m.file, qualname=m.qualname, op=m.op, index=m.index,
+                         fail_to_pass=broken, sha256=sha), ""
+
+
+def _cached_validate(p: Prepared, m: mutate.Mutation, backend: str | None
+                     ) -> tuple[ValidMutation | None, str]:
+    """validate_one, remembered per prepared environment (timeouts are not remembered: they
+    depend on the machine's load, not on the mutation)."""
+    ops = hashlib.sha256(Path(mutate.__file__).read_bytes()).hexdigest()  # operators' version
+    path = p.dir / "validated" / (hashlib.sha256((ops + m.id).encode()).hexdigest()[:20] + ".json")
+    if path.is_file():
+        d = json.loads(path.read_text())
+        return (ValidMutation(**d["valid"]) if d["valid"] else None), d["why"]
+    v, why = validate_one(p, m, backend)
+    if why != "timeout":
+        write_json_atomic(path, {"id": m.id, "valid": v.model_dump() if v else None, "why": why})
+    return v, why
+
+
+def validate(p: Prepared, muts: Sequence[mutate.Mutation], *, workers: int = 2,
+             backend: str | None = None) -> tuple[list[ValidMutation], dict[str, int]]:
+    """Validate candidates in parallel; return the valid ones (deduplicated) and reject counts."""
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        results = list(pool.map(lambda m: _cached_validate(p, m, backend), muts))
+    valid: list[ValidMutation] = []
+    seen: set[str] = set()
+    reasons: dict[str, int] = {}
+    for v, why in results:
+        if v is None:
+            key = why.split(":")[0] if why.startswith("apply") else why
+            key = "breaks unreached tests" if key.startswith("breaks") else key
+            reasons[key] = reasons.get(key, 0) + 1
+        elif v.sha256 in seen:
+            reasons["duplicate"] = reasons.get("duplicate", 0) + 1
+        else:
+            seen.add(v.sha256)
+            valid.append(v)
+    return valid, reasons
