@@ -13,7 +13,6 @@ from rich.console import Console
 from verigap.errors import VerigapError
 from verigap.patchworld.cli import app as patchworld_app
 from verigap.patchworld.cli import pilot
-
 from verigap.repos.cli import repos_app
 
 app = typer.Typer(
