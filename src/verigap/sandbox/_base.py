@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from abc import ABC, abstractmethod
 from pathlib import Path
 
@@ -10,6 +12,19 @@ from verigap.sandbox._limits import Limits, classify
 from verigap.sandbox._workspace import resolve_inside
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+def base_python() -> str:
+    """The interpreter under ``sys.base_prefix`` (a venv's python is a link into it).
+
+    It runs the limits wrapper, and ``python``/``python3`` in a command resolve to it, so
+    commands get the same Python as verigap whatever the system calls its interpreter.
+    """
+    real = os.path.realpath(sys.executable)
+    if Path(real).is_relative_to(Path(sys.base_prefix).resolve()):
+        return real
+    major, minor = sys.version_info[:2]
+    return str(Path(sys.base_prefix) / "bin" / f"python{major}.{minor}")
 
 
 class Sandbox(ABC):
@@ -83,6 +98,10 @@ class Sandbox(ABC):
             "USER": "agent",
             "LOGNAME": "agent",
             "PYTHONUNBUFFERED": "1",
+            # An edit that keeps a file's size within the same second would otherwise run
+            # stale bytecode (pyc checks mtime in whole seconds + size); no pyc also keeps
+            # __pycache__ out of the agent's diff.
+            "PYTHONDONTWRITEBYTECODE": "1",
         }
         full_env.update(env or {})
         returncode, out, err, timed_out, wall_s = self._run(argv, full_env, rel_cwd, wall)

@@ -5,8 +5,8 @@ What a command sees (everything else on the host does not exist for it):
 - ``/usr`` and the ``/bin``, ``/sbin``, ``/lib*`` links or directories, read-only;
 - a short allowlist of ``/etc`` entries (dynamic loader, certificates, alternatives,
   timezone) read-only, and a generated ``/etc/passwd`` / ``/etc/group``;
-- the running Python's ``sys.base_prefix`` read-only, plus any ``ro_binds``, each at its
-  own path;
+- the running Python's ``sys.base_prefix`` read-only (``python`` on PATH is that
+  interpreter), plus any ``ro_binds``, each at its own path;
 - the workspace, read-write, at ``/workspace`` (the current directory);
 - a private tmpfs ``/tmp`` (sized like the memory limit), a fresh ``/proc`` and a minimal
   ``/dev``.
@@ -29,12 +29,14 @@ from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
 from verigap.errors import ConfigError, SandboxUnavailable
-from verigap.sandbox._base import DEFAULT_PATH, Sandbox
+from verigap.sandbox._base import DEFAULT_PATH, Sandbox, base_python
 from verigap.sandbox._exec import run_capped
 from verigap.sandbox._limits import Limits, wrapper_argv
 
 WORKSPACE_MOUNT = "/workspace"
 """Where commands see the workspace under bubblewrap."""
+SHIM_DIR = "/run/verigap/bin"
+"""First on PATH inside: ``python`` and ``python3`` links to the sandbox's interpreter."""
 
 INSTALL_HINT = (
     "bubblewrap (`bwrap`) is required for sandboxed commands. Install it with "
@@ -69,15 +71,6 @@ def _bwrap_path() -> str:
 def _supports_tmpfs_size(bwrap: str) -> bool:
     done = subprocess.run([bwrap, "--help"], capture_output=True, text=True)
     return "--size" in done.stdout + done.stderr
-
-
-def _sandbox_python() -> str:
-    """The interpreter under ``sys.base_prefix`` (a venv's python is a link into it)."""
-    real = os.path.realpath(sys.executable)
-    if Path(real).is_relative_to(Path(sys.base_prefix).resolve()):
-        return real
-    major, minor = sys.version_info[:2]
-    return str(Path(sys.base_prefix) / "bin" / f"python{major}.{minor}")
 
 
 def _walk_no_links(root: Path) -> list[Path]:
@@ -138,7 +131,7 @@ class BwrapSandbox(Sandbox):
         self.workdir = WORKSPACE_MOUNT
         self.network = network
         self._bwrap = _bwrap_path()
-        self._python = _sandbox_python()
+        self._python = base_python()
         self.ro_binds = tuple(Path(p).absolute() for p in ro_binds)
         for p in self.ro_binds:
             if not p.exists():
@@ -160,7 +153,7 @@ class BwrapSandbox(Sandbox):
             os.chown(p, self.uid, self.uid, follow_symlinks=False)
 
     def _default_path(self) -> str:
-        return f"{Path(sys.base_prefix) / 'bin'}:{DEFAULT_PATH}"
+        return f"{SHIM_DIR}:{Path(sys.base_prefix) / 'bin'}:{DEFAULT_PATH}"
 
     def _bwrap_args(self, rel_cwd: str) -> list[str]:
         plan = _MountPlan()
@@ -183,6 +176,9 @@ class BwrapSandbox(Sandbox):
                 plan.bind(os.path.realpath(e), e)
         base = str(Path(sys.base_prefix).resolve())
         plan.bind(base, base)
+        plan.special("--perms", "0755", "--dir", dest=SHIM_DIR)
+        for name in ("python", "python3"):
+            plan.special("--symlink", self._python, dest=f"{SHIM_DIR}/{name}")
         for p in self.ro_binds:
             plan.bind(str(p), str(p))
         plan.bind(str(self.root), WORKSPACE_MOUNT, writable=True)

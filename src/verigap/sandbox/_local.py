@@ -2,13 +2,28 @@
 
 from __future__ import annotations
 
+import atexit
+import functools
+import os
+import shutil
 import sys
+import tempfile
 import warnings
 from pathlib import Path
 
-from verigap.sandbox._base import DEFAULT_PATH, Sandbox
+from verigap.sandbox._base import DEFAULT_PATH, Sandbox, base_python
 from verigap.sandbox._exec import run_capped
 from verigap.sandbox._limits import Limits, wrapper_argv
+
+
+@functools.cache
+def _shim_dir() -> str:
+    """A per-process directory whose ``python``/``python3`` link to the base interpreter."""
+    d = tempfile.mkdtemp(prefix="verigap-python-")
+    atexit.register(shutil.rmtree, d, True)
+    for name in ("python", "python3"):
+        os.symlink(base_python(), os.path.join(d, name))
+    return d
 
 
 class UnsafeSandboxWarning(UserWarning):
@@ -38,10 +53,10 @@ class UnsafeLocalSandbox(Sandbox):
         """Nothing to do: commands run as the caller, who created the paths."""
 
     def _default_path(self) -> str:
-        return f"{Path(sys.base_prefix) / 'bin'}:{DEFAULT_PATH}"
+        return f"{_shim_dir()}:{Path(sys.base_prefix) / 'bin'}:{DEFAULT_PATH}"
 
     def _run(self, argv: list[str], env: dict[str, str], rel_cwd: str, timeout: float) -> tuple:
-        wrapped = wrapper_argv(sys.executable, argv, self.limits, env)
+        wrapped = wrapper_argv(base_python(), argv, self.limits, env)
         return run_capped(
             wrapped,
             timeout=timeout,

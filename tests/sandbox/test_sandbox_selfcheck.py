@@ -109,3 +109,21 @@ def test_large_output_from_a_file_does_not_block(make_box, backend: str, tmp_pat
     r = box.exec("seq 1 200000; seq 1 200000 >&2")
     assert r.ok and r.truncated
     assert r.stdout.endswith("200000\n") and r.stderr.endswith("200000\n")
+
+
+def test_a_same_size_edit_in_the_same_second_is_not_hidden_by_bytecode(make_box, backend: str) -> None:
+    box = make_box(backend)
+    assert box.exec("python -c 'from pkg.calc import add; print(add(2, 3))'").stdout == "-1\n"
+    box.write_file("pkg/calc.py", "def add(a, b):\n    return a + b\n")  # same size
+    assert box.exec("python -c 'from pkg.calc import add; print(add(2, 3))'").stdout == "5\n"
+    assert not (box.root / "pkg" / "__pycache__").exists()
+
+
+def test_python_in_commands_is_verigaps_interpreter(make_box, backend: str) -> None:
+    import sys
+
+    box = make_box(backend)
+    want = "%d.%d" % sys.version_info[:2]
+    for exe in ("python", "python3"):
+        r = box.exec([exe, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"])
+        assert r.stdout == want + "\n", (exe, r.stderr)

@@ -1,0 +1,56 @@
+"""Agents: the tool-calling episode loop, the standard tools and the model clients.
+
+>>> box = make_sandbox(materialize(task_src, workdir))
+>>> client = OpenAIClient("gpt-4.1-mini")          # or AnthropicClient(...), ScriptedClient([...])
+>>> ep = run_episode(client, standard_tools(box), SYSTEM, task_prompt, Budget(max_turns=40))
+>>> ep.status, ep.submitted, ep.to_json()
+"""
+
+from verigap.agents._clients import (
+    AnthropicClient,
+    ModelError,
+    OpenAIClient,
+    RetryPolicy,
+    ScriptedClient,
+    ScriptExhausted,
+    call_with_retries,
+    to_anthropic_messages,
+    to_openai_messages,
+)
+from verigap.agents._loop import NUDGE, Budget, Episode, EpisodeStatus, run_episode
+from verigap.agents._tools import (
+    Tool,
+    ToolArgs,
+    ToolError,
+    command_timeout,
+    format_exec,
+    standard_tools,
+)
+from verigap.agents._types import ModelClient, ModelTurn, ToolCall, ToolSpec
+
+__all__ = [
+    "NUDGE",
+    "AnthropicClient",
+    "Budget",
+    "Episode",
+    "EpisodeStatus",
+    "ModelClient",
+    "ModelError",
+    "ModelTurn",
+    "OpenAIClient",
+    "RetryPolicy",
+    "ScriptExhausted",
+    "ScriptedClient",
+    "Tool",
+    "ToolArgs",
+    "ToolCall",
+    "ToolError",
+    "ToolSpec",
+    "call_with_retries",
+    "command_timeout",
+    "format_exec",
+    "run_episode",
+    "standard_tools",
+    "to_anthropic_messages",
+    "to_openai_messages",
+]
