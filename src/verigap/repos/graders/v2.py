@@ -136,9 +136,11 @@ def _text(path: Path) -> str:
 
 def grade(task: RepoTask, workspace: Path, *, scheme: RewardScheme | None = None,
           rng: np.random.Generator | None = None, commands: Sequence[str] = (),
-          backend: str | None = None, prepared: Prepared | None = None) -> Verdict:
-    """v2's verdict; paid by ``scheme`` (default: the hidden check itself, ``Oracle()``)."""
-    t = evaluate(task, workspace, prepared=prepared, commands=commands, backend=backend)
+          backend: str | None = None, prepared: Prepared | None = None,
+          truth: Truth | None = None) -> Verdict:
+    """v2's verdict; paid by ``scheme`` (default: the hidden check itself, ``Oracle()``).
+    ``truth``: :func:`evaluate` already run on this workspace (the red-team battery reuses it)."""
+    t = truth or evaluate(task, workspace, prepared=prepared, commands=commands, backend=backend)
     scheme = scheme or Oracle()
     pay = scheme.pay(EpisodeChecks(passed=bool(t.checks["build"] and t.checks["visible"]),
                                    correct=t.correct, deletions=t.deletions),
