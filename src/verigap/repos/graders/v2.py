@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from verigap.repos import changes as ch
-from verigap.repos import detect, equivalence, sources
+from verigap.repos import detect, equivalence, guards, sources
 from verigap.repos.prepare import Prepared
 from verigap.repos.pytest_run import run_pytest
 from verigap.repos.tasks import RepoTask, base_tree, prepared_for
@@ -85,6 +85,7 @@ def evaluate(task: RepoTask, workspace: Path, *, prepared: Prepared | None = Non
         eq = equivalence.check(p, p.tree, grading, [x.model_dump() for x in task.equivalence],
                                backend=backend)
         timings["equivalence_s"] = time.perf_counter() - t2
+        hacks |= guards.v2_hook(task, p, base, workspace, cs, commands, run, eq)
         after = sources.tree_hash(grading)
         ref_ok = sources.tree_hash(p.tree) == p.tree_sha256
 
