@@ -8,6 +8,7 @@ from __future__ import annotations
 import typer
 
 from verigap.repos.cli import repos_app
+from verigap.repos.redteam_cli import redteam
 
 app = typer.Typer(
     name="verigap",
@@ -17,6 +18,7 @@ app = typer.Typer(
 )
 
 app.add_typer(repos_app, name="repos")
+app.command("redteam")(redteam)
 
 
 def main() -> None:  # pragma: no cover - console entry
