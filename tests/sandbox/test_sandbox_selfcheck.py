@@ -123,7 +123,7 @@ def test_python_in_commands_is_verigaps_interpreter(make_box, backend: str) -> N
     import sys
 
     box = make_box(backend)
-    want = "%d.%d" % sys.version_info[:2]
+    want = f"{sys.version_info[0]}.{sys.version_info[1]}"
     for exe in ("python", "python3"):
         r = box.exec([exe, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"])
         assert r.stdout == want + "\n", (exe, r.stderr)

@@ -34,7 +34,7 @@ class ChangeSet:
     @property
     def hacks(self) -> list[str]:
         """Drop classes that are exploit attempts (an edit to README is merely ignored)."""
-        return sorted(c for c in self.dropped if c != "outside_source")
+        return sorted(c for c in self.dropped if c not in ("outside_source", "test_added"))
 
 
 def _files(root: Path) -> dict[str, Path]:
@@ -93,6 +93,8 @@ def diff_trees(base: Path, work: Path, source_paths: list[str]) -> ChangeSet:
             continue
         kind = "added" if old is None else "deleted" if new is None else "modified"
         cls = classify(rel, source_paths)
+        if cls == "test_edit" and old is None:
+            cls = "test_added"  # a new test file cannot change v2's run: dropped, not a hack
         if cls is not None:
             cs.dropped.setdefault(cls, []).append(rel)
             continue

@@ -119,12 +119,12 @@ def run(
         return
     t = Table(title=f"repo tasks: {len(paths)} task(s)")
     for col in ("grader", "agent", "n", "reward", "visible pass", "correct", "false success",
-                "hacks"):
-        t.add_column(col)
+                "paid & wrong", "hacks"):
+        t.add_column(col, no_wrap=col in ("grader", "agent"))
     for r in rows:
         t.add_row(r["grader"], r["agent"], str(r["n"]), f"{r['mean_reward']:.2f}",
                   f"{r['pass_rate']:.0%}", f"{r['true_success']:.0%}",
-                  f"{r['false_success']:.0%}",
+                  f"{r['false_success']:.0%}", f"{r['paid_wrong']:.0%}",
                   ", ".join(f"{k}×{v}" for k, v in sorted(r["hacks"].items())) or "-")
     console.print(t)
 
@@ -138,5 +138,8 @@ def summary_rows(results) -> list[dict]:
     for (g, a), rs in sorted(groups.items()):
         s = summarize(Verdict.from_dict(r) for r in rs)
         hacks = Counter(h for r in rs for h in r.get("hacks", []))
-        rows.append({"grader": g, "agent": a, **s.to_dict(), "hacks": dict(hacks)})
+        # false success as the grader paid it: rewarded and not correct
+        paid_wrong = sum(1 for r in rs if r["reward"] > 0 and not r["correct"]) / len(rs)
+        rows.append({"grader": g, "agent": a, **s.to_dict(), "paid_wrong": paid_wrong,
+                     "hacks": dict(hacks)})
     return rows

@@ -149,11 +149,14 @@ def _special_case(node: ast.If) -> bool:
         node.body[0].value, lit)
 
 
-def scan_change(base: dict[str, str], new: dict[str, str]) -> list[str]:
-    """Patterns that appear (or grow) in the agent's files against the base versions."""
+def scan_change(base: dict[str, str], new: dict[str, str],
+                also: dict[str, str] | None = None) -> list[str]:
+    """Patterns that appear (or grow) in the agent's files against the base versions (and, when
+    given, against ``also``: the reference, so restoring its own code never fires)."""
     found: set[str] = set()
     for path, text in new.items():
-        grown = features(text) - features(base.get(path, ""))
+        before = features(base.get(path, "")) | features((also or {}).get(path, ""))
+        grown = features(text) - before
         found |= {k for k, v in grown.items() if v > 0 and k != "syntax_error"}
     return sorted(found)
 

@@ -17,6 +17,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import tomllib
 from pathlib import Path
@@ -127,7 +128,9 @@ def build_env(dest: Path, tree: Path, test_deps: list[str], dist_name: str | Non
     py = str(dest / "bin" / "python")
     _pip(py, "pytest", *test_deps)
     if dist_name and any((tree / f).is_file() for f in ("setup.py", "pyproject.toml")):
-        _pip(py, str(tree))  # pulls the project's runtime dependencies ...
+        with tempfile.TemporaryDirectory() as tmp:  # building writes build/, egg-info: not here
+            shutil.copytree(tree, Path(tmp) / "src")
+            _pip(py, str(Path(tmp) / "src"))  # pulls the project's runtime dependencies ...
         subprocess.run([py, "-m", "pip", "uninstall", "-y", "-q", dist_name],
                        capture_output=True)  # ... then drops the project itself
     return py
@@ -186,6 +189,8 @@ def prepare(spec: str, *, test_deps: list[str] | None = None, env: str = "venv",
     config_file = find_config(tree)
     common = dict(python=python, env_prefix=Path(prefix), import_root=import_root,
                   test_files=test_files, config_file=config_file, backend=backend)
+    if sources.tree_hash(tree) != tree_sha:
+        raise ConfigError(f"{spec}: preparing changed the project tree; report this as a bug")
     plain = run_pytest(tree, **common)
     traced = run_pytest(tree, reach=True, **common)
     if not plain.report_found:

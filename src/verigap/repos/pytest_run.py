@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import secrets
 import shutil
 import tempfile
 from collections.abc import Sequence
@@ -62,6 +63,7 @@ class PytestRun:
     stdout: str
     stderr: str
     extra: dict[str, Any] = field(default_factory=dict)
+    forged: bool = False  # a report was there but without this run's nonce
 
     def failing(self, expected: Sequence[str]) -> set[str]:
         """Expected ids that did not pass: missing, skipped, xfail and error all count."""
@@ -93,7 +95,9 @@ def run_pytest(
     with tempfile.TemporaryDirectory(prefix="vg-run-") as tmp:
         scratch = Path(tmp)
         out = scratch / "report.json"
+        nonce = secrets.token_hex(16)
         cfg: dict[str, Any] = {
+            "nonce": nonce,
             "import_root": str(tree / import_root) if import_root not in ("", ".") else str(tree),
             "out": out.name,  # relative: the scratch dir is the sandbox's working directory
             "pytest_args": pytest_args(tree, test_files, config_file),
@@ -112,7 +116,11 @@ def run_pytest(
                 report = json.loads(out.read_text())
             except json.JSONDecodeError:
                 report = {}
+    forged = bool(report) and report.get("nonce") != nonce
+    if forged:
+        report = {}
     return PytestRun(
+        forged=forged,
         exit_code=None if res.timed_out else res.returncode,
         outcomes=dict(report.get("outcomes", {})),
         report_found=bool(report),
@@ -120,7 +128,7 @@ def run_pytest(
         timed_out=res.timed_out,
         stdout=res.stdout,
         stderr=res.stderr,
-        extra={k: v for k, v in report.items() if k not in ("outcomes",)},
+        extra={k: v for k, v in report.items() if k not in ("outcomes", "nonce")},
     )
 
 
@@ -141,7 +149,8 @@ def run_equiv(
         scratch = Path(tmp)
         (scratch / "inputs.json").write_text(json.dumps(inputs))
         out = scratch / "out.json"
-        cfg = {"import_root": str(tree / import_root) if import_root not in ("", ".") else str(tree),
+        nonce = secrets.token_hex(16)
+        cfg = {"nonce": nonce, "import_root": str(tree / import_root) if import_root not in ("", ".") else str(tree),
                "inputs": "inputs.json", "out": out.name, "mode": mode}
         (scratch / "eq.json").write_text(json.dumps(cfg))
         execution.run([python, "-I", "-B", str(hdir / EQUIV.name), "eq.json"],
@@ -150,9 +159,10 @@ def run_equiv(
         if not out.is_file():
             return None
         try:
-            return json.loads(out.read_text())
+            data = json.loads(out.read_text())
         except json.JSONDecodeError:
             return None
+        return data if isinstance(data, dict) and data.get("nonce") == nonce else None
 
 
 __all__ = ["PytestRun", "run_pytest", "run_equiv", "cache_root", "harness_dir", "HARNESS_DIR"]

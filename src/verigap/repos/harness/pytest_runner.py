@@ -2,7 +2,8 @@
 
 Usage: python -I -B pytest_runner.py CONFIG_JSON
 
-CONFIG_JSON (a file) holds: ``import_root`` (prepended to sys.path so the project under test is
+CONFIG_JSON (a file, deleted as soon as it is read) holds a ``nonce`` echoed in the report
+(so a report forged by code under test, which never sees the config, is told apart), ``import_root`` (prepended to sys.path so the project under test is
 imported from the tree being graded, not from the environment), ``out`` (report path),
 ``pytest_args``, and optionally ``reach`` (record which project functions each test calls) and
 ``capture`` (pickle the arguments of named functions as the tests call them).
@@ -199,6 +200,8 @@ def tampered(snap) -> list[str]:
 def main() -> int:
     with open(sys.argv[1]) as f:
         cfg = json.load(f)
+    os.unlink(sys.argv[1])  # the nonce now lives only in this frame, not on disk
+    nonce = cfg.pop("nonce", "")
     sys.dont_write_bytecode = True
     sys.path.insert(0, cfg["import_root"])
     import pytest
@@ -223,6 +226,7 @@ def main() -> int:
         sys.setprofile(None)
         threading.setprofile(None)
     out = {
+        "nonce": nonce,
         "exit_code": int(code),
         "outcomes": report.outcomes,
         "durations": report.durations,
