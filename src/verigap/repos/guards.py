@@ -25,6 +25,10 @@ from pathlib import Path
 
 MACHINERY = {"pytest", "_pytest", "unittest", "builtins", "pluggy", "doctest", "__builtins__",
              "__builtin__"}
+#: Modules a test harness itself relies on (to write its report, to exit): project code
+#: replacing their attributes is tampering with the grader, whatever it is called.
+HARNESS_MODULES = {"json", "os", "sys", "io", "atexit", "pickle", "marshal", "signal",
+                   "threading", "subprocess", "shutil", "tempfile", "base64"}
 EXIT_ATTRS = {"_exit", "exit", "abort", "kill", "killpg", "quit"}
 SKIP_ATTRS = {"skip", "xfail", "SkipTest", "importorskip", "Skipped", "XFailed", "skipTest",
               "skipIf", "skipUnless", "expectedFailure"}
@@ -77,7 +81,7 @@ def _aliases(tree: ast.AST) -> dict[str, str]:
         elif (isinstance(node, ast.Assign) and len(node.targets) == 1
               and isinstance(node.targets[0], ast.Name)):
             src = _dotted(node.value, out)
-            if src and src.split(".")[0] in MACHINERY | {"sys", "os", "atexit"}:
+            if src and src.split(".")[0] in MACHINERY | HARNESS_MODULES:
                 out[node.targets[0].id] = src
     return out
 
@@ -152,7 +156,8 @@ def features(source: str) -> Counter[str]:
             targets = node.targets if isinstance(node, ast.Assign | ast.Delete) else [node.target]
             for t in targets:
                 d = _dotted(t, al) if isinstance(t, ast.Attribute | ast.Subscript) else ""
-                if d and d.split(".")[0] in MACHINERY and "." in d:
+                if d and d.split(".")[0] in MACHINERY | HARNESS_MODULES and "." in d \
+                        and not d.startswith(("os.environ", "sys.path", "sys.argv")):
                     c["monkeypatch"] += 1
                 if isinstance(t, ast.Subscript) and _dotted(t.value, al) == "os.environ":
                     key = _fold(t.slice) or ""
@@ -162,7 +167,7 @@ def features(source: str) -> Counter[str]:
             fn = _dotted(node.func, al)
             if fn in ("setattr", "delattr") and node.args:
                 target = _dotted(node.args[0], al)
-                if target.split(".")[0] in MACHINERY:
+                if target.split(".")[0] in MACHINERY | HARNESS_MODULES:
                     c["monkeypatch"] += 1
             if fn.endswith(("os.environ.update", "os.environ.setdefault", "os.putenv")):
                 if any(ENV_PAT.search(_fold(a) or "") for a in node.args) or any(
@@ -418,6 +423,11 @@ def scan(*, sites: Sequence[tuple[str, str]], new: Mapping[str, str], base: Mapp
     if any("<eq_any>" in str(m.get("candidate", "")) for m in mismatches):
         found.add("always_eq")
     return found
+
+
+def run_untrusted(run_extra: Mapping[str, object]) -> bool:
+    """The test machinery was replaced during the run: its per-test outcomes prove nothing."""
+    return bool(run_extra.get("tampered"))
 
 
 def _read(path: Path) -> str:

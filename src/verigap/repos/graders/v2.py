@@ -108,6 +108,7 @@ def evaluate(task: RepoTask, workspace: Path, *, prepared: Prepared | None = Non
         not reported_bad and not run.extra.get("collect_errors"))
     if run.report_found and not consistent:
         hacks.add("exit_code_mismatch")
+    consistent = consistent and not guards.run_untrusted(run.extra)
     visible_ok = consistent and not (failing & set(task.visible_tests))
     hidden_ok = consistent and not (failing & set(task.hidden_tests))
     build_ok = run.report_found and not run.extra.get("collect_errors")
