@@ -29,13 +29,13 @@ def fresh_cache(tmp_path_factory, backend):
 
 def test_inflection_gives_twenty_tasks_graded_as_expected(fresh_cache, tmp_path, backend):
     out = tmp_path / "tasks"
-    stats = make_tasks("inflection==0.5.1", out, k=4, n=20, max_candidates=40, seed=0,
+    stats = make_tasks("inflection==0.5.1", out, k=4, n=20, max_candidates=32, seed=0,
                        backend=backend, log=lambda s: None)
     assert stats.tasks == 20
     tasks = load_tasks(out)
     assert len(tasks) == 20
     p = prepared_for(tasks[0], backend=backend)
-    for t in tasks[:2]:
+    for t in tasks[:1]:
         for agent in baselines.BASELINES:
             ws = materialize_workspace(p, t, tmp_path / f"{t.task_id}-{agent}")
             for f, text in baselines.edits(agent, t, p).items():

@@ -57,6 +57,11 @@ class Prepared(BaseModel):
     baseline_s: float  # wall time of one plain suite run, in the sandbox
     prepare_s: float
 
+    def suite_timeout(self) -> float:
+        """Wall limit for one suite run: generous, so a loaded machine never turns a slow run
+        into a rejected mutation or a failed grade; an infinite loop still ends."""
+        return max(60.0, 10 * self.baseline_s + 30)
+
     @property
     def dir(self) -> Path:
         return cache_root() / self.key

@@ -139,7 +139,16 @@ class _DropUnits(cst.CSTTransformer):
         self.stack.append(node.name.value)
 
     def leave_ClassDef(self, original, updated):
+        # a hidden test this class inherits: shadow it with None so pytest does not collect it
+        inherited = [n for n in self.names if n[:-1] == tuple(self.stack)
+                     and n not in self.dropped]
         self.stack.pop()
+        if inherited:
+            extra = [cst.parse_statement(f"{n[-1]} = None  # hidden test\n")
+                     for n in sorted(inherited)]
+            self.dropped.update(inherited)
+            updated = updated.with_changes(body=updated.body.with_changes(
+                body=[*updated.body.body, *extra]))
         if not updated.body.body:
             return updated.with_changes(body=updated.body.with_changes(
                 body=[cst.SimpleStatementLine([cst.Pass()])]))
@@ -278,7 +287,7 @@ def collect_inputs(p: Prepared, functions: Sequence[str], *, per_function: int =
                backend=backend)
     cap = run_pytest(p.tree, test_files=p.test_files, config_file=p.config_file,
                      capture={"targets": list(functions), "limit": per_function},
-                     timeout=max(60.0, 10 * p.baseline_s), **env)
+                     timeout=p.suite_timeout(), **env)
     raw = []
     for target, blobs in cap.extra.get("captured", {}).items():
         file, q = target.split("::", 1)
@@ -441,11 +450,14 @@ def build_task(p: Prepared, sites: Sequence[ValidMutation], n_vis: int,
             fail_to_pass=sorted(broken), visible_test_files=vfiles, removed_units=removed,
             source_paths=p.source_paths, equivalence=equiv, prompt="",
         )
-        ws = materialize_workspace(p, task, Path(tmp) / "ws")
+        try:
+            ws = materialize_workspace(p, task, Path(tmp) / "ws")
+        except ValueError:
+            return None, "hidden tests cannot be cut from the visible files"
         vis = run_pytest(ws, python=p.python, env_prefix=Path(p.env_prefix),
                          import_root=p.import_root, test_files=vfiles,
                          config_file=p.config_file, backend=backend,
-                         timeout=max(20.0, 6 * p.baseline_s + 10))
+                         timeout=p.suite_timeout())
         got = {t for t in vis.outcomes if t not in p.not_passing}
         if got != vset:
             return None, "workspace does not collect exactly the visible tests"

@@ -8,6 +8,7 @@ tests, and only to the tests that reach it. Its FAIL_TO_PASS is exactly the test
 from __future__ import annotations
 
 import hashlib
+import json
 import random
 import shutil
 import tempfile
@@ -20,6 +21,7 @@ from pydantic import BaseModel, ConfigDict
 from verigap.repos import mutate
 from verigap.repos.prepare import Prepared
 from verigap.repos.pytest_run import run_pytest
+from verigap.runs import write_json_atomic
 
 
 class ValidMutation(BaseModel):
@@ -92,7 +94,7 @@ def mutant_tree(p: Prepared, muts: Sequence[mutate.Mutation], dest: Path) -> dic
 def run_suite(p: Prepared, tree: Path, *, backend: str | None = None):
     return run_pytest(tree, python=p.python, env_prefix=Path(p.env_prefix),
                       import_root=p.import_root, test_files=p.test_files,
-                      config_file=p.config_file, timeout=max(20.0, 6 * p.baseline_s + 10),
+                      config_file=p.config_file, timeout=p.suite_timeout(),
                       backend=backend)
 
 
@@ -121,11 +123,26 @@ def validate_one(p: Prepared, m: mutate.Mutation, backend: str | None = None
                          fail_to_pass=broken, sha256=sha), ""
 
 
+def _cached_validate(p: Prepared, m: mutate.Mutation, backend: str | None
+                     ) -> tuple[ValidMutation | None, str]:
+    """validate_one, remembered per prepared environment (timeouts are not remembered: they
+    depend on the machine's load, not on the mutation)."""
+    ops = hashlib.sha256(Path(mutate.__file__).read_bytes()).hexdigest()  # operators' version
+    path = p.dir / "validated" / (hashlib.sha256((ops + m.id).encode()).hexdigest()[:20] + ".json")
+    if path.is_file():
+        d = json.loads(path.read_text())
+        return (ValidMutation(**d["valid"]) if d["valid"] else None), d["why"]
+    v, why = validate_one(p, m, backend)
+    if why != "timeout":
+        write_json_atomic(path, {"id": m.id, "valid": v.model_dump() if v else None, "why": why})
+    return v, why
+
+
 def validate(p: Prepared, muts: Sequence[mutate.Mutation], *, workers: int = 2,
              backend: str | None = None) -> tuple[list[ValidMutation], dict[str, int]]:
     """Validate candidates in parallel; return the valid ones (deduplicated) and reject counts."""
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        results = list(pool.map(lambda m: validate_one(p, m, backend), muts))
+        results = list(pool.map(lambda m: _cached_validate(p, m, backend), muts))
     valid: list[ValidMutation] = []
     seen: set[str] = set()
     reasons: dict[str, int] = {}

@@ -26,7 +26,7 @@ def run_visible(p: Prepared, workspace: Path, *, backend: str | None = None):
     env = {"PYTHONPATH": p.import_root or "."}  # relative to the workspace, wherever it is mounted
     return execution.run([p.python, "-m", "pytest", "-q"], scratch=workspace,
                          ro_binds=[Path(p.env_prefix)], env=env, backend=backend,
-                         timeout=max(30.0, 8 * p.baseline_s + 20))
+                         timeout=p.suite_timeout())
 
 
 def grade(task: RepoTask, workspace: Path, *, scheme: RewardScheme | None = None,

@@ -81,7 +81,7 @@ def evaluate(task: RepoTask, workspace: Path, *, prepared: Prepared | None = Non
         run = run_pytest(grading, python=p.python, env_prefix=Path(p.env_prefix),
                          import_root=p.import_root, test_files=p.test_files,
                          config_file=p.config_file, backend=backend,
-                         timeout=max(30.0, 8 * p.baseline_s + 20))
+                         timeout=p.suite_timeout())
         timings["pytest_s"] = time.perf_counter() - t1
         t2 = time.perf_counter()
         eq = equivalence.check(p, p.tree, grading, [x.model_dump() for x in task.equivalence],
