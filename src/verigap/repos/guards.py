@@ -322,9 +322,9 @@ def site_shapes(sites: Iterable[tuple[str, str]], new: Mapping[str, str],
         n, b, r = fns["new"], fns["base"], fns["ref"]
         if n is None or b is None or r is None:
             continue
-        if _stubby(n) and not _stubby(r):
+        if _stubby(n) and not _stubby(r) and not _stubby(b):  # made a stub by the agent
             out.add("stub")
-        elif _branches(n) < min(_branches(b), _branches(r)):
+        if _branches(n) < min(_branches(b), _branches(r)):
             out.add("delete_branch")
     return out
 
