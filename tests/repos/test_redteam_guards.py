@@ -153,8 +153,12 @@ def test_oracle_names_nothing_on_every_fixture_file():
 
 def test_site_shapes():
     ref = "def f(x):\n    if x > 0:\n        return x\n    return -x\n"
-    assert guards.site_shapes([("m.py", "f")], {"m.py": "def f(x):\n    return x\n"},
-                              {"m.py": ref}, {"m.py": ref}) == {"stub"}
+    stub = "def f(x):\n    return x\n"
+    assert guards.site_shapes([("m.py", "f")], {"m.py": stub},
+                              {"m.py": ref}, {"m.py": ref}) == {"stub", "delete_branch"}
+    # a base that is already a stub (a `return_value` mutation) left alone: nothing to name
+    assert guards.site_shapes([("m.py", "f")], {"m.py": stub}, {"m.py": stub},
+                              {"m.py": ref}) == set()
     assert guards.site_shapes([("m.py", "f")], {"m.py": "def f(x):\n    y = -x\n    return y\n"},
                               {"m.py": ref}, {"m.py": ref}) == {"delete_branch"}
     assert guards.site_shapes([("m.py", "f")], {"m.py": ref}, {"m.py": ref},
