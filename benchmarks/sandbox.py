@@ -7,7 +7,7 @@
    unsafe backend (limits wrapper, capture loop) and the bubblewrap backend. Ratios are to
    the bare subprocess measured in this same run.
 
-    PYTHONPATH=src python benchmarks/sandbox.py [--files 1000] [--reps 20]
+    PYTHONPATH=src python benchmarks/sandbox.py [--files 1000] [--reps 20] [--dir /dev/shm]
 """
 
 from __future__ import annotations
@@ -52,10 +52,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--files", type=int, default=1000)
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--dir", default=None, help="where to build the trees (default: $TMPDIR)")
     args = ap.parse_args()
     have_bwrap = shutil.which("bwrap") is not None
     warnings.simplefilter("ignore", UnsafeSandboxWarning)
-    with tempfile.TemporaryDirectory(prefix="verigap-sandbox-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="verigap-sandbox-bench-", dir=args.dir) as tmp:
         src = Path(tmp) / "src"
         make_tree(src, args.files)
         counter = iter(range(10**6))
@@ -84,14 +85,20 @@ def main() -> None:
             boxes["bwrap"] = make_sandbox(ws, backend="bwrap", limits=Limits())
         py = str(Path(sys.base_prefix) / "bin" / "python3")
         print(f"\nper command ({args.reps} reps):")
-        print(f"  {'command':16s} {'runner':7s} {'median ms':>10s} {'ratio':>7s} {'min ms':>8s} {'ratio':>7s}")
+        print(
+            f"  {'command':16s} {'runner':7s} {'median ms':>10s} {'ratio':>7s} {'min ms':>8s} {'ratio':>7s}"
+        )
         for label, argv in [("true", ["true"]), ("python -c pass", [py, "-c", "pass"])]:
-            res = {"bare": measure(lambda a=argv: subprocess.run(a, capture_output=True), args.reps)}
+            res = {
+                "bare": measure(lambda a=argv: subprocess.run(a, capture_output=True), args.reps)
+            }
             for name, box in boxes.items():
                 res[name] = measure(lambda b=box, a=argv: b.exec(a), args.reps)
             bmed, bmin = res["bare"]
             for name, (med, lo) in res.items():
-                print(f"  {label:16s} {name:7s} {med:10.1f} {med / bmed:6.2f}x {lo:8.1f} {lo / bmin:6.2f}x")
+                print(
+                    f"  {label:16s} {name:7s} {med:10.1f} {med / bmed:6.2f}x {lo:8.1f} {lo / bmin:6.2f}x"
+                )
         print(f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
         if not have_bwrap:
             print("\n(bwrap not installed: bubblewrap rows skipped)")

@@ -6,7 +6,7 @@ median wall and CPU time and their ratios to ``shutil.copytree``, all measured i
 strategy is also checked for safety (an in-place write to the copy must not reach the
 source) and fidelity (executable bits and symlinks preserved).
 
-    PYTHONPATH=src python benchmarks/sandbox_copy.py [--files 1000] [--reps 7]
+    PYTHONPATH=src python benchmarks/sandbox_copy.py [--files 1000] [--reps 7] [--dir /dev/shm]
 """
 
 from __future__ import annotations
@@ -42,7 +42,10 @@ def make_tree(root: Path, n_files: int, seed: int = 0) -> None:
 def cpu_s() -> float:
     """User+system CPU of this process and its waited-for children: steadier than wall
     time on a shared machine, since waiting for other tenants' work is not counted."""
-    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    me, kids = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
@@ -70,9 +73,10 @@ STRATEGIES: dict[str, Callable[[Path, Path], object]] = {
 
 def check(src: Path, dst: Path) -> tuple[bool, bool]:
     """(safe, faithful): in-place write stays in the copy; modes and links preserved."""
-    faithful = os.access(dst / "pkg0" / "mod0" / "file0.py", os.X_OK) and (
-        dst / "link_to_first"
-    ).is_symlink()
+    faithful = (
+        os.access(dst / "pkg0" / "mod0" / "file0.py", os.X_OK)
+        and (dst / "link_to_first").is_symlink()
+    )
     target = dst / "pkg0" / "mod0" / "file1.py"
     before = (src / "pkg0" / "mod0" / "file1.py").read_bytes()
     with open(target, "r+b") as fh:
@@ -88,8 +92,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--files", type=int, default=1000)
     ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--dir", default=None, help="where to build the trees (default: $TMPDIR)")
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory(prefix="verigap-copy-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="verigap-copy-bench-", dir=args.dir) as tmp:
         src = Path(tmp) / "src"
         make_tree(src, args.files)
         size = sum(f.stat().st_size for f in src.rglob("*") if f.is_file())
@@ -111,7 +116,9 @@ def main() -> None:
                 shutil.rmtree(dst)
         base = statistics.median(times["shutil.copytree (copy2)"])
         base_cpu = statistics.median(cpus["shutil.copytree (copy2)"])
-        print(f"{'strategy':28s} {'wall ms':>8s} {'ratio':>6s} {'cpu ms':>7s} {'ratio':>6s}  safe  keeps modes+links")
+        print(
+            f"{'strategy':28s} {'wall ms':>8s} {'ratio':>6s} {'cpu ms':>7s} {'ratio':>6s}  safe  keeps modes+links"
+        )
         for name in STRATEGIES:
             t, c = statistics.median(times[name]), statistics.median(cpus[name])
             safe, faithful = flags[name]
@@ -119,7 +126,9 @@ def main() -> None:
                 f"{name:28s} {t * 1e3:8.1f} {t / base:5.2f}x {c * 1e3:7.1f} {c / base_cpu:5.2f}x"
                 f"  {safe!s:5s} {faithful}"
             )
-        print(f"(ratios to shutil.copytree; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
+        print(
+            f"(ratios to shutil.copytree; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)"
+        )
 
 
 if __name__ == "__main__":

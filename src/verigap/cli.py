@@ -23,3 +23,8 @@ app.command("redteam")(redteam)
 
 def main() -> None:  # pragma: no cover - console entry
     app()
+
+
+from verigap.sandbox.cli import app as sandbox_app  # noqa: E402 - kept apart from the family mounts
+
+app.add_typer(sandbox_app, name="sandbox")

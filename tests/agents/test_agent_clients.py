@@ -40,8 +40,16 @@ class FakeAPI:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 - http.server's naming
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                api.requests.append({"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "body": body})
-                status, payload = api.responses.pop(0) if api.responses else (500, {"error": "empty"})
+                api.requests.append(
+                    {
+                        "path": self.path,
+                        "headers": {k.lower(): v for k, v in self.headers.items()},
+                        "body": body,
+                    }
+                )
+                status, payload = (
+                    api.responses.pop(0) if api.responses else (500, {"error": "empty"})
+                )
                 data = json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -66,8 +74,16 @@ class FakeAPI:
 
 @pytest.fixture
 def api(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeAPI]:
-    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy",
-                "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL"):
+    for var in (
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "all_proxy",
+        "OPENAI_BASE_URL",
+        "ANTHROPIC_BASE_URL",
+    ):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-openai")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-anthropic")
@@ -131,11 +147,16 @@ def test_openai_client_drives_an_episode_end_to_end(api: FakeAPI, box: Sandbox) 
         {"role": "user", "content": "fix it"},
     ]
     edit = next(t for t in first["body"]["tools"] if t["function"]["name"] == "edit_file")
-    assert edit["type"] == "function" and edit["function"]["parameters"]["required"] == ["path", "old", "new"]
+    assert edit["type"] == "function" and edit["function"]["parameters"]["required"] == [
+        "path",
+        "old",
+        "new",
+    ]
     # The fourth request carries the whole conversation back in OpenAI's shape.
     msgs = last["body"]["messages"]
     assert msgs[2]["tool_calls"][0] == {
-        "id": "c1", "type": "function",
+        "id": "c1",
+        "type": "function",
         "function": {"name": "read_file", "arguments": '{"path": "calc.py"}'},
     }
     assert msgs[3]["role"] == "tool" and msgs[3]["tool_call_id"] == "c1"
@@ -227,7 +248,15 @@ def test_anthropic_client_drives_an_episode_end_to_end(api: FakeAPI, box: Sandbo
     schema = next(t for t in first["body"]["tools"] if t["name"] == "read_file")["input_schema"]
     assert schema["properties"]["path"]["type"] == "string"
     msgs = last["body"]["messages"]
-    assert [m["role"] for m in msgs] == ["user", "assistant", "user", "assistant", "user", "assistant", "user"]
+    assert [m["role"] for m in msgs] == [
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+    ]
     assert msgs[1]["content"] == [
         {"type": "text", "text": "Let me look."},
         {"type": "tool_use", "id": "tu1", "name": "read_file", "input": {"path": "calc.py"}},
@@ -238,7 +267,10 @@ def test_anthropic_client_drives_an_episode_end_to_end(api: FakeAPI, box: Sandbo
     assert msgs[4]["content"][0]["text"].startswith("You replied without calling a tool")
     assert msgs[6]["content"][0]["content"] == "edited calc.py: replaced 1 occurrence"
     turn = next(e for e in ep.transcript if e["event"] == "model_turn")
-    assert turn["text"] == "Let me look." and turn["usage"] == {"input_tokens": 21, "output_tokens": 9}
+    assert turn["text"] == "Let me look." and turn["usage"] == {
+        "input_tokens": 21,
+        "output_tokens": 9,
+    }
 
 
 def test_anthropic_error_results_are_flagged(api: FakeAPI, box: Sandbox) -> None:
@@ -256,10 +288,14 @@ def test_message_conversion_keeps_roles_valid() -> None:
     neutral = [
         {"role": "system", "content": "S"},
         {"role": "user", "content": "U"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "a", "name": "x", "arguments": "{bad json"},
-            {"id": "b", "name": "y", "arguments": "{}"},
-        ]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "a", "name": "x", "arguments": "{bad json"},
+                {"id": "b", "name": "y", "arguments": "{}"},
+            ],
+        },
         {"role": "tool", "tool_call_id": "a", "name": "x", "content": "err", "is_error": True},
         {"role": "tool", "tool_call_id": "b", "name": "y", "content": "ok", "is_error": False},
         {"role": "assistant", "content": "text only", "tool_calls": []},
@@ -272,7 +308,11 @@ def test_message_conversion_keeps_roles_valid() -> None:
     assert [b["tool_use_id"] for b in msgs[2]["content"]] == ["a", "b"]
     oa = to_openai_messages(neutral)
     assert oa[2]["tool_calls"][0]["function"]["arguments"] == "{bad json"
-    assert "tool_calls" not in oa[5] and oa[3] == {"role": "tool", "tool_call_id": "a", "content": "err"}
+    assert "tool_calls" not in oa[5] and oa[3] == {
+        "role": "tool",
+        "tool_call_id": "a",
+        "content": "err",
+    }
 
 
 def test_retry_policy_backs_off_exponentially_and_honours_retry_after() -> None:

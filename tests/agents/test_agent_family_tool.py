@@ -46,7 +46,9 @@ def test_family_tool_runs_pytest_from_a_read_only_venv(tmp_path: Path) -> None:
     src = tmp_path / "task"
     src.mkdir()
     (src / "calc.py").write_text("def add(a, b):\n    return a - b\n")
-    (src / "test_calc.py").write_text("from calc import add\n\ndef test_add():\n    assert add(2, 3) == 5\n")
+    (src / "test_calc.py").write_text(
+        "from calc import add\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+    )
     box = make_sandbox(materialize(src, tmp_path / "ws"), ro_binds=[VENV])
     client = ScriptedClient(
         [

@@ -19,7 +19,13 @@ def call(tools: dict, name: str, args: dict | str) -> tuple[str, bool]:
 
 def test_schemas_are_plain_json_schema_and_forbid_extra_fields(tools: dict) -> None:
     assert set(tools) == {
-        "list_files", "read_file", "edit_file", "write_file", "run", "submit", "report_impossible"
+        "list_files",
+        "read_file",
+        "edit_file",
+        "write_file",
+        "run",
+        "submit",
+        "report_impossible",
     }
     edit = tools["edit_file"].parameters
     assert edit["type"] == "object" and edit["additionalProperties"] is False
@@ -35,8 +41,11 @@ def test_list_files(tools: dict) -> None:
     assert not err
     assert out.splitlines() == ["calc.py", "empty.txt", "pkg/", "pkg/notes.txt", "test_calc.py"]
     assert call(tools, "list_files", {"path": "pkg"}) == ("pkg/notes.txt", False)
-    for bad, msg in [("calc.py", "not a directory"), ("..", "leaves the workspace"),
-                     ("/etc", "outside the workspace")]:
+    for bad, msg in [
+        ("calc.py", "not a directory"),
+        ("..", "leaves the workspace"),
+        ("/etc", "outside the workspace"),
+    ]:
         out, err = call(tools, "list_files", {"path": bad})
         assert err and msg in out, out
 
@@ -88,7 +97,9 @@ def test_edit_file_replaces_exactly_one_occurrence(tools: dict, box: Sandbox) ->
         ({"path": "../../etc/hosts", "old": "a", "new": "b"}, "leaves the workspace"),
     ],
 )
-def test_edit_file_errors_leave_the_file_alone(tools: dict, box: Sandbox, args: dict, msg: str) -> None:
+def test_edit_file_errors_leave_the_file_alone(
+    tools: dict, box: Sandbox, args: dict, msg: str
+) -> None:
     out, err = call(tools, "edit_file", args)
     assert err and msg in out, out
     assert box.read_file("calc.py") == "def add(a, b):\n    return a - b\n"
@@ -98,8 +109,11 @@ def test_write_file(tools: dict, box: Sandbox) -> None:
     out, err = call(tools, "write_file", {"path": "new/deep/mod.py", "content": "X = 1\n"})
     assert (out, err) == ("wrote new/deep/mod.py (6 characters)", False)
     assert box.read_file("new/deep/mod.py") == "X = 1\n"
-    for bad, msg in [("pkg", "is a directory"), ("../escape.py", "leaves the workspace"),
-                     ("/tmp/escape.py", "outside the workspace")]:
+    for bad, msg in [
+        ("pkg", "is a directory"),
+        ("../escape.py", "leaves the workspace"),
+        ("/tmp/escape.py", "outside the workspace"),
+    ]:
         out, err = call(tools, "write_file", {"path": bad, "content": "x"})
         assert err and msg in out, out
     assert not (box.root.parent / "escape.py").exists()
@@ -123,7 +137,8 @@ def test_run_reports_exit_code_output_and_limits(tools: dict) -> None:
 def test_finishing_tools_validate_their_arguments(tools: dict) -> None:
     assert call(tools, "submit", {}) == ("submitted", False)
     assert call(tools, "report_impossible", {"reason": "spec contradicts the tests"}) == (
-        "reported as impossible", False
+        "reported as impossible",
+        False,
     )
     out, err = call(tools, "report_impossible", {"reason": ""})
     assert err and "reason" in out
@@ -142,3 +157,16 @@ def test_long_listings_and_huge_files_are_bounded(tools: dict, box: Sandbox, mon
     (box.root / "big.bin").write_bytes(b"x" * (10 * 1024 * 1024 + 1))
     out, err = call(tools, "read_file", {"path": "big.bin"})
     assert err and "larger than 10 MB" in out
+
+
+def test_a_planted_fifo_is_refused_instead_of_hanging(tools: dict, box: Sandbox) -> None:
+    assert box.exec("mkfifo trap").ok
+    for name, args in [
+        ("read_file", {"path": "trap"}),
+        ("edit_file", {"path": "trap", "old": "a", "new": "b"}),
+        ("write_file", {"path": "trap", "content": "x"}),
+    ]:
+        out, err = call(tools, name, args)
+        assert err and "not a regular file" in out, (name, out)
+    with pytest.raises(ValueError, match="not a regular file"):
+        box.read_file("trap")

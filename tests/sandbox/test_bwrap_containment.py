@@ -14,7 +14,9 @@ import pytest
 from verigap.errors import ConfigError, SandboxUnavailable
 from verigap.sandbox import INSTALL_HINT, Limits, _bwrap, make_sandbox, materialize
 
-needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+needs_bwrap = pytest.mark.skipif(
+    shutil.which("bwrap") is None, reason="bubblewrap is not installed"
+)
 
 CONNECT = (
     "import socket, sys\n"
@@ -61,7 +63,9 @@ def test_loopback_server_outside_is_unreachable_inside(make_box, loopback_port: 
 
 
 @needs_bwrap
-def test_network_true_shares_the_host_network(src_tree: Path, tmp_path: Path, loopback_port: int) -> None:
+def test_network_true_shares_the_host_network(
+    src_tree: Path, tmp_path: Path, loopback_port: int
+) -> None:
     box = make_sandbox(materialize(src_tree, tmp_path / "ws"), network=True)
     box.write_file("connect.py", CONNECT)
     r = box.exec(["python", "connect.py", str(loopback_port)])
@@ -153,6 +157,17 @@ def test_missing_bwrap_is_unavailable_not_a_failed_command(
     assert "backend='unsafe'" in INSTALL_HINT
 
 
+def test_a_bwrap_that_cannot_start_is_unavailable(
+    src_tree: Path, tmp_path: Path, monkeypatch
+) -> None:
+    fake = tmp_path / "bwrap"
+    fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(_bwrap, "_bwrap_path", lambda: str(fake))
+    with pytest.raises(SandboxUnavailable, match="could not start a sandbox.*No permissions"):
+        make_sandbox(materialize(src_tree, tmp_path / "ws"))
+
+
 def test_unknown_backend_and_missing_workspace_are_config_errors(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="unknown backend"):
         make_sandbox(tmp_path, backend="docker")
@@ -165,3 +180,15 @@ def test_unsafe_backend_warns_loudly(tmp_path: Path) -> None:
 
     with pytest.warns(UnsafeSandboxWarning, match="UNSANDBOXED"):
         make_sandbox(tmp_path, backend="unsafe")
+
+
+@needs_bwrap
+@pytest.mark.skipif(os.geteuid() != 0, reason="identifies sandbox processes by their uid (root)")
+def test_nothing_runs_once_a_timed_out_exec_returns(make_box) -> None:
+    box = make_box("bwrap")
+    for _ in range(3):
+        r = box.exec("for i in 1 2 3 4; do (while :; do :; done) & done; sleep 60", timeout=0.5)
+        assert r.timed_out
+        # Checked at once, without a grace period: the namespace was reaped before return.
+        left = [p for p in os.listdir("/proc") if p.isdigit() and _uid_of(p) == box.uid]
+        assert left == []

@@ -52,9 +52,10 @@ def test_resolve_inside_accepts_relative_and_aliased_paths(tmp_path: Path) -> No
     (root / "a").mkdir(parents=True)
     assert resolve_inside(root, "a/b.txt") == (root / "a" / "b.txt").resolve()
     assert resolve_inside(root, "a/../c") == (root / "c").resolve()
-    assert resolve_inside(root, "/workspace/a/x", aliases=("/workspace",)) == (
-        root / "a" / "x"
-    ).resolve()
+    assert (
+        resolve_inside(root, "/workspace/a/x", aliases=("/workspace",))
+        == (root / "a" / "x").resolve()
+    )
     assert resolve_inside(root, str(root / "a")) == (root / "a").resolve()
     assert resolve_inside(root, ".") == root.resolve()
 

@@ -297,7 +297,9 @@ class AnthropicClient:
         )
         texts = [b.text for b in resp.content if b.type == "text"]
         calls = tuple(
-            ToolCall(b.id, b.name, json.dumps(b.input)) for b in resp.content if b.type == "tool_use"
+            ToolCall(b.id, b.name, json.dumps(b.input))
+            for b in resp.content
+            if b.type == "tool_use"
         )
         usage = {"input_tokens": resp.usage.input_tokens, "output_tokens": resp.usage.output_tokens}
         return ModelTurn("\n".join(texts) if texts else None, calls, usage, resp.stop_reason)

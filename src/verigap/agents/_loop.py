@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from verigap.agents._tools import Tool, ToolError, reset_command_budget, set_command_budget
-from verigap.agents._types import ModelClient, ModelTurn, ToolCall
+from verigap.agents._types import ModelClient, ModelTurn, ToolCall, ToolSpec
 from verigap.errors import ConfigError
 
 NUDGE = (
@@ -107,9 +107,19 @@ def _dispatch(call: ToolCall, tools: dict[str, Tool]) -> tuple[str, bool, Tool |
     try:
         raw = json.loads(call.arguments) if call.arguments.strip() else {}
     except json.JSONDecodeError as exc:
-        return f"arguments for {call.name} are not valid JSON ({exc.msg}); send a JSON object", True, tool, None
+        return (
+            f"arguments for {call.name} are not valid JSON ({exc.msg}); send a JSON object",
+            True,
+            tool,
+            None,
+        )
     if not isinstance(raw, dict):
-        return f"arguments for {call.name} must be a JSON object, got {type(raw).__name__}", True, tool, None
+        return (
+            f"arguments for {call.name} must be a JSON object, got {type(raw).__name__}",
+            True,
+            tool,
+            None,
+        )
     try:
         args = tool.args_model.model_validate(raw)
     except ValidationError as exc:
@@ -169,7 +179,7 @@ def run_episode(
 def _loop(
     client: ModelClient,
     tools: dict[str, Tool],
-    specs: list,
+    specs: list[ToolSpec],
     messages: list[dict[str, Any]],
     budget: Budget,
     deadline: float,
@@ -178,8 +188,9 @@ def _loop(
 ) -> None:
     for turn in range(1, budget.max_turns + 1):
         if time.monotonic() >= deadline:
-            ep.status, ep.reason = EpisodeStatus.WALL_CLOCK_CAP, (
-                f"wall-clock budget of {budget.wall_s:g}s used up before turn {turn}"
+            ep.status, ep.reason = (
+                EpisodeStatus.WALL_CLOCK_CAP,
+                (f"wall-clock budget of {budget.wall_s:g}s used up before turn {turn}"),
             )
             return
         t_call = rec.now()
@@ -188,7 +199,10 @@ def _loop(
             reply: ModelTurn = client.complete(list(messages), specs)
         except Exception as exc:
             rec.add("model_error", turn=turn, error=f"{type(exc).__name__}: {exc}")
-            ep.status, ep.reason = EpisodeStatus.ERROR, f"model client failed on turn {turn}: {type(exc).__name__}: {exc}"
+            ep.status, ep.reason = (
+                EpisodeStatus.ERROR,
+                f"model client failed on turn {turn}: {type(exc).__name__}: {exc}",
+            )
             return
         rec.add(
             "model_turn",
@@ -209,15 +223,27 @@ def _loop(
             if time.monotonic() >= deadline:
                 # Answer the remaining calls so the conversation stays well-formed.
                 for late in reply.tool_calls[i:]:
-                    _record_result(messages, rec, turn, late, "not run: wall-clock budget used up", True, 0.0, rec.now())
-                ep.status, ep.reason = EpisodeStatus.WALL_CLOCK_CAP, (
-                    f"wall-clock budget of {budget.wall_s:g}s used up during turn {turn}"
+                    _record_result(
+                        messages,
+                        rec,
+                        turn,
+                        late,
+                        "not run: wall-clock budget used up",
+                        True,
+                        0.0,
+                        rec.now(),
+                    )
+                ep.status, ep.reason = (
+                    EpisodeStatus.WALL_CLOCK_CAP,
+                    (f"wall-clock budget of {budget.wall_s:g}s used up during turn {turn}"),
                 )
                 return
             t_tool = rec.now()
             started = time.monotonic()
             out, is_error, tool, args = _dispatch(call, tools)
-            _record_result(messages, rec, turn, call, _cap(out), is_error, time.monotonic() - started, t_tool)
+            _record_result(
+                messages, rec, turn, call, _cap(out), is_error, time.monotonic() - started, t_tool
+            )
             if tool is not None and tool.ends_episode and not is_error:
                 for skipped in reply.tool_calls[i + 1 :]:
                     rec.add("tool_skipped", turn=turn, tool_call_id=skipped.id, name=skipped.name)
@@ -231,8 +257,9 @@ def _loop(
                     ep.impossible_reason = getattr(args, "reason", None)
                     ep.reason = f"reported impossible on turn {turn}"
                 return
-    ep.status, ep.reason = EpisodeStatus.TURN_CAP, (
-        f"turn budget of {budget.max_turns} used up without submit or report_impossible"
+    ep.status, ep.reason = (
+        EpisodeStatus.TURN_CAP,
+        (f"turn budget of {budget.max_turns} used up without submit or report_impossible"),
     )
 
 
@@ -247,7 +274,13 @@ def _record_result(
     t_start: float,
 ) -> None:
     messages.append(
-        {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": content, "is_error": is_error}
+        {
+            "role": "tool",
+            "tool_call_id": call.id,
+            "name": call.name,
+            "content": content,
+            "is_error": is_error,
+        }
     )
     rec.add(
         "tool_result",

@@ -2,16 +2,9 @@
 
 A tool's JSON Schema comes from its argument model (``extra="forbid"``), so every
 provider sees the same schema and bad arguments are caught before the function runs.
-A family adds its own tools (run_tests, run_training, get_metrics, ...) the same way:
-
-    class RunTestsArgs(ToolArgs):
-        selector: str = Field("", description="pytest node id or -k expression")
-
-    def run_tests(args: RunTestsArgs) -> str:
-        return format_exec(box.exec(["python", "-m", "pytest", "-q", args.selector],
-                                    timeout=command_timeout()))
-
-    Tool("run_tests", "Run the visible tests.", RunTestsArgs, run_tests)
+A family adds its own tools (run_tests, run_training, get_metrics, ...) the same way; the
+worked example is in docs/sandbox_and_agents.md and runs as
+tests/agents/test_agent_family_tool.py.
 """
 
 from __future__ import annotations
@@ -113,7 +106,12 @@ def format_exec(result: ExecResult) -> str:
     lines = [f"{head} ({result.wall_s:.1f}s)"]
     if result.reason:
         lines.append(f"note: {result.reason}")
-    lines += ["--- stdout ---", result.stdout.rstrip("\n"), "--- stderr ---", result.stderr.rstrip("\n")]
+    lines += [
+        "--- stdout ---",
+        result.stdout.rstrip("\n"),
+        "--- stderr ---",
+        result.stderr.rstrip("\n"),
+    ]
     return "\n".join(lines)
 
 
@@ -153,9 +151,7 @@ class SubmitArgs(ToolArgs):
 
 
 class ReportImpossibleArgs(ToolArgs):
-    reason: str = Field(
-        min_length=1, description="Why the task cannot be done as specified."
-    )
+    reason: str = Field(min_length=1, description="Why the task cannot be done as specified.")
 
 
 def standard_tools(sandbox: Sandbox) -> list[Tool]:
@@ -172,6 +168,8 @@ def standard_tools(sandbox: Sandbox) -> list[Tool]:
         p = host(rel)
         if p.is_dir():
             raise ToolError(f"{rel!r} is a directory; use list_files")
+        if p.exists() and not p.is_file():
+            raise ToolError(f"{rel!r} is not a regular file")
         if not p.is_file():
             raise ToolError(f"{rel!r} does not exist; use list_files to see what does")
         return p
@@ -195,7 +193,10 @@ def standard_tools(sandbox: Sandbox) -> list[Tool]:
         shown = entries[:MAX_LISTED]
         more = len(entries) - len(shown)
         if stopped:
-            return "\n".join(shown) + "\n[... listing stopped: too many entries; list a subdirectory ...]"
+            return (
+                "\n".join(shown)
+                + "\n[... listing stopped: too many entries; list a subdirectory ...]"
+            )
         return "\n".join(shown) + (f"\n[... {more} more entries not shown ...]" if more else "")
 
     def read_file(a: ReadFileArgs) -> str:
@@ -241,6 +242,8 @@ def standard_tools(sandbox: Sandbox) -> list[Tool]:
         path = host(a.path)
         if path.is_dir():
             raise ToolError(f"{a.path!r} is a directory")
+        if path.exists() and not path.is_file():
+            raise ToolError(f"{a.path!r} is not a regular file")
         sandbox.write_file(str(path), a.content)
         return f"wrote {a.path} ({len(a.content)} characters)"
 
@@ -256,7 +259,12 @@ def standard_tools(sandbox: Sandbox) -> list[Tool]:
         return "reported as impossible"
 
     return [
-        Tool("list_files", "List files under a directory of the workspace (recursive).", ListFilesArgs, list_files),
+        Tool(
+            "list_files",
+            "List files under a directory of the workspace (recursive).",
+            ListFilesArgs,
+            list_files,
+        ),
         Tool(
             "read_file",
             "Read a text file with line numbers; optionally only lines start_line..end_line.",
@@ -269,14 +277,21 @@ def standard_tools(sandbox: Sandbox) -> list[Tool]:
             EditFileArgs,
             edit_file,
         ),
-        Tool("write_file", "Create or overwrite a file with the given content.", WriteFileArgs, write_file),
+        Tool(
+            "write_file",
+            "Create or overwrite a file with the given content.",
+            WriteFileArgs,
+            write_file,
+        ),
         Tool(
             "run",
             "Run a shell command in the workspace (no network). Returns exit code, stdout, stderr.",
             RunArgs,
             run,
         ),
-        Tool("submit", "Finish: submit the workspace as your solution.", SubmitArgs, submit, "submit"),
+        Tool(
+            "submit", "Finish: submit the workspace as your solution.", SubmitArgs, submit, "submit"
+        ),
         Tool(
             "report_impossible",
             "Finish without a solution: the task cannot be done as specified. Say why.",

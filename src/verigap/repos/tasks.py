@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import random
 import re
+import shutil
 import subprocess
 import tempfile
 import time
@@ -463,6 +464,17 @@ def build_task(p: Prepared, sites: Sequence[ValidMutation], n_vis: int,
             return None, "workspace does not collect exactly the visible tests"
         if vis.failing(visible) != broken & vset:
             return None, "workspace visible failures differ from the full run"
+        # the fixed workspace must pass every visible test: cutting hidden tests must not break
+        # a visible one (e.g. a hidden test function that visible tests call as a helper)
+        fixed = Path(tmp) / "fixed"
+        shutil.copytree(ws, fixed, ignore=shutil.ignore_patterns(".git"))
+        for f in {s.file for s in sites}:
+            (fixed / f).write_text((p.tree / f).read_text())
+        ok = run_pytest(fixed, python=p.python, env_prefix=Path(p.env_prefix),
+                        import_root=p.import_root, test_files=vfiles,
+                        config_file=p.config_file, backend=backend, timeout=p.suite_timeout())
+        if ok.failing(visible):
+            return None, "the fixed workspace fails a visible test"
         task.prompt = PROMPT.format(name=sources.parse_source(p.spec).name,
                                     output=_clean_output(vis.stdout, ws))
     return task, ""

@@ -44,9 +44,13 @@ class ValidMutation(BaseModel):
 
 
 def candidate_functions(p: Prepared) -> list[str]:
-    """Function keys that tests reach, that do not run at import time, and are not nested."""
+    """Function keys that tests reach, that do not run at import time, are not nested, and
+    live in project code an agent may edit (never in tests, even tests inside the package)."""
+    from verigap.repos.changes import classify  # a site must be code an agent may edit
+
     skip = set(p.import_time)
-    return [f for f in p.reach if "<" not in f and f not in skip]
+    return [f for f in p.reach if "<" not in f and f not in skip
+            and classify(f.split("::", 1)[0], p.source_paths) is None]
 
 
 def candidates(p: Prepared, *, max_candidates: int, seed: int) -> list[mutate.Mutation]:

@@ -17,6 +17,7 @@ from pathlib import Path
 from verigap.errors import ConfigError, SandboxUnavailable
 from verigap.sandbox._base import Sandbox
 from verigap.sandbox._bwrap import INSTALL_HINT, WORKSPACE_MOUNT, BwrapSandbox
+from verigap.sandbox._check import Check, self_check
 from verigap.sandbox._exec import ExecResult
 from verigap.sandbox._limits import Limits
 from verigap.sandbox._local import UnsafeLocalSandbox, UnsafeSandboxWarning
@@ -40,7 +41,9 @@ def make_sandbox(
     """
     workspace = Path(workspace)
     if not workspace.is_dir():
-        raise ConfigError(f"make_sandbox: workspace {workspace} is not a directory; materialize one first")
+        raise ConfigError(
+            f"make_sandbox: workspace {workspace} is not a directory; materialize one first"
+        )
     if backend == "bwrap":
         return BwrapSandbox(workspace, limits, ro_binds=ro_binds, network=network)
     if backend == "unsafe":
@@ -53,6 +56,7 @@ __all__ = [
     "INSTALL_HINT",
     "WORKSPACE_MOUNT",
     "BwrapSandbox",
+    "Check",
     "ExecResult",
     "Limits",
     "PathOutsideWorkspace",
@@ -61,5 +65,6 @@ __all__ = [
     "UnsafeLocalSandbox",
     "UnsafeSandboxWarning",
     "make_sandbox",
+    "self_check",
     "materialize",
 ]

@@ -27,6 +27,12 @@ def base_python() -> str:
     return str(Path(sys.base_prefix) / "bin" / f"python{major}.{minor}")
 
 
+def _refuse_special(path: Path, rel: str) -> None:
+    """A FIFO or device planted in the workspace would block or misbehave on open."""
+    if path.exists() and not (path.is_file() or path.is_dir()):
+        raise ValueError(f"{rel!r} is not a regular file (a FIFO, socket or device)")
+
+
 class Sandbox(ABC):
     """A workspace plus a way to run commands in it.
 
@@ -50,11 +56,14 @@ class Sandbox(ABC):
 
     def read_file(self, rel: str) -> str:
         """Read a workspace file as text (undecodable bytes are replaced, not fatal)."""
-        return self.path(rel).read_bytes().decode("utf-8", errors="replace")
+        target = self.path(rel)
+        _refuse_special(target, rel)
+        return target.read_bytes().decode("utf-8", errors="replace")
 
     def write_file(self, rel: str, text: str) -> None:
         """Write a workspace file, creating parent directories inside the workspace."""
         target = self.path(rel)
+        _refuse_special(target, rel)
         created = [p for p in reversed(target.parents) if p.is_relative_to(self.root)]
         created = [p for p in created if not p.exists()]
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -88,6 +97,8 @@ class Sandbox(ABC):
         if wall <= 0:
             raise ValueError(f"exec: timeout must be positive, got {timeout!r}")
         host_cwd = self.path(cwd)
+        if not host_cwd.is_dir():
+            raise ValueError(f"exec: cwd {cwd!r} is not a directory in the workspace")
         rel_cwd = host_cwd.relative_to(self.root).as_posix()
         full_env = {
             "PATH": self._default_path(),

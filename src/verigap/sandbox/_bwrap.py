@@ -20,9 +20,12 @@ enforces the process limit and sandboxes running side by side do not share it.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import secrets
+import select
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -30,7 +33,7 @@ from pathlib import Path, PurePosixPath
 
 from verigap.errors import ConfigError, SandboxUnavailable
 from verigap.sandbox._base import DEFAULT_PATH, Sandbox, base_python
-from verigap.sandbox._exec import run_capped
+from verigap.sandbox._exec import _kill_group, run_capped
 from verigap.sandbox._limits import Limits, wrapper_argv
 
 WORKSPACE_MOUNT = "/workspace"
@@ -58,6 +61,7 @@ _ETC_ALLOWLIST = (
     "/etc/mime.types",
 )
 _UID_RANGE = (2_000_000, 3_000_000)
+_PROBED_OK: set[str] = set()  # bwrap binaries that have started a sandbox in this process
 
 
 def _bwrap_path() -> str:
@@ -79,6 +83,19 @@ def _walk_no_links(root: Path) -> list[Path]:
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         out += [Path(dirpath, n) for n in (*dirnames, *filenames)]
     return out
+
+
+def _child_pid(info_fd: int) -> int | None:
+    """The sandbox init's host pid from bwrap's --info-fd JSON (waits up to 1 s for it)."""
+    ready, _, _ = select.select([info_fd], [], [], 1.0)
+    if not ready:
+        return None
+    try:
+        data = json.loads(os.read(info_fd, 65536).decode() or "{}")
+    except (OSError, ValueError):
+        return None
+    pid = data.get("child-pid")
+    return pid if isinstance(pid, int) and pid > 1 else None
 
 
 class _MountPlan:
@@ -222,10 +239,33 @@ class BwrapSandbox(Sandbox):
 
     def _run(self, argv: list[str], env: dict[str, str], rel_cwd: str, timeout: float) -> tuple:
         ident_args, fds = self._identity_files()
+        # bwrap reports the host pid of the sandbox's init on --info-fd. Killing that init
+        # (not the launcher) on a timeout makes the kernel kill and reap the whole PID
+        # namespace before the launcher exits, so no process outlives exec().
+        info_r, info_w = os.pipe()
+        open_fds = [*fds, info_r, info_w]
+
+        def close_child_ends() -> None:
+            for fd in (*fds, info_w):
+                os.close(fd)
+                open_fds.remove(fd)
+
+        def kill_tree(pid: int) -> None:
+            child = _child_pid(info_r)
+            if child is None:
+                _kill_group(pid)
+                return
+            try:
+                os.kill(child, signal.SIGKILL)
+            except ProcessLookupError:
+                _kill_group(pid)
+
         try:
             full = [
                 *self._bwrap_args(rel_cwd),
                 *ident_args,
+                "--info-fd",
+                str(info_w),
                 "--",
                 *wrapper_argv(self._python, argv, self.limits, env, uid=self.uid),
             ]
@@ -234,16 +274,26 @@ class BwrapSandbox(Sandbox):
                 timeout=timeout,
                 output_bytes=self.limits.output_bytes,
                 env=env,
-                pass_fds=tuple(fds),
+                pass_fds=(*fds, info_w),
+                after_start=close_child_ends,
+                kill_tree=kill_tree,
             )
         finally:
-            for fd in fds:
+            for fd in open_fds:
                 os.close(fd)
 
     def _probe(self) -> None:
-        """Fail early, as SandboxUnavailable, if bubblewrap cannot start here at all."""
+        """Fail early, as SandboxUnavailable, if bubblewrap cannot start here at all.
+
+        Whether it can is a property of the host (namespaces allowed, binary working), so a
+        success is remembered for the rest of the process.
+        """
+        if self._bwrap in _PROBED_OK:
+            return
         rc, _, err, timed_out, _ = self._run(["/bin/true"], {"PATH": DEFAULT_PATH}, ".", 30.0)
-        if rc != 0 or timed_out:
+        if rc == 0 and not timed_out:
+            _PROBED_OK.add(self._bwrap)
+        else:
             raise SandboxUnavailable(
                 "bubblewrap is installed but could not start a sandbox here "
                 f"(exit {rc}): {err.text('stderr').strip()[:500]}. Unprivileged user "

@@ -3,8 +3,9 @@
 Output is read incrementally from both pipes, so a command that prints 100 MB costs
 ``2 * output_bytes`` of memory, not 100 MB. The head and the tail of each stream are kept
 (the tail is where test runners print their summary) with a visible marker in between.
-On the deadline the whole process group is killed; backends that use a PID namespace
-also lose every process inside it when its init dies.
+On the deadline the backend's ``kill_tree`` runs (the process group by default; the
+sandbox's init under bubblewrap) and the launcher is waited for, so nothing the command
+started is still running when ``run_capped`` returns.
 """
 
 from __future__ import annotations
@@ -14,10 +15,13 @@ import selectors
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 # After the main process has exited, stragglers that still hold the pipes get this long.
 _DRAIN_GRACE_S = 0.5
+# After kill_tree, how long the launcher may take to exit before its group is killed too.
+_KILL_WAIT_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -70,8 +74,10 @@ class _Capture:
         tail = bytes(self.tail[-keep:])
         omitted = self.total - len(self.head) - len(tail)
         marker = f"\n[... verigap: {omitted} bytes of {stream} omitted ...]\n"
-        return self.head.decode("utf-8", errors="replace") + marker + tail.decode(
-            "utf-8", errors="replace"
+        return (
+            self.head.decode("utf-8", errors="replace")
+            + marker
+            + tail.decode("utf-8", errors="replace")
         )
 
 
@@ -99,8 +105,15 @@ def run_capped(
     env: dict[str, str] | None = None,
     cwd: str | None = None,
     pass_fds: tuple[int, ...] = (),
+    after_start: Callable[[], None] | None = None,
+    kill_tree: Callable[[int], None] | None = None,
 ) -> tuple[int | None, _Capture, _Capture, bool, float]:
-    """Run ``argv`` in a new session; return (returncode, stdout, stderr, timed_out, wall_s)."""
+    """Run ``argv`` in a new session; return (returncode, stdout, stderr, timed_out, wall_s).
+
+    On the deadline ``kill_tree(pid)`` (default: SIGKILL the process group) is called and
+    the process is waited for, so that nothing of the command runs once this returns.
+    ``after_start`` runs right after the launch (e.g. to close fds the child inherited).
+    """
     start = time.monotonic()
     deadline = start + timeout
     proc = subprocess.Popen(
@@ -113,6 +126,9 @@ def run_capped(
         start_new_session=True,
         pass_fds=pass_fds,
     )
+    if after_start is not None:
+        after_start()
+    kill = kill_tree or _kill_group
     captures = {proc.stdout: _Capture(output_bytes), proc.stderr: _Capture(output_bytes)}
     timed_out = False
     main_done_at: float | None = None
@@ -129,7 +145,6 @@ def run_capped(
                 break
             if now >= deadline:
                 timed_out = True
-                _kill_group(proc.pid)
                 break
             for key, _ in sel.select(timeout=min(0.05, deadline - now)):
                 data = os.read(key.fd, 65536)
@@ -137,17 +152,25 @@ def run_capped(
                     captures[key.fileobj].add(data)
                 else:
                     sel.unregister(key.fileobj)
-    try:
-        returncode: int | None = proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        _kill_group(proc.pid)
-        proc.wait()
-        returncode = None
-    else:
-        _kill_group(proc.pid)  # anything left in the group after a normal exit
+    returncode: int | None = None
+    if not timed_out:  # the pipes are closed; wait for the main process without reaping it
+        while not _exited(proc.pid):
+            if time.monotonic() >= deadline:
+                timed_out = True
+                break
+            time.sleep(0.005)
     if timed_out:
-        returncode = None
+        kill(proc.pid)
+        try:
+            proc.wait(timeout=_KILL_WAIT_S)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc.pid)
+            proc.wait()
+    else:
+        # The leader is exited but not reaped, so its group id cannot have been reused:
+        # kill whatever it left behind, then reap it.
+        _kill_group(proc.pid)
+        returncode = proc.wait()
     for stream in captures:
         stream.close()
     wall = time.monotonic() - start

@@ -137,7 +137,9 @@ def classify(
     """Why a command was killed or limited, in one line; None for an ordinary exit."""
     parts: list[str] = []
     if timed_out:
-        parts.append(f"wall-clock limit of {timeout:g}s exceeded; the whole process tree was killed")
+        parts.append(
+            f"wall-clock limit of {timeout:g}s exceeded; the whole process tree was killed"
+        )
     else:
         sig = terminating_signal(returncode)
         if sig in _SIGNAL_REASONS:
@@ -158,4 +160,3 @@ def classify(
     if truncated:
         parts.append(f"output truncated to {limits.output_bytes} bytes per stream")
     return "; ".join(parts) or None
-

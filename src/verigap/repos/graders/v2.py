@@ -124,6 +124,9 @@ def evaluate(task: RepoTask, workspace: Path, *, prepared: Prepared | None = Non
         "exit_code": run.exit_code, "report_found": run.report_found,
         "applied": [c.path for c in cs.applied], "dropped": cs.dropped,
         "equivalence_mismatches": eq.mismatches, "equivalence_inputs": eq.total,
+        # sites with no usable input: for them only the tests decide
+        "equivalence_uncovered": [s.function for s in task.sites
+                                  if s.function not in eq.per_target],
         "timings": {k: round(v, 3) for k, v in timings.items()}, "diff": cs.diff[:20000],
     }
     return Truth(
