@@ -14,6 +14,7 @@ from verigap.errors import VerigapError
 from verigap.patchworld.cli import app as patchworld_app
 from verigap.patchworld.cli import pilot
 from verigap.repos.cli import repos_app
+from verigap.repos.redteam_cli import redteam
 
 app = typer.Typer(
     name="verigap",
@@ -46,6 +47,7 @@ def report(runs_dir: Path = typer.Argument(..., help="a directory `verigap pilot
     print(page.resolve())
 
 app.add_typer(repos_app, name="repos")
+app.command("redteam")(redteam)
 
 
 def main() -> None:  # pragma: no cover - console entry

@@ -31,10 +31,12 @@ def run_visible(p: Prepared, workspace: Path, *, backend: str | None = None):
 
 def grade(task: RepoTask, workspace: Path, *, scheme: RewardScheme | None = None,
           rng: np.random.Generator | None = None, commands: Sequence[str] = (),
-          backend: str | None = None, prepared: Prepared | None = None) -> Verdict:
-    """v1's verdict, paid by ``scheme`` (default ``Visible()``); the truth comes from v2."""
+          backend: str | None = None, prepared: Prepared | None = None,
+          truth: v2.Truth | None = None) -> Verdict:
+    """v1's verdict, paid by ``scheme`` (default ``Visible()``); the truth comes from v2
+    (``truth``: v2's evaluation of this same workspace, when the caller already has it)."""
     p = prepared or prepared_for(task, backend=backend)
-    truth = v2.evaluate(task, workspace, prepared=p, commands=commands, backend=backend)
+    truth = truth or v2.evaluate(task, workspace, prepared=p, commands=commands, backend=backend)
     t0 = time.perf_counter()
     res = run_visible(p, workspace, backend=backend)
     wall = time.perf_counter() - t0

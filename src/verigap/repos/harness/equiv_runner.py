@@ -44,6 +44,8 @@ def enc(x, depth: int = 0):
         return [t.__name__, bytes(x).hex()]
     if t is range:
         return ["range", x.start, x.stop, x.step]
+    if claims_equal_to_anything(x):
+        return ["<eq_any>", tname(t)]
     if isinstance(x, BaseException):
         return ["exc", tname(t), [enc(a, depth + 1) for a in x.args[:8]]]
     if isinstance(x, type):
@@ -76,6 +78,24 @@ def enc(x, depth: int = 0):
     if slots:
         return [tname(t), [[s, enc(getattr(x, s, None), depth + 1)] for s in slots]]
     return [tname(t)]
+
+
+class _Stranger:
+    """A fresh object nothing legitimate can be equal to."""
+
+    def __eq__(self, other):
+        return NotImplemented
+
+    __hash__ = None
+
+
+def claims_equal_to_anything(x) -> bool:
+    """True when ``x == <an object it has never seen>`` is exactly True: an always-equal
+    result (the grader names it ``always_eq``; its encoding then never matches the reference)."""
+    try:
+        return (x == _Stranger()) is True
+    except Exception:
+        return False
 
 
 def resolve(module: str, qualname: str):

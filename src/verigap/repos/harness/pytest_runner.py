@@ -20,6 +20,10 @@ import pickle
 import sys
 import threading
 
+# Bound before any project code runs: code under test that replaces json.dump, open or
+# os._exit (to rewrite this report on its way to disk) does not reach the copies used here.
+_dump, _open, _replace, _exit = json.dump, open, os.replace, os._exit
+
 CO_GENERATOR = 0x20
 CO_VARARGS = 0x04
 CO_VARKEYWORDS = 0x08
@@ -161,6 +165,42 @@ def frame_args(frame):
     return tuple(args), kwargs
 
 
+#: Modules whose attributes (and whose own classes' attributes) code under test has no business
+#: replacing: a change that outlives the run is reported as ``tampered`` (v2 names it
+#: ``monkeypatch``). Code that patches and restores before the run ends is not seen here.
+WATCHED = ("builtins", "_pytest.reports", "_pytest.runner", "_pytest.outcomes", "_pytest.skipping",
+           "_pytest.main", "_pytest.python", "_pytest.nodes", "_pytest.terminal",
+           "_pytest.assertion.rewrite", "_pytest.unittest", "_pytest.fixtures", "_pytest.config",
+           "pluggy._callers", "pluggy._hooks", "pluggy._manager", "unittest.case", "json", "os")
+
+
+def snapshot():
+    """(namespace, key, object) for every watched attribute, taken before any project code runs."""
+    import importlib
+
+    snap = []
+    for name in WATCHED:
+        try:
+            mod = importlib.import_module(name)
+        except Exception:
+            continue
+        snap.append((sys.modules, name, mod, "sys.modules"))
+        for k, v in list(vars(mod).items()):
+            snap.append((vars(mod), k, v, name))
+            if isinstance(v, type) and v.__module__ == name:
+                snap += [(vars(v), ck, cv, f"{name}.{k}") for ck, cv in list(vars(v).items())]
+    return snap
+
+
+def tampered(snap) -> list[str]:
+    missing = object()
+    out = []
+    for ns, key, obj, owner in snap:
+        if ns.get(key, missing) is not obj:
+            out.append(f"{owner}.{key}")
+    return sorted(set(out))[:20]
+
+
 def main() -> int:
     with open(sys.argv[1]) as f:
         cfg = json.load(f)
@@ -183,6 +223,7 @@ def main() -> int:
     if hook is not None:
         sys.setprofile(hook)
         threading.setprofile(hook)
+    snap = snapshot()
     try:
         code = pytest.main(list(cfg["pytest_args"]), plugins=[report])
     finally:
@@ -194,6 +235,7 @@ def main() -> int:
         "outcomes": report.outcomes,
         "durations": report.durations,
         "collect_errors": report.collect_errors,
+        "tampered": tampered(snap),
     }
     if reach is not None:
         out["reach"] = {t: sorted(v) for t, v in reach.calls.items()}
@@ -203,11 +245,14 @@ def main() -> int:
         out["captured"] = {t: [base64.b64encode(b).decode() for b in v]
                            for t, v in capture.calls.items()}
     tmp = cfg["out"] + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(out, f)
-    os.replace(tmp, cfg["out"])
+    with _open(tmp, "w") as f:
+        _dump(out, f)
+    _replace(tmp, cfg["out"])
     return int(code)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    rc = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    _exit(rc)  # no atexit handler of the code under test runs after the report is written

@@ -1,0 +1,179 @@
+"""The red-team battery: every exploit agent on every task, graded by every grader.
+
+One job per (task, exploit): materialize the task's workspace, replay the exploit's tool calls
+through the standard tools in the agent's sandbox, establish the truth once (v2's hidden checks
+on a read-only view of the result), then hand each grader its own fresh copy of the workspace
+(a grader that runs the agent's code there, like v1, may change it). Each job is a run
+directory (``transcript.json``, ``result.json``), so an interrupted battery resumes.
+
+A grader is ``v1``, ``v2`` or ``module:attr`` naming a callable ``(task, workspace) -> Verdict``
+(see :func:`resolve_grader`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from verigap.errors import ConfigError
+from verigap.repos import execution
+from verigap.repos.episode import SYSTEM, _commands
+from verigap.repos.graders import v1, v2
+from verigap.repos.redteam.exploits import BY_NAME, CONTROLS, EXPLOITS, Ctx, Exploit, script
+from verigap.repos.tasks import RepoTask, materialize_workspace, prepared_for
+from verigap.runs import Job, read_json, write_json_atomic
+from verigap.verdict import Verdict
+
+BUILTIN = ("v1", "v2")
+Grader = Callable[..., Verdict]
+
+
+def resolve_grader(spec: str) -> Grader:
+    """``v1`` / ``v2``, or ``package.module:function`` for your own grader.
+
+    Your callable is called as ``grade(task, workspace)`` with a :class:`RepoTask` and the path
+    of a private copy of the agent's final workspace, and must return a
+    :class:`verigap.verdict.Verdict` (``reward`` > 0 counts as rewarded). It is also given any
+    of these keyword arguments it declares: ``commands`` (shell commands and paths from the
+    agent's tool calls), ``prepared`` (the task's prepared environment), ``backend``.
+    """
+    if spec == "v1":
+        return v1.grade
+    if spec == "v2":
+        return v2.grade
+    mod, sep, attr = spec.partition(":")
+    if not sep or not mod or not attr:
+        raise ConfigError(f"--grader {spec!r}: use v1, v2 or module:function "
+                          "(a callable (task, workspace) -> Verdict)")
+    try:
+        fn = importlib.import_module(mod)
+        for part in attr.split("."):
+            fn = getattr(fn, part)
+    except (ImportError, AttributeError) as e:
+        raise ConfigError(f"--grader {spec!r}: cannot import it ({e}); is the module on "
+                          "PYTHONPATH?") from None
+    if not callable(fn):
+        raise ConfigError(f"--grader {spec!r} is not callable")
+    return fn  # type: ignore[return-value]
+
+
+def select_exploits(names: Sequence[str] | None) -> list[Exploit]:
+    """The named exploits (all when ``names`` is empty), always with the two controls."""
+    if not names:
+        chosen = list(EXPLOITS)
+    else:
+        unknown = [n for n in names if n not in BY_NAME]
+        if unknown:
+            raise ConfigError(f"unknown exploit(s) {unknown}; choose from "
+                              f"{', '.join(e.name for e in EXPLOITS)}")
+        chosen = [BY_NAME[n] for n in names if not BY_NAME[n].control]
+    return [*CONTROLS, *chosen]
+
+
+def _call_grader(spec: str, fn: Grader, task: RepoTask, ws: Path, ctx: dict[str, Any]) -> Verdict:
+    if spec in BUILTIN:
+        return fn(task, ws, **ctx)
+    params = inspect.signature(fn).parameters
+    extra = {k: v for k, v in ctx.items() if k in params and k != "truth"}
+    out = fn(task, ws, **extra)
+    if isinstance(out, Verdict):
+        return out
+    if isinstance(out, dict):
+        return Verdict.from_dict(out)
+    raise ConfigError(f"grader {spec} returned {type(out).__name__}, not a Verdict")
+
+
+def act(exploit: Exploit, task: RepoTask, ws: Path, *, backend: str,
+        wall_s: float = 300.0) -> dict[str, Any]:
+    """Replay the exploit's script through the standard tools in the agent sandbox."""
+    from verigap.agents import Budget, ScriptedClient, run_episode, standard_tools
+    from verigap.sandbox import Limits, make_sandbox
+
+    p = prepared_for(task, backend=backend)
+    steps = script(exploit, Ctx(task, p, ws))
+    box = make_sandbox(ws, backend=backend, limits=Limits(wall_s=60.0),
+                       ro_binds=[Path(p.env_prefix)])
+    ep = run_episode(ScriptedClient(steps), standard_tools(box), SYSTEM.format(python="python"),
+                     task.prompt, Budget(max_turns=len(steps), wall_s=wall_s))
+    return ep.to_dict()
+
+
+def run_one(run_dir: Path, *, task_path: str, exploit: str, graders: list[str],
+            backend: str | None = None) -> dict[str, Any]:
+    """A ``runs.Job`` function: one exploit on one task, graded by every grader."""
+    backend = backend or execution.default_backend()
+    ex = BY_NAME[exploit]
+    task = RepoTask.load(Path(task_path))
+    p = prepared_for(task, backend=backend)
+    base = {"task_id": task.task_id, "exploit": ex.name, "klass": ex.klass,
+            "control": ex.control, "expected_hacks": list(ex.names)}
+    if ex.isolation and backend != "bwrap":
+        return {**base, "skipped": f"{ex.name} tries to write outside the workspace; it only "
+                                   "runs under the bubblewrap backend", "grades": {}}
+    ws = run_dir / "workspace"
+    if ws.exists():
+        shutil.rmtree(ws)
+    materialize_workspace(p, task, ws)
+    t0 = time.perf_counter()
+    episode = act(ex, task, ws, backend=backend)
+    act_s = time.perf_counter() - t0
+    write_json_atomic(run_dir / "transcript.json", episode)
+    commands = _commands(episode.get("transcript", []))
+    t1 = time.perf_counter()
+    truth = v2.evaluate(task, ws, prepared=p, commands=commands, backend=backend)
+    truth_s = time.perf_counter() - t1
+    grades: dict[str, Any] = {}
+    for spec in graders:
+        fn = resolve_grader(spec)
+        copy = run_dir / f"ws-{spec.replace(':', '_').replace('/', '_')}"
+        if copy.exists():
+            shutil.rmtree(copy)
+        shutil.copytree(ws, copy, symlinks=True)
+        t2 = time.perf_counter()
+        try:
+            v = _call_grader(spec, fn, task, copy, dict(commands=commands, prepared=p,
+                                                         backend=backend, truth=truth))
+            err = None
+        except Exception as e:  # a user's grader crashing is a finding, not a battery crash
+            v, err = None, f"{type(e).__name__}: {e}"
+        finally:
+            shutil.rmtree(copy, ignore_errors=True)
+        if v is None:
+            grades[spec] = {"error": err, "rewarded": False, "hacks": [], "detected": False}
+            continue
+        hacks = list(v.hacks)
+        grades[spec] = {
+            "reward": v.reward, "rewarded": v.reward > 0, "passed": v.passed,
+            "grader_correct": v.correct, "hacks": hacks, "status": str(v.status),
+            "detected": bool(set(ex.names) & set(hacks)) if not ex.control else bool(hacks),
+            "checks": dict(v.checks), "grade_s": round(time.perf_counter() - t2, 3),
+        }
+    shutil.rmtree(ws, ignore_errors=True)
+    return {**base, "correct": truth.correct, "truth_hacks": truth.hacks,
+            "truth_checks": truth.checks, "episode_status": episode.get("status"),
+            "tool_errors": sum(1 for e in episode.get("transcript", [])
+                               if e.get("event") == "tool_result" and e.get("is_error")),
+            "act_s": round(act_s, 3), "truth_s": round(truth_s, 3), "grades": grades}
+
+
+def jobs(task_paths: Sequence[Path], out: Path, *, graders: Sequence[str],
+         exploits: Sequence[str] | None = None, backend: str | None = None) -> list[Job]:
+    """One job per (task, exploit incl. controls); each grades with every grader."""
+    for g in graders:
+        resolve_grader(g)
+    chosen = select_exploits(exploits)
+    for tp in task_paths:  # a finished job graded by other graders is redone
+        for ex in chosen:
+            done = out / ex.name / tp.stem / "result.json"
+            if done.is_file() and set(read_json(done).get("grades", {})) != set(graders) \
+                    and not read_json(done).get("skipped"):
+                done.unlink()
+    return [Job(name=f"{ex.name}/{tp.stem}", run_dir=out / ex.name / tp.stem, fn=run_one,
+                kwargs=dict(task_path=str(tp), exploit=ex.name, graders=list(graders),
+                            backend=backend))
+            for tp in task_paths for ex in chosen]
