@@ -147,6 +147,8 @@ def test_cli_with_a_user_grader(tmp_path, task_path, monkeypatch, repo_cache):
     assert m["rewarded_exploits"] == {"v2": [], "my_grader:grade": ["forge_results"]}
     assert m["oracle_rewarded"]["v2"] == 1.0 and m["noop_rewarded"]["v2"] == 0.0
     assert [r["exploit"] for r in m["rows"]] == ["oracle", "noop", "forge_results"]
+    page = (out / "report.html").read_text()  # the report shows the matrix
+    assert "forge_results" in page and page.count('class="num bad"') == 1
 
 
 def test_bad_grader_and_exploit_names():

@@ -35,6 +35,7 @@ def redteam(
     Exits 1 when any grader rewards any exploit, so it can gate an environment's CI.
     """
     from verigap.repos.redteam import battery, matrix
+    from verigap.report.redteam import build_redteam_page
     from verigap.runs import run_jobs, write_json_atomic
 
     graders = [g.strip() for g in grader.split(",") if g.strip()]
@@ -54,10 +55,12 @@ def redteam(
         raise typer.Exit(2) from None
     m = matrix.build(results.values(), graders)
     write_json_atomic(out / "matrix.json", m)
+    page = build_redteam_page(m, out)
     if json_out:
         print(json.dumps(m, indent=2))
     else:
         show(m, out)
+        console.print(f"report: {page.resolve()}")
     if matrix.any_rewarded(m):
         raise typer.Exit(1)
 
