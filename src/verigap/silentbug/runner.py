@@ -16,7 +16,13 @@ from typing import Any
 import numpy as np
 
 from verigap.runs import Job, read_jsonl, write_json_atomic
-from verigap.silentbug.substrate import PACKAGE, SUBSTRATES, content_hash, write_workspace
+from verigap.silentbug.substrate import (
+    PACKAGE,
+    SUBSTRATES,
+    content_hash,
+    workspace_files,
+    write_workspace,
+)
 
 # Run the workspace package's entry in a process isolated from the environment (-I): the
 # workspace, not the installed verigap, is what gets imported.
@@ -74,6 +80,7 @@ def plan_run(cache_dir: Path, substrate: str, label: str, files: dict[str, str],
              overrides: dict[str, Any], seed: int, timeout_s: float = 900.0) -> Job:
     """A cached job: its directory is keyed by the hash of workspace files + full config."""
     sub = SUBSTRATES[substrate]
+    files = workspace_files(substrate, files)
     config = {**sub.config, **overrides, "seed": seed}
     key = content_hash(files, {"entry": sub.entry, "config": config})
     run_dir = cache_dir / substrate / label / f"seed{seed}-{key[:16]}"

@@ -26,6 +26,9 @@ class Substrate:
     entry: str  # module inside the workspace package that has main(argv)
     config: dict[str, Any]
     """the fixed calibration budget and task (overrides of the entry's config defaults)"""
+    files: tuple[str, ...] = ("__init__.py", "envs.py")
+    """the package files its workspace holds (a directory name takes everything under it), so
+    editing one substrate does not invalidate the cached runs of another"""
     ablations: dict[str, dict[str, Any]] = field(default_factory=dict)
     """mechanism -> config override that removes it from the clean code"""
     description: str = ""
@@ -39,19 +42,23 @@ _MODULAR_ABLATIONS: dict[str, dict[str, Any]] = {
     "bootstrap": {"bootstrap": False},
 }
 
+_MODULAR_FILES = ("__init__.py", "envs.py", "ppo_modular")
+
 SUBSTRATES: dict[str, Substrate] = {
     "cartpole_single": Substrate(
         "cartpole_single", "ppo_single", {"env_id": "CartPole-v1", "total_timesteps": 40_000},
+        ("__init__.py", "envs.py", "ppo_single.py"),
         description="single-file PPO, CartPole-v1, 40k steps (4 envs x 128 steps)"),
     "cartpole_modular": Substrate(
         "cartpole_modular", "ppo_modular.train",
-        {"env_id": "CartPole-v1", "total_timesteps": 40_000}, _MODULAR_ABLATIONS,
+        {"env_id": "CartPole-v1", "total_timesteps": 40_000}, _MODULAR_FILES, _MODULAR_ABLATIONS,
         description="modular PPO, CartPole-v1, 40k steps (4 envs x 128 steps)"),
     "acrobot_modular": Substrate(
         "acrobot_modular", "ppo_modular.train",
-        {"env_id": "Acrobot-v1", "total_timesteps": 100_000, "n_workers": 8, "horizon": 64},
-        _MODULAR_ABLATIONS,
-        description="modular PPO, Acrobot-v1, 100k steps (8 envs x 64 steps)"),
+        {"env_id": "Acrobot-v1", "total_timesteps": 150_000, "n_workers": 16, "horizon": 32,
+         "lr": 1e-3},
+        _MODULAR_FILES, _MODULAR_ABLATIONS,
+        description="modular PPO, Acrobot-v1, 150k steps (16 envs x 32 steps, lr 1e-3)"),
 }
 
 
@@ -65,6 +72,13 @@ def pristine_files() -> dict[str, str]:
     root = substrate_root()
     return {p.relative_to(root).as_posix(): p.read_text()
             for p in sorted(root.rglob("*.py")) if "__pycache__" not in p.parts}
+
+
+def workspace_files(substrate: str, files: dict[str, str]) -> dict[str, str]:
+    """The subset of ``files`` (pristine or patched) that ``substrate``'s workspace holds."""
+    keep = SUBSTRATES[substrate].files
+    return {rel: text for rel, text in files.items()
+            if any(rel == k or rel.startswith(k.rstrip("/") + "/") for k in keep)}
 
 
 def content_hash(files: dict[str, str], config: dict[str, Any]) -> str:
