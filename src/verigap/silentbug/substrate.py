@@ -56,9 +56,10 @@ SUBSTRATES: dict[str, Substrate] = {
     "acrobot_modular": Substrate(
         "acrobot_modular", "ppo_modular.train",
         {"env_id": "Acrobot-v1", "total_timesteps": 150_000, "n_workers": 16, "horizon": 32,
-         "lr": 1e-3},
+         "lr": 1e-3, "reward_scale": 0.01},
         _MODULAR_FILES, _MODULAR_ABLATIONS,
-        description="modular PPO, Acrobot-v1, 150k steps (16 envs x 32 steps, lr 1e-3)"),
+        description=("modular PPO, Acrobot-v1, 150k steps (16 envs x 32 steps, lr 1e-3, "
+                     "rewards x 0.01 so value targets are O(1))")),
 }
 
 

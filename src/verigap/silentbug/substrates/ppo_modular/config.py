@@ -28,6 +28,8 @@ class Config:
     """initial Adam step size"""
     lr_decay: bool = True
     """decay the step size linearly to zero over training"""
+    reward_scale: float = 1.0
+    """multiply rewards by this before learning, so value targets are O(1)"""
     discount: float = 0.99
     """gamma"""
     trace_decay: float = 0.95

@@ -53,7 +53,7 @@ class Collector:
             buf.chosen[t], buf.behaviour_log_probs[t] = policy.act(self.current_obs, self.rng)
 
             step = self.env.step(buf.chosen[t])
-            buf.rewards[t] = step.reward
+            buf.rewards[t] = cfg.reward_scale * step.reward
             if cfg.bootstrap:
                 # a time-limit cut is not an ending: credit what the cut-off state was worth
                 cut = step.truncated & ~step.terminated
