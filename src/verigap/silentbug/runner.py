@@ -7,6 +7,7 @@ config, so an unchanged run is found complete (``result.json``) and never runs a
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -57,6 +58,7 @@ def run_workspace(run_dir: Path, *, files: dict[str, str], entry: str, config: d
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")}
     env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", CUBLAS_WORKSPACE_CONFIG=":4096:8")
     started = time.time()
+    cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
         status = "ok" if proc.returncode == 0 else "crashed"
@@ -65,6 +67,9 @@ def run_workspace(run_dir: Path, *, files: dict[str, str], entry: str, config: d
         status, returncode = "timeout", None
         output = f"timed out after {timeout_s} s\n{e.stdout or ''}{e.stderr or ''}"
     wall = time.time() - started
+    cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # children of this worker are waited for one at a time, so the delta is this run's CPU time
+    cpu = (cpu_after.ru_utime + cpu_after.ru_stime) - (cpu_before.ru_utime + cpu_before.ru_stime)
     (run_dir / "train.log").write_text(output if isinstance(output, str) else str(output))
     metrics = run_dir / "metrics.jsonl"
     records = read_jsonl(metrics) if metrics.is_file() else []
@@ -72,7 +77,7 @@ def run_workspace(run_dir: Path, *, files: dict[str, str], entry: str, config: d
     iterations = [r for r in records if r.get("kind") == "iteration"]
     return {"status": status, "returncode": returncode, "score": score, "scored_episodes": n,
             "episodes": sum(1 for r in records if r.get("kind") == "episode"),
-            "iterations": len(iterations), "wall_s": round(wall, 3),
+            "iterations": len(iterations), "wall_s": round(wall, 3), "cpu_s": round(cpu, 3),
             "sps": iterations[-1]["sps"] if iterations else None, "seed": config["seed"]}
 
 
