@@ -93,3 +93,16 @@ def test_apply_unified_diff_round_trip_and_mismatch():
         apply_unified_diff("a\nx\nc\n", diff)
     with pytest.raises(PatchError, match="not a unified diff"):
         apply_unified_diff(original, "hello")
+
+
+def test_cli_list_checks_every_patch():
+    import json
+
+    from typer.testing import CliRunner
+
+    from verigap.cli import app
+
+    result = CliRunner().invoke(app, ["silentbug", "list", "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)
+    assert len(rows) == len(REGISTRY.bugs) and all(not r["problems"] for r in rows)

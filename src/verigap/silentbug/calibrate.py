@@ -87,11 +87,12 @@ def judge(bug: Bug, clean: Arm, broken: Arm, statuses: Sequence[str],
           mechanism_load_bearing: bool | None) -> tuple[Gap, str, str]:
     """(gap, verdict, reason) for one bug from its numbers."""
     g = gap(clean, broken)
-    if any(s != "ok" for s in statuses):
-        return g, "rejected", "a broken run crashed or timed out: the bug is not silent"
     if bug.bug_class == "omission" and not mechanism_load_bearing:
         return g, "refused", (f"ablation did not show {bug.mechanism!r} load-bearing on "
-                              f"{bug.substrate}; an omission of it is not a task there")
+                              f"{bug.substrate}; an omission of it is not a task there "
+                              "(its broken runs are skipped)")
+    if any(s != "ok" for s in statuses):
+        return g, "rejected", "a broken run crashed or timed out: the bug is not silent"
     if g.clears:
         return g, "accepted", "clean - broken clears 3 x the larger seed std"
     if g.margin <= 0:
@@ -113,26 +114,36 @@ def calibrate(bug_ids: Sequence[str] | None = None, *, seeds: int = 3,
     substrates = sorted({b.substrate for b in bugs})
     pairs = sorted({(b.substrate, b.mechanism) for b in bugs
                     if b.bug_class == "omission" and b.mechanism})
+    # phase 1: clean runs and the ablations that omission bugs rely on
     jobs: list[Job] = []
     for sub in substrates:
         jobs += clean_jobs(cache_dir, sub, pristine, seed_list)
     for sub, mech in pairs:
         jobs += ablation_jobs(cache_dir, sub, mech, pristine, seed_list)
-    broken_by_bug: dict[str, list[Job]] = {}
-    for bug in bugs:
-        files = broken_files(bug, pristine)
-        broken_by_bug[bug.id] = [plan_run(cache_dir, bug.substrate, bug.id, files, {}, s)
-                                 for s in seed_list]
-        jobs += broken_by_bug[bug.id]
-
     executed = sum(not (j.run_dir / "result.json").is_file() for j in jobs)
     results = run_jobs(jobs, executor=executor, workers=workers, progress=progress,
-                       description="silentbug calibrate")
-
+                       description="silentbug calibrate: clean + ablations")
     clean = {sub: arm_from(results, clean_jobs(cache_dir, sub, pristine, seed_list))
              for sub in substrates}
     ablations = ablation_rows(results, cache_dir, pristine, pairs, seed_list)
     load_bearing = {(a.substrate, a.mechanism): a.load_bearing for a in ablations}
+
+    # phase 2: broken runs; an omission whose mechanism is not load-bearing is refused
+    # whatever its numbers, so it is not run
+    broken_by_bug: dict[str, list[Job]] = {}
+    for bug in bugs:
+        if bug.bug_class == "omission" and not load_bearing[(bug.substrate, bug.mechanism)]:
+            broken_by_bug[bug.id] = []
+            continue
+        files = broken_files(bug, pristine)
+        broken_by_bug[bug.id] = [plan_run(cache_dir, bug.substrate, bug.id, files, {}, s)
+                                 for s in seed_list]
+    broken_jobs = [j for js in broken_by_bug.values() for j in js]
+    executed += sum(not (j.run_dir / "result.json").is_file() for j in broken_jobs)
+    results.update(run_jobs(broken_jobs, executor=executor, workers=workers, progress=progress,
+                            description="silentbug calibrate: broken"))
+    jobs += broken_jobs
+
     bug_results = []
     for bug in bugs:
         broken = arm_from(results, broken_by_bug[bug.id])

@@ -102,8 +102,10 @@ def calibrate(bug: list[str] = typer.Option(None, "--bug", help="bug id(s); defa
         t.add_column(col)
     for r in cal.results:
         colour = {"accepted": "green", "rejected": "red", "refused": "yellow"}[r.verdict]
+        ran = bool(r.broken.scores)
         t.add_row(r.bug.id, r.bug.substrate, r.bug.bug_class, _f(r.clean.mean),
-                  _f(r.broken.mean), _f(r.gap.margin), _f(r.gap.threshold),
+                  _f(r.broken.mean) if ran else "not run", _f(r.gap.margin) if ran else "-",
+                  _f(r.gap.threshold) if ran else "-",
                   f"[{colour}]{r.verdict}[/{colour}]")
     console.print(t)
     if cal.ablations:
