@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from verigap.runs import Executor, Job, run_jobs, write_json_atomic
+from verigap.errors import ConfigError
+from verigap.runs import METRICS, RESULT, Executor, Job, read_jsonl, run_jobs, write_json_atomic
 from verigap.silentbug.ablation import (
     AblationRow,
     ablation_jobs,
@@ -23,7 +24,7 @@ from verigap.silentbug.ablation import (
     clean_jobs,
 )
 from verigap.silentbug.bank import Bug, Registry, broken_files, load_registry
-from verigap.silentbug.runner import plan_run
+from verigap.silentbug.runner import learning_curve, plan_run
 from verigap.silentbug.stats import SIGMAS, Arm, Gap, gap
 from verigap.silentbug.substrate import SUBSTRATES, pristine_files
 
@@ -157,3 +158,32 @@ def calibrate(bug_ids: Sequence[str] | None = None, *, seeds: int = 3,
     if out is not None:
         write_json_atomic(out, cal.to_dict())
     return cal
+
+
+def cached_curves(substrates: Sequence[str], label: str = "clean", *, seeds: int = 3,
+                  bins: int = 5, cache_dir: Path = Path("runs/silentbug")
+                  ) -> list[dict[str, Any]]:
+    """Learning curves of finished runs in the cache (clean, a bug, or ``ablate-<mechanism>``)."""
+    registry = load_registry()
+    pristine = pristine_files()
+    rows = []
+    for sub in substrates:
+        if sub not in SUBSTRATES:
+            raise ConfigError(f"unknown substrate {sub!r}; choose from {sorted(SUBSTRATES)}")
+        files, overrides = pristine, {}
+        if label.startswith("ablate-"):
+            overrides = SUBSTRATES[sub].ablations.get(label.removeprefix("ablate-"), {})
+        elif label != "clean":
+            files = broken_files(registry.get(label), pristine)
+        for seed in range(1, seeds + 1):
+            job = plan_run(cache_dir, sub, label, files, overrides, seed)
+            metrics = job.run_dir / METRICS
+            if not (job.run_dir / RESULT).is_file():
+                continue
+            records = read_jsonl(metrics)
+            total = int(job.kwargs["config"]["total_timesteps"])
+            rows.append({"substrate": sub, "label": label, "seed": seed,
+                         "curve": learning_curve(records, total, bins)})
+    if not rows:
+        raise ConfigError(f"no finished {label!r} runs in {cache_dir}; run calibrate/ablate first")
+    return rows

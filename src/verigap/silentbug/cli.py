@@ -13,6 +13,7 @@ from rich.table import Table
 from verigap.errors import VerigapError
 from verigap.silentbug.ablation import ablate as run_ablation
 from verigap.silentbug.bank import check_bug, load_registry
+from verigap.silentbug.calibrate import cached_curves
 from verigap.silentbug.calibrate import calibrate as run_calibration
 from verigap.silentbug.substrate import SUBSTRATES
 
@@ -119,6 +120,29 @@ def calibrate(bug: list[str] = typer.Option(None, "--bug", help="bug id(s); defa
     console.print(f"{len(cal.accepted())}/{len(cal.results)} accepted; "
                   f"{cal.runs_executed} of {cal.runs_total} runs executed, the rest cached; "
                   f"wall {cal.wall_s:.0f} s; written: {out}")
+
+
+@app.command()
+def curves(substrate: list[str] = typer.Option(list(SUBSTRATES), help="substrate(s)"),
+           label: str = typer.Option("clean", help="'clean', a bug id or ablate-<mechanism>"),
+           seeds: int = typer.Option(3, min=1), bins: int = typer.Option(5, min=1),
+           cache_dir: Path = CACHE, as_json: bool = JSON) -> None:
+    """Learning curves (mean return per slice of the budget) of cached runs; runs nothing."""
+    try:
+        rows = cached_curves(substrate, label, seeds=seeds, bins=bins, cache_dir=cache_dir)
+    except VerigapError as e:
+        _fail(e)
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return
+    t = Table(title=f"{label}: mean episode return per {100 // bins}% of the steps")
+    t.add_column("substrate")
+    t.add_column("seed")
+    for i in range(bins):
+        t.add_column(f"{100 * i // bins}-{100 * (i + 1) // bins}%")
+    for r in rows:
+        t.add_row(r["substrate"], str(r["seed"]), *(_f(x) for x in r["curve"]))
+    console.print(t)
 
 
 @app.command()

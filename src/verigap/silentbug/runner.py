@@ -47,6 +47,17 @@ def score_episodes(records: list[dict[str, Any]], total_steps: int,
     return float(np.mean(late)), len(late)
 
 
+def learning_curve(records: list[dict[str, Any]], total_steps: int, bins: int = 5
+                   ) -> list[float]:
+    """Mean episode return in each of ``bins`` equal slices of the step budget (NaN if none)."""
+    slices: list[list[float]] = [[] for _ in range(bins)]
+    for r in records:
+        if r.get("kind") == "episode":
+            i = min(int(r["global_step"] * bins / total_steps), bins - 1)
+            slices[i].append(r["return"])
+    return [float(np.mean(s)) if s else float("nan") for s in slices]
+
+
 def run_workspace(run_dir: Path, *, files: dict[str, str], entry: str, config: dict[str, Any],
                   timeout_s: float = 900.0) -> dict[str, Any]:
     """Write the workspace, train in a subprocess, return the result (``runs`` stores it)."""
