@@ -89,3 +89,42 @@ def test_broken_workspace_runs_patched_copy_and_pristine_is_untouched(tmp_path):
     assert result["status"] == "ok"
     assert "oldlogprob" in (job.run_dir / "workspace/substrates/ppo_single.py").read_text()
     assert (substrate_root() / "ppo_single.py").read_text() == before
+
+
+def test_learning_curve_bins():
+    from verigap.silentbug.runner import learning_curve
+
+    eps = [{"kind": "episode", "global_step": s, "return": r}
+           for s, r in [(10, 1.0), (30, 3.0), (90, 9.0), (100, 11.0)]]
+    curve = learning_curve(eps, 100, bins=4)
+    assert curve[0] == 1.0 and curve[1] == 3.0 and math.isnan(curve[2]) and curve[3] == 10.0
+
+
+@pytest.mark.slow
+def test_calibrate_end_to_end_on_tiny_budgets(tmp_path, monkeypatch):
+    """The whole pipeline with 1024-step runs: clean, ablation, broken, verdicts, baselines.json."""
+    import dataclasses
+    import json
+
+    from verigap.silentbug import substrate
+    from verigap.silentbug.bank import Registry
+    from verigap.silentbug.calibrate import calibrate
+
+    for name in ("cartpole_single", "cartpole_modular"):
+        sub = substrate.SUBSTRATES[name]
+        tiny = {**sub.config, "total_timesteps": 1024}
+        monkeypatch.setitem(substrate.SUBSTRATES, name, dataclasses.replace(sub, config=tiny))
+    reg = Registry(bugs=[BUGS["single_recomputed_old_logprob"], BUGS["cartpole_entropy_omitted"]])
+    out = tmp_path / "baselines.json"
+    cal = calibrate(seeds=2, cache_dir=tmp_path / "cache", out=out, registry=reg,
+                    executor="serial", progress=False)
+    data = json.loads(out.read_text())
+    assert set(data["bugs"]) == {"single_recomputed_old_logprob", "cartpole_entropy_omitted"}
+    assert len(data["substrates"]["cartpole_single"]["clean"]["scores"]) == 2
+    assert [a["mechanism"] for a in data["ablations"]] == ["entropy_bonus"]
+    omission = next(r for r in cal.results if r.bug.id == "cartpole_entropy_omitted")
+    assert (omission.verdict == "refused") == (not cal.ablations[0].load_bearing)
+    assert cal.runs_executed == cal.runs_total
+    again = calibrate(seeds=2, cache_dir=tmp_path / "cache", registry=reg, executor="serial",
+                      progress=False)
+    assert again.runs_executed == 0  # everything cached
