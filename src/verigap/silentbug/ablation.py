@@ -92,3 +92,18 @@ def ablate(substrates: Sequence[str] = ("acrobot_modular",), mechanisms: Sequenc
         write_json_atomic(out, {"version": 1, "seeds": list(seed_list),
                                 "rows": [r.to_dict() for r in rows]})
     return rows
+
+
+def markdown_table(rows: Sequence[AblationRow]) -> str:
+    """Ablation rows as a Markdown table."""
+    def f(x: float) -> str:
+        return f"{x:.1f}"
+
+    lines = ["| substrate | removed | clean | ablated (per seed) | drop | 3 x max std | load-bearing |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(
+            f"| {r.substrate} | {r.mechanism} | {f(r.clean.mean)} ± {f(r.clean.std)} | "
+            f"{f(r.ablated.mean)} ± {f(r.ablated.std)} ({', '.join(f(x) for x in r.ablated.scores)})"
+            f" | {f(r.gap.margin)} | {f(r.gap.threshold)} | {'yes' if r.load_bearing else 'no'} |")
+    return "\n".join(lines)

@@ -187,3 +187,27 @@ def cached_curves(substrates: Sequence[str], label: str = "clean", *, seeds: int
     if not rows:
         raise ConfigError(f"no finished {label!r} runs in {cache_dir}; run calibrate/ablate first")
     return rows
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.1f}" if x == x else "-"
+
+
+def markdown_tables(cal: Calibration) -> str:
+    """The calibration as Markdown tables (bugs, clean baselines), for docs and issue notes."""
+    lines = ["| bug | substrate | class | clean | broken | margin | threshold | result |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in cal.results:
+        ran = bool(r.broken.scores)
+        lines.append(
+            f"| `{r.bug.id}` | {r.bug.substrate} | {r.bug.bug_class} | "
+            f"{_fmt(r.clean.mean)} ± {_fmt(r.clean.std)} | "
+            + (f"{_fmt(r.broken.mean)} ± {_fmt(r.broken.std)} | {_fmt(r.gap.margin)} | "
+               f"{_fmt(r.gap.threshold)} | " if ran else "not run | - | - | ")
+            + f"{r.verdict} |")
+    lines += ["", "| substrate | clean scores (seeds " + ", ".join(map(str, cal.seeds))
+              + ") | mean ± std |", "|---|---|---|"]
+    for name, arm in cal.clean.items():
+        lines.append(f"| {name} | {', '.join(_fmt(x) for x in arm.scores)} | "
+                     f"{_fmt(arm.mean)} ± {_fmt(arm.std)} |")
+    return "\n".join(lines)

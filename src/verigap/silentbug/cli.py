@@ -12,8 +12,9 @@ from rich.table import Table
 
 from verigap.errors import VerigapError
 from verigap.silentbug.ablation import ablate as run_ablation
+from verigap.silentbug.ablation import markdown_table as ablation_markdown
 from verigap.silentbug.bank import check_bug, load_registry
-from verigap.silentbug.calibrate import cached_curves
+from verigap.silentbug.calibrate import cached_curves, markdown_tables
 from verigap.silentbug.calibrate import calibrate as run_calibration
 from verigap.silentbug.substrate import SUBSTRATES
 
@@ -24,6 +25,7 @@ console = Console()
 CACHE = typer.Option(Path("runs/silentbug"), help="cache of run directories (keyed by hash)")
 WORKERS = typer.Option(None, help="parallel processes (default: all cores)")
 JSON = typer.Option(False, "--json", help="print JSON instead of a table")
+MARKDOWN = typer.Option(False, "--markdown", help="print Markdown tables instead")
 
 
 def _fail(e: VerigapError) -> None:
@@ -63,15 +65,19 @@ def ablate(substrate: list[str] = typer.Option(["acrobot_modular"], help="substr
            mechanism: list[str] = typer.Option(None, help="mechanism(s); default: all"),
            seeds: int = typer.Option(3, min=2), cache_dir: Path = CACHE,
            out: Path = typer.Option(Path("runs/silentbug/ablation.json")),
-           workers: int | None = WORKERS, as_json: bool = JSON) -> None:
+           workers: int | None = WORKERS, as_json: bool = JSON,
+           markdown: bool = MARKDOWN) -> None:
     """Remove each stability mechanism from the clean code; show which ones hurt."""
     try:
         rows = run_ablation(substrate, mechanism or None, seeds=seeds, cache_dir=cache_dir,
-                            out=out, workers=workers, progress=not as_json)
+                            out=out, workers=workers, progress=not (as_json or markdown))
     except VerigapError as e:
         _fail(e)
     if as_json:
         print(json.dumps([r.to_dict() for r in rows], indent=2))
+        return
+    if markdown:
+        print(ablation_markdown(rows))
         return
     t = Table(title=f"ablation over {seeds} seeds (score: mean return, last 20% of steps)")
     for col in ("substrate", "removed", "clean", "ablated", "drop", "3x max std", "load-bearing"):
@@ -88,15 +94,19 @@ def ablate(substrate: list[str] = typer.Option(["acrobot_modular"], help="substr
 def calibrate(bug: list[str] = typer.Option(None, "--bug", help="bug id(s); default: all"),
               seeds: int = typer.Option(3, min=2), cache_dir: Path = CACHE,
               out: Path = typer.Option(Path("runs/silentbug/baselines.json")),
-              workers: int | None = WORKERS, as_json: bool = JSON) -> None:
+              workers: int | None = WORKERS, as_json: bool = JSON,
+              markdown: bool = MARKDOWN) -> None:
     """Clean vs broken over seeds; accept bugs whose gap clears 3 x the larger seed std."""
     try:
         cal = run_calibration(bug or None, seeds=seeds, cache_dir=cache_dir, out=out,
-                              workers=workers, progress=not as_json)
+                              workers=workers, progress=not (as_json or markdown))
     except VerigapError as e:
         _fail(e)
     if as_json:
         print(json.dumps(cal.to_dict(), indent=2))
+        return
+    if markdown:
+        print(markdown_tables(cal))
         return
     t = Table(title=f"calibration over seeds {list(cal.seeds)}")
     for col in ("bug", "substrate", "class", "clean", "broken", "margin", "threshold", "result"):
