@@ -34,8 +34,8 @@ def redteam(
 
     Exits 1 when any grader rewards any exploit, so it can gate an environment's CI.
     """
-    from verigap.repos.redteam import battery, matrix
     from verigap.report.redteam import build_redteam_page
+    from verigap.repos.redteam import battery, matrix
     from verigap.runs import run_jobs, write_json_atomic
 
     graders = [g.strip() for g in grader.split(",") if g.strip()]

@@ -1,0 +1,165 @@
+"""Speed of the CartPole PPO substrates against a straightforward baseline, in one run.
+
+The baseline is PPO written the plain CleanRL way (Gymnasium SyncVectorEnv, nn.Sequential,
+torch.distributions.Categorical, torch buffers, stepping one Python env at a time). Every
+implementation trains 40k CartPole-v1 steps (4 envs x 128 steps, 4 epochs, 4 minibatches) in a
+fresh ``python -I`` process on one thread, timed from launch (start-up included). Runs alternate
+so machine load hits all of them alike; compare the ratios, not the absolute seconds. CPU
+seconds (the child's user + system time) are printed too: on a shared machine they are the
+better estimate of the wall time on one idle core.
+
+    PYTHONPATH=src python benchmarks/silentbug_ppo.py --repeats 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+BASELINE = r'''
+import json, sys, time
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+from torch.distributions import Categorical
+
+seed, out = int(sys.argv[1]), sys.argv[2]
+torch.manual_seed(seed); np.random.seed(seed); torch.set_num_threads(1)
+torch.use_deterministic_algorithms(True)
+n_envs, n_steps, total, epochs, n_mb = 4, 128, 40_000, 4, 4
+gamma, lam, clip, ent_coef, vf_coef, max_gn, lr = 0.99, 0.95, 0.2, 0.01, 0.5, 0.5, 2.5e-4
+envs = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1") for _ in range(n_envs)],
+                                autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+
+def lin(i, o, std=np.sqrt(2)):
+    layer = nn.Linear(i, o); nn.init.orthogonal_(layer.weight, std); nn.init.zeros_(layer.bias)
+    return layer
+
+critic = nn.Sequential(lin(4, 64), nn.Tanh(), lin(64, 64), nn.Tanh(), lin(64, 1, 1.0))
+actor = nn.Sequential(lin(4, 64), nn.Tanh(), lin(64, 64), nn.Tanh(), lin(64, 2, 0.01))
+params = list(actor.parameters()) + list(critic.parameters())
+opt = torch.optim.Adam(params, lr=lr, eps=1e-5)
+obs_b = torch.zeros((n_steps, n_envs, 4)); act_b = torch.zeros((n_steps, n_envs))
+logp_b = torch.zeros((n_steps, n_envs)); rew_b = torch.zeros((n_steps, n_envs))
+done_b = torch.zeros((n_steps, n_envs)); val_b = torch.zeros((n_steps, n_envs))
+obs, _ = envs.reset(seed=seed); obs = torch.tensor(obs)
+ep_ret = np.zeros(n_envs); returns = []; step = 0
+iters = total // (n_envs * n_steps)
+for it in range(iters):
+    opt.param_groups[0]["lr"] = lr * (1 - it / iters)
+    for t in range(n_steps):
+        step += n_envs
+        obs_b[t] = obs
+        with torch.no_grad():
+            dist = Categorical(logits=actor(obs))
+            a = dist.sample()
+            logp_b[t] = dist.log_prob(a); val_b[t] = critic(obs).flatten()
+        act_b[t] = a
+        o, r, term, trunc, _ = envs.step(a.numpy())
+        ep_ret += r
+        for i in np.flatnonzero(term | trunc):
+            returns.append((step, ep_ret[i])); ep_ret[i] = 0
+        rew_b[t] = torch.tensor(r); done_b[t] = torch.tensor(term | trunc, dtype=torch.float32)
+        obs = torch.tensor(o)
+    with torch.no_grad():
+        nv = critic(obs).flatten(); adv = torch.zeros_like(rew_b); last = 0
+        for t in reversed(range(n_steps)):
+            nxt = nv if t == n_steps - 1 else val_b[t + 1]
+            delta = rew_b[t] + gamma * nxt * (1 - done_b[t]) - val_b[t]
+            adv[t] = last = delta + gamma * lam * (1 - done_b[t]) * last
+        ret = adv + val_b
+    b = [x.reshape(-1, *x.shape[2:]) for x in (obs_b, act_b, logp_b, adv, ret, val_b)]
+    idx = np.arange(n_envs * n_steps)
+    for _ in range(epochs):
+        np.random.shuffle(idx)
+        for s in range(0, len(idx), len(idx) // n_mb):
+            mb = idx[s:s + len(idx) // n_mb]
+            dist = Categorical(logits=actor(b[0][mb]))
+            ratio = (dist.log_prob(b[1][mb]) - b[2][mb]).exp()
+            A = b[3][mb]; A = (A - A.mean()) / (A.std() + 1e-8)
+            pg = torch.max(-A * ratio, -A * ratio.clamp(1 - clip, 1 + clip)).mean()
+            v = critic(b[0][mb]).flatten()
+            vc = b[5][mb] + (v - b[5][mb]).clamp(-clip, clip)
+            vl = 0.5 * torch.max((v - b[4][mb]) ** 2, (vc - b[4][mb]) ** 2).mean()
+            loss = pg - ent_coef * dist.entropy().mean() + vf_coef * vl
+            opt.zero_grad(); loss.backward(); nn.utils.clip_grad_norm_(params, max_gn); opt.step()
+late = [r for s, r in returns if s > 0.8 * total]
+json.dump({"score": float(np.mean(late)), "steps": step}, open(out, "w"))
+'''
+
+OURS = r'''
+import importlib, json, sys
+sys.path.insert(0, sys.argv[3])
+seed, out, _, entry = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+import pathlib
+run = pathlib.Path(out).with_suffix("")
+cfg = run.with_suffix(".cfg.json"); cfg.write_text(json.dumps({"seed": seed}))
+importlib.import_module("substrates." + entry).main(["--config", str(cfg), "--run-dir", str(run)])
+recs = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+late = [r["return"] for r in recs if r["kind"] == "episode" and r["global_step"] > 32000]
+steps = max(r["global_step"] for r in recs)
+json.dump({"score": sum(late) / len(late), "steps": steps}, open(out, "w"))
+'''
+
+
+def _run(code: str, seed: int, tmp: Path, name: str, extra: list[str]) -> dict:
+    out = tmp / f"{name}-{seed}-{time.monotonic_ns()}.json"
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME")}
+    env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-I", "-c", code, str(seed), str(out), *extra], check=True,
+                   env=env)
+    wall = time.perf_counter() - started
+    cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = cpu1.ru_utime + cpu1.ru_stime - cpu0.ru_utime - cpu0.ru_stime
+    result = json.loads(out.read_text())
+    return {"wall_s": wall, "cpu_s": cpu, "sps": result["steps"] / wall, "score": result["score"]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeats", type=int, default=2, help="seeds per implementation")
+    parser.add_argument("--json", type=Path, help="write the measurements here")
+    args = parser.parse_args()
+    from verigap.silentbug.substrate import substrate_root
+
+    root = str(substrate_root().parent)  # the directory that holds the 'substrates' package
+    impls = {"baseline (CleanRL-style)": (BASELINE, []),
+             "ppo_single": (OURS, [root, "ppo_single"]),
+             "ppo_modular": (OURS, [root, "ppo_modular.train"])}
+    rows: dict[str, list[dict]] = {k: [] for k in impls}
+    with tempfile.TemporaryDirectory() as tmp:
+        for seed in range(1, args.repeats + 1):
+            for name, (code, extra) in impls.items():
+                rows[name].append(_run(code, seed, Path(tmp), name.split()[0], extra))
+                print(f"seed {seed} {name:26s} {rows[name][-1]}", flush=True)
+    base = statistics.mean(r["wall_s"] for r in rows["baseline (CleanRL-style)"])
+    base_cpu = statistics.mean(r["cpu_s"] for r in rows["baseline (CleanRL-style)"])
+    summary = {}
+    print(f"\n{'implementation':26s} {'wall s':>7s} {'cpu s':>7s} {'SPS':>7s} "
+          f"{'wall x':>7s} {'cpu x':>7s} {'score':>7s}")
+    for name, rs in rows.items():
+        wall = statistics.mean(r["wall_s"] for r in rs)
+        cpu = statistics.mean(r["cpu_s"] for r in rs)
+        summary[name] = {"wall_s": wall, "cpu_s": cpu,
+                         "sps": statistics.mean(r["sps"] for r in rs),
+                         "speedup_wall": base / wall, "speedup_cpu": base_cpu / cpu,
+                         "score": statistics.mean(r["score"] for r in rs), "runs": rs}
+        print(f"{name:26s} {wall:7.2f} {cpu:7.2f} {summary[name]['sps']:7.0f} "
+              f"{base / wall:6.2f}x {base_cpu / cpu:6.2f}x {summary[name]['score']:7.1f}")
+    if args.json:
+        args.json.write_text(json.dumps(summary, indent=2))
+
+
+if __name__ == "__main__":
+    main()
