@@ -11,7 +11,7 @@ import numpy as np
 
 from verigap.patchworld import rules
 from verigap.patchworld.careless import careless_actions
-from verigap.patchworld.programs import N_VALUES, Programs
+from verigap.patchworld.programs import Programs
 
 Policy = Callable[[Programs, np.random.Generator], np.ndarray]
 
@@ -37,5 +37,3 @@ SCRIPTED: dict[str, Policy] = {
     "uniform": uniform,
     "delete-untested": delete_untested,
 }
-
-assert N_VALUES > 1

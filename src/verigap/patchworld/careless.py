@@ -12,7 +12,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from verigap.patchworld import rules
-from verigap.patchworld.programs import N_BRANCHES, N_VALUES, Programs
+from verigap.patchworld.programs import N_VALUES, Programs
 
 
 class CarelessConfig(BaseModel):
@@ -75,5 +75,3 @@ def careless_actions(programs: Programs, rng: np.random.Generator,
                          _off_by_one(ref, rng))
     return np.where(cut, shortcut, actions).astype(np.int64)
 
-
-assert N_BRANCHES == 12  # the neighbour rule above assumes a linear chain of branches

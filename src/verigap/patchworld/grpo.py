@@ -152,15 +152,15 @@ def train(run_dir: Path, config: dict[str, Any] | GRPOConfig,
                     window = []
                 if i < c.steps:
                     window.append(trainer.step(i))
+        x_heldout = all_features(heldout).reshape(-1, start.w1.shape[0])
         result = {
             "config": c.model_dump(mode="json"),
             "setting": c.reward.label,
             "start": evaluate(start, heldout),
             "final": evaluate(trainer.model, heldout),
             "sft_loss": sft_losses,
-            "kl_final": float(categorical_kl(
-                trainer.model.log_probs(all_features(heldout).reshape(-1, start.w1.shape[0])),
-                start.log_probs(all_features(heldout).reshape(-1, start.w1.shape[0]))).mean()),
+            "kl_final": float(categorical_kl(trainer.model.log_probs(x_heldout),
+                                             start.log_probs(x_heldout)).mean()),
             "wall_s": time.perf_counter() - t0,
         }
     np.savez_compressed(run_dir / "policy.npz", *trainer.model.params())
