@@ -226,3 +226,21 @@ def function_source(source: str, qualname: str) -> str:
             raise KeyError(qualname)
         body = node.body.body if isinstance(node, cst.ClassDef) else []
     return mod.code_for_node(node.with_changes(leading_lines=()))
+
+
+class MutationRecord:
+    """Mixin for records that carry file / qualname / op / index of one mutation: the
+    ``Mutation`` they name and the function it sits in, derived in one place."""
+
+    file: str
+    qualname: str
+    op: str
+    index: int
+
+    @property
+    def mutation(self) -> Mutation:
+        return Mutation(self.file, self.qualname, self.op, self.index)
+
+    @property
+    def function(self) -> str:
+        return f"{self.file}::{self.qualname}"

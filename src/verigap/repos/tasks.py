@@ -44,7 +44,7 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class Site(_Strict):
+class Site(_Strict, mutate.MutationRecord):
     """One broken place: a mutation inside one function."""
 
     site_id: str
@@ -56,14 +56,6 @@ class Site(_Strict):
     fail_to_pass: list[str] = Field(min_length=1)
     original: str  # the function as it was (for the oracle and for humans)
     mutated: str
-
-    @property
-    def mutation(self) -> mutate.Mutation:
-        return mutate.Mutation(self.file, self.qualname, self.op, self.index)
-
-    @property
-    def function(self) -> str:
-        return f"{self.file}::{self.qualname}"
 
 
 class EquivInput(_Strict):

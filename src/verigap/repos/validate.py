@@ -24,7 +24,7 @@ from verigap.repos.pytest_run import run_pytest
 from verigap.runs import write_json_atomic
 
 
-class ValidMutation(BaseModel):
+class ValidMutation(BaseModel, mutate.MutationRecord):
     model_config = ConfigDict(extra="forbid")
 
     file: str
@@ -33,14 +33,6 @@ class ValidMutation(BaseModel):
     index: int
     fail_to_pass: list[str]
     sha256: str  # of the mutated file, to drop duplicates and check rebuilds
-
-    @property
-    def mutation(self) -> mutate.Mutation:
-        return mutate.Mutation(self.file, self.qualname, self.op, self.index)
-
-    @property
-    def function(self) -> str:
-        return f"{self.file}::{self.qualname}"
 
 
 def candidate_functions(p: Prepared) -> list[str]:
