@@ -1,0 +1,41 @@
+import json
+import math
+
+import pytest
+
+from verigap.errors import ConfigError
+from verigap.results import read_meta, read_result, write_result
+
+
+def test_round_trip_keeps_data_and_provenance(tmp_path):
+    path = write_result(tmp_path / "r" / "x.json", {"b": [1, 2.5], "a": None}, command="make x")
+    assert read_result(path) == {"a": None, "b": [1, 2.5]}
+    meta = read_meta(path)
+    assert meta["command"] == "make x"
+    assert "numpy" in meta["versions"] and meta["machine"]["cpus"] >= 1
+    assert list(json.loads(path.read_text())["data"]) == ["a", "b"]  # sorted keys
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_non_finite_numbers_are_refused_with_their_place(tmp_path, bad):
+    with pytest.raises(ConfigError, match=r"rows\[1\]\.margin"):
+        write_result(tmp_path / "x.json", {"rows": [{}, {"margin": bad}]}, command="c")
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_reading_refuses_nan_literals_and_foreign_files(tmp_path):
+    nan = tmp_path / "nan.json"
+    nan.write_text('{"meta": {}, "data": {"x": NaN}}')
+    with pytest.raises(ConfigError, match="not strict JSON"):
+        read_result(nan)
+    other = tmp_path / "other.json"
+    other.write_text('{"x": 1}')
+    with pytest.raises(ConfigError, match="not a results file"):
+        read_result(other)
+    with pytest.raises(ConfigError, match="no such results file"):
+        read_result(tmp_path / "missing.json")
+
+
+def test_a_command_is_required(tmp_path):
+    with pytest.raises(ConfigError, match="command"):
+        write_result(tmp_path / "x.json", {}, command=" ")
