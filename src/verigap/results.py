@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import platform
 import subprocess
 import sys
@@ -72,7 +73,7 @@ def make_meta(command: str) -> dict[str, Any]:
         "machine": {
             "platform": platform.platform(),
             "processor": platform.machine(),
-            "cpus": __import__("os").cpu_count(),
+            "cpus": os.cpu_count(),
         },
         "versions": _versions(),
         "argv": sys.argv[1:],
