@@ -130,12 +130,14 @@ def call_one(fn, args, kwargs):
             encoded = ["ok", enc(result)]
         except _Timeout:
             return ["timeout"]
-        except Exception as e:
+        except BaseException as e:  # SystemExit (argparse), KeyboardInterrupt: this input only
             encoded = ["raise", tname(type(e))]
         encoded.append(enc(list(args)))  # arguments after the call: in-place effects count
         return encoded
     except _Timeout:
         return ["timeout"]
+    except BaseException as e:  # encoding failed (e.g. recursion): this input only
+        return ["raise", tname(type(e))]
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
 
@@ -173,7 +175,7 @@ def main() -> int:
             try:
                 resolve(item["module"], item["qualname"])
                 args, kwargs = pickle.loads(base64.b64decode(item["blob"]))
-            except Exception:
+            except BaseException:
                 continue
             for j, v in enumerate([(args, kwargs)] + variants(args, kwargs)):
                 try:
@@ -192,7 +194,7 @@ def main() -> int:
             try:
                 fn = resolve(item["module"], item["qualname"])
                 args, kwargs = pickle.loads(base64.b64decode(item["blob"]))
-            except Exception as e:
+            except BaseException as e:  # an import that calls sys.exit loses this input only
                 results[str(item["id"])] = ["unloadable", tname(type(e))]
                 continue
             results[str(item["id"])] = call_one(fn, args, kwargs)
