@@ -21,12 +21,12 @@ console = Console()
 
 def _fail(e: Exception) -> None:
     console.print("[red]error:[/red] ", end="")
-    console.print(str(e), markup=False, highlight=False)  # pytest's and pip's words, verbatim
+    console.print(str(e), markup=False, highlight=False, soft_wrap=True)  # their words, verbatim
     raise typer.Exit(2)
 
 
 def _plain(text: str) -> None:
-    console.print(text, markup=False, highlight=False)
+    console.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
 @repos_app.command()

@@ -38,16 +38,14 @@ EMPTY_INI = "[pytest]\n"
 #: sys.path) but honouring the clean environment's PYTHONHASHSEED, which ``-I``/``-E`` ignore.
 PY_FLAGS = ("-s", "-P", "-B")
 PLUGINS_FILE = "pytest_plugins.json"
-#: addopts that only report or parallelize: (pattern, takes a separate value)
-_REPORTING = [(re.compile(p), v) for p, v in (
-    (r"^--cov(-\w+)?(=.*)?$", False), (r"^--no-cov(-on-fail)?$", False),
-    (r"^--cov$|^--cov-report$|^--cov-config$|^--cov-fail-under$|^--cov-context$", True),
-    (r"^--color=.*$", False), (r"^--color$", True), (r"^--code-highlight(=.*)?$", False),
-    (r"^-n$|^--numprocesses$|^--dist$|^--maxprocesses$", True),
-    (r"^-n\S+$|^--numprocesses=.*|^--dist=.*$|^--maxprocesses=.*$", False),
-    (r"^--junit-?xml=.*$|^--html=.*$|^--self-contained-html$|^--benchmark-.*$", False),
-    (r"^--junit-?xml$|^--html$", True), (r"^--instafail$|^--sugar$|^--no-sugar$", False),
-)]
+#: addopts that only report or parallelize; the first group takes a value (``--opt VALUE``)
+_REPORTING_VALUE = re.compile(
+    r"^(--cov|--cov-report|--cov-config|--cov-fail-under|--cov-context|--color|-n"
+    r"|--numprocesses|--dist|--maxprocesses|--junitxml|--junit-xml|--html)$")
+_REPORTING = re.compile(
+    r"^(--cov(-[\w-]+)?(=.*)?|--no-cov(-on-fail)?|--color=.*|--code-highlight(=.*)?|-n\S+"
+    r"|--numprocesses=.*|--dist=.*|--maxprocesses=.*|--junit-?xml=.*|--html=.*"
+    r"|--self-contained-html|--benchmark-.*|--instafail|--sugar|--no-sugar)$")
 
 
 def config_addopts(tree: Path, config_file: str | None) -> str | None:
@@ -80,12 +78,14 @@ def split_addopts(addopts: str) -> tuple[list[str], list[str]]:
     i = 0
     while i < len(words):
         w = words[i]
-        rule = next((takes for pat, takes in _REPORTING if pat.match(w)), None)
-        if rule is None:
+        if _REPORTING_VALUE.match(w):
+            n = 2 if i + 1 < len(words) and not words[i + 1].startswith("-") else 1
+        elif _REPORTING.match(w):
+            n = 1
+        else:
             kept.append(w)
             i += 1
             continue
-        n = 2 if rule and i + 1 < len(words) else 1
         stripped.append(" ".join(words[i:i + n]))
         i += n
     return kept, stripped
