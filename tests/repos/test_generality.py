@@ -5,6 +5,7 @@ crash-at-first-call mutations, a make-tasks run that ends with no task)."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -16,6 +17,7 @@ from typer.testing import CliRunner
 from verigap.cli import app
 from verigap.errors import ConfigError
 from verigap.repos import mutate
+from verigap.repos.graders import v1
 from verigap.repos.prepare import prepare
 from verigap.repos.pytest_run import run_equiv, split_addopts
 from verigap.repos.tasks import (
@@ -81,6 +83,11 @@ def test_reporting_addopts_are_stripped_and_named(repo_cache, tmp_path, backend)
     assert p.stripped_addopts == ["--cov=calc", "--cov-report term-missing", "--color=yes",
                                   "-n 4"]
     assert split_addopts("-rs --strict-markers")[1] == []
+    # v1 (pytest in the workspace as it is) runs it the same way: --cov is no usage error there
+    ws = tmp_path / "ws"
+    shutil.copytree(p.tree, ws)
+    res = v1.run_visible(p, ws, backend=backend)
+    assert res.returncode == 0, res.stdout + res.stderr
 
 
 def test_pytest_error_is_shown_verbatim(repo_cache, tmp_path, backend):

@@ -154,13 +154,11 @@ class PytestRun:
         return {t for t in expected if self.outcomes.get(t) != "passed"}
 
 
-def pytest_args(tree: Path, test_files: Sequence[str], config_file: str | None,
-                plugins: Sequence[str] = ()) -> list[str]:
-    cfg = str(tree / config_file) if config_file else str(harness_dir() / "empty.ini")
-    args = [*(str(tree / f) for f in test_files), "-c", cfg, "--rootdir", str(tree),
-            "-p", "no:cacheprovider", "-q", "--tb=short", "-o", "console_output_style=classic",
-            "--color=no"]
-    for plugin in plugins:
+def suite_options(tree: Path, config_file: str | None, env_prefix: Path) -> list[str]:
+    """What makes the project's suite run under plain pytest with autoload off: ``-p`` for the
+    test deps' plugins, and its addopts without the reporting options (when it has some)."""
+    args: list[str] = []
+    for plugin in env_plugins(env_prefix):
         args += ["-p", plugin]
     addopts = config_addopts(tree, config_file)
     if addopts:
@@ -168,6 +166,15 @@ def pytest_args(tree: Path, test_files: Sequence[str], config_file: str | None,
         if stripped:
             args += ["-o", "addopts=" + " ".join(map(shlex.quote, kept))]
     return args
+
+
+def pytest_args(tree: Path, test_files: Sequence[str], config_file: str | None,
+                env_prefix: Path | None = None) -> list[str]:
+    cfg = str(tree / config_file) if config_file else str(harness_dir() / "empty.ini")
+    args = [*(str(tree / f) for f in test_files), "-c", cfg, "--rootdir", str(tree),
+            "-p", "no:cacheprovider", "-q", "--tb=short", "-o", "console_output_style=classic",
+            "--color=no"]
+    return args + suite_options(tree, config_file, env_prefix) if env_prefix else args
 
 
 def _run_env(tree: Path, import_root: str) -> dict[str, str]:
@@ -200,7 +207,7 @@ def run_pytest(
             "import_root": str(tree / import_root) if import_root not in ("", ".") else str(tree),
             "out": out.name,  # relative to the sandbox's starting directory (the scratch dir)
             "cwd": str(tree),  # where the tests run: the project root, as they expect
-            "pytest_args": pytest_args(tree, test_files, config_file, env_plugins(env_prefix)),
+            "pytest_args": pytest_args(tree, test_files, config_file, env_prefix),
         }
         if reach:
             cfg["reach"] = {"root": str(tree)}
