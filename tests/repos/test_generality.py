@@ -330,3 +330,90 @@ def test_zero_tasks_prints_where_candidates_went(repo_cache, tmp_path, backend):
     assert "0 of 1 tasks" in res.output
     assert "mutation rejected (4): no test fails" in res.output
     assert "try: most mutations break no test" in res.output
+
+
+# --------------------------------------------------------------------------- fetch
+
+
+BACKEND = '''
+import os
+
+
+def _version():
+    with open("PKG-INFO") as f:  # like setuptools_scm outside git: the version is in PKG-INFO
+        return next(line.split(":", 1)[1].strip() for line in f if line.startswith("Version:"))
+
+
+def get_requires_for_build_wheel(config_settings=None):
+    return []
+
+
+def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
+    if os.path.exists("BROKEN"):
+        raise RuntimeError("fakescm: unable to detect the version " + "x" * 400 + " END-OF-ERROR")
+    d = os.path.join(metadata_directory, "demo-%s.dist-info" % _version())
+    os.makedirs(d)
+    with open(os.path.join(d, "METADATA"), "w") as f:
+        f.write("Metadata-Version: 2.1\\nName: demo\\nVersion: %s\\n" % _version())
+    return os.path.basename(d)
+
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    raise RuntimeError("not needed to download")
+'''
+
+
+def _wheel(dest: Path) -> None:
+    """A tiny wheel for the build backend ``fakescm`` (built by hand: no network, no build)."""
+    import base64
+    import hashlib
+    import zipfile
+
+    files = {"fakescm/__init__.py": BACKEND,
+             "fakescm-0.1.dist-info/METADATA": "Metadata-Version: 2.1\nName: fakescm\n"
+                                               "Version: 0.1\n",
+             "fakescm-0.1.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\n"
+                                            "Root-Is-Purelib: true\nTag: py3-none-any\n"}
+    record = []
+    for name, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=")
+        record.append(f"{name},sha256={digest.decode()},{len(text.encode())}")
+    record.append("fakescm-0.1.dist-info/RECORD,,")
+    files["fakescm-0.1.dist-info/RECORD"] = "\n".join(record) + "\n"
+    with zipfile.ZipFile(dest / "fakescm-0.1-py3-none-any.whl", "w") as z:
+        for name, text in files.items():
+            z.writestr(name, text)
+
+
+def _sdist(dest: Path, name: str, broken: bool) -> None:
+    import tarfile
+
+    top = dest / "src" / f"{name}-1.0"
+    write(top, {**PKG, "tests/test_ops.py": "def test_one():\n    assert True\n",
+                "PKG-INFO": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n",
+                "pyproject.toml": '[build-system]\nrequires = ["fakescm"]\n'
+                                  'build-backend = "fakescm"\n'})
+    if broken:
+        (top / "BROKEN").write_text("")
+    with tarfile.open(dest / f"{name}-1.0.tar.gz", "w:gz") as t:
+        t.add(top, arcname=top.name)
+
+
+def test_sdist_with_a_declared_build_backend_is_fetched(tmp_path, monkeypatch):
+    from verigap.repos import sources
+
+    index = tmp_path / "index"
+    index.mkdir()
+    _wheel(index)
+    _sdist(index, "demo", broken=False)
+    _sdist(index, "wreck", broken=True)
+    monkeypatch.setenv("PIP_NO_INDEX", "1")  # pip reads its options from the environment
+    monkeypatch.setenv("PIP_FIND_LINKS", str(index))
+    tree = sources.fetch(sources.parse_source("demo==1.0"), tmp_path / "demo")
+    assert (tree / "calc/ops.py").is_file() and (tree / "tests/test_ops.py").is_file()
+    with pytest.raises(ConfigError) as e:
+        sources.fetch(sources.parse_source("wreck==1.0"), tmp_path / "wreck")
+    msg = str(e.value)
+    assert "fakescm: unable to detect the version" in msg
+    assert "x" * 400 + " END-OF-ERROR" in msg  # the backend's words, not cut
+    assert "build backend" in msg
