@@ -417,3 +417,11 @@ def test_sdist_with_a_declared_build_backend_is_fetched(tmp_path, monkeypatch):
     assert "fakescm: unable to detect the version" in msg
     assert "x" * 400 + " END-OF-ERROR" in msg  # the backend's words, not cut
     assert "build backend" in msg
+
+
+def test_bounds_moved_below_zero_are_valid_code():
+    src = "def f(xs):\n    return [xs[i] for i in range(0)] + xs[:0]\n"
+    muts = mutate.enumerate_mutations("a.py", src, ["f"])  # raised CSTValidationError before
+    got = {m.op: mutate.apply_mutations(src, [m]) for m in muts
+           if m.op in ("range_bound", "slice_bound")}
+    assert "range(-1)" in got["range_bound"] and "xs[:-1]" in got["slice_bound"]

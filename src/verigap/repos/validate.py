@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import libcst as cst
 from pydantic import BaseModel, ConfigDict
 
 from verigap.repos import mutate
@@ -86,8 +87,12 @@ def candidates(p: Prepared, *, max_candidates: int, seed: int) -> list[mutate.Mu
     per_fn: dict[str, list[mutate.Mutation]] = {}
     for file, qs in sorted(by_file.items()):
         src = (p.tree / file).read_text()
-        known = set(mutate.functions(src))
-        for m in mutate.enumerate_mutations(file, src, [q for q in qs if q in known]):
+        try:
+            known = set(mutate.functions(src))
+            muts = mutate.enumerate_mutations(file, src, [q for q in qs if q in known])
+        except (cst.ParserSyntaxError, cst.CSTValidationError, RecursionError):
+            continue  # libcst cannot rewrite this file: no candidates from it
+        for m in muts:
             per_fn.setdefault(m.function, []).append(m)
     rng = random.Random(seed)
     for f, ms in per_fn.items():  # interleave operators so no single one dominates the sample
