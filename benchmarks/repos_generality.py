@@ -2,7 +2,7 @@
 pure-Python PyPI projects that vary in build backend, pytest config and layout.
 
     nice -n 10 python benchmarks/repos_generality.py [--only NAME ...] [--n 2] [--k 4]
-        [--max-candidates 24] [--out results/repos/generality.json]
+        [--max-candidates 24] [--parallel 2] [--out results/repos/generality.json]
 
 Per project: whether it fetched, prepared, how many tasks were built (at ``--k``; when none,
 once more at k=2), and otherwise the reason the user would see; what prepare dropped from the
@@ -18,8 +18,10 @@ import argparse
 import shlex
 import sys
 import tempfile
+import threading
 import time
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from verigap.errors import VerigapError
@@ -131,34 +133,44 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=4)
     ap.add_argument("--max-candidates", type=int, default=24)
     ap.add_argument("--grade-limit", type=int, default=2)
+    ap.add_argument("--parallel", type=int, default=2, help="projects at a time")
     ap.add_argument("--out", type=Path, default=Path("results/repos/generality.json"))
     args = ap.parse_args()
     command = "python benchmarks/repos_generality.py " + " ".join(
         shlex.quote(a) for a in sys.argv[1:])
     projects = [x for x in PROJECTS if not args.only or x[0].split("==")[0] in args.only]
-    rows: list[dict] = []
+    rows: dict[str, dict] = {}
+    lock = threading.Lock()
 
-    def log(s: str) -> None:
-        print(s, flush=True)
+    def run_project(item: tuple[str, list[str], str], work: Path) -> None:
+        spec, deps, why = item
+        name = spec.split("==")[0]
 
-    with tempfile.TemporaryDirectory(prefix="vg-generality-") as tmp:
-        for spec, deps, why in projects:
-            log(f"== {spec} ({why})")
-            try:
-                rec = one(spec, deps, args, Path(tmp), log)
-            except Exception as e:  # a bug of ours: keep going, say so in the result
-                rec = {"spec": spec, "test_deps": deps, "fetched": False, "prepared": False,
-                       "tasks": 0, "reason": f"internal error: {e!r}",
-                       "traceback": traceback.format_exc()[-2000:]}
-            rec["case"] = why
-            rows.append(rec)
-            log(f"-> {spec}: tasks={rec['tasks']} reason={rec['reason'][:300]!r}")
-            write_result(args.out, {"summary": summary(rows), "projects": rows,
+        def log(s: str) -> None:
+            print(f"[{name}] {s}", flush=True)
+
+        log(f"== {spec} ({why})")
+        try:
+            rec = one(spec, deps, args, work, log)
+        except Exception as e:  # a bug of ours: keep going, say so in the result
+            rec = {"spec": spec, "test_deps": deps, "fetched": False, "prepared": False,
+                   "tasks": 0, "reason": f"internal error: {e!r}",
+                   "traceback": traceback.format_exc()[-2000:]}
+        rec["case"] = why
+        log(f"-> tasks={rec['tasks']} reason={rec['reason'][:300]!r}")
+        with lock:
+            rows[spec] = rec
+            done = [rows[p[0]] for p in projects if p[0] in rows]  # in the list's order
+            write_result(args.out, {"summary": summary(done), "projects": done,
                                     "settings": {"n": args.n, "k": args.k,
                                                  "max_candidates": args.max_candidates,
                                                  "grade_limit": args.grade_limit}},
                          command=command)
-    log(f"summary: {summary(rows)}")
+
+    with tempfile.TemporaryDirectory(prefix="vg-generality-") as tmp, \
+            ThreadPoolExecutor(max_workers=max(1, args.parallel)) as pool:
+        list(pool.map(lambda item: run_project(item, Path(tmp)), projects))
+    print(f"summary: {summary([rows[p[0]] for p in projects])}", flush=True)
 
 
 if __name__ == "__main__":
