@@ -126,6 +126,30 @@ def summary(rows: list[dict]) -> dict:
             "crash_share_of_sites_in_tasks": 0.0 if built else None}
 
 
+def table(data: dict) -> str:
+    """The Markdown table docs/repos.md shows (a test checks the doc against the results)."""
+    lines = ["| project | case | fetched | prepared | tasks (k) | crash share | v1 / v2 pay "
+             "oracle | v1 / v2 pay no-op | reason |", "|---|---|---|---|---|---|---|---|---|"]
+    yes = {True: "yes", False: "no"}
+    for r in data["projects"]:
+        g = r.get("grading")
+        pay = {a: f"{g['paid'][f'v1/{a}']}/{g['graded']} / {g['paid'][f'v2/{a}']}/{g['graded']}"
+               if g else "-" for a in ("oracle", "noop")}
+        crash = "-" if r.get("crash_share_valid") is None else f"{r['crash_share_valid']:.0%}"
+        reason = r["reason"].splitlines()[0][:120] if r["reason"] else ""
+        tasks = f"{r['tasks']} ({r['k']})" if "k" in r else str(r["tasks"])
+        lines.append(f"| {r['spec']} | {r['case']} | {yes[r['fetched']]} | "
+                     f"{yes[r['prepared']]} | {tasks} | {crash} | {pay['oracle']} | "
+                     f"{pay['noop']} | {reason.replace('|', '/')} |")
+    sm = data["summary"]
+    lines.append("")
+    lines.append(f"{sm['with_tasks']} of {sm['projects']} projects yield tasks "
+                 f"({sm['fetched']} fetched, {sm['prepared']} prepared); crash-at-first-call "
+                 f"share of valid mutations: {sm['crash_share_of_valid_mutations']:.0%} (dropped "
+                 "by default, so none is a site of a built task).")
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", nargs="*", default=None, help="project names to run")
