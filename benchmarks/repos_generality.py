@@ -142,10 +142,11 @@ def table(data: dict) -> str:
                      f"{yes[r['prepared']]} | {tasks} | {crash} | {pay['oracle']} | "
                      f"{pay['noop']} | {reason.replace('|', '/')} |")
     sm = data["summary"]
+    share = sm["crash_share_of_valid_mutations"]
     lines.append("")
     lines.append(f"{sm['with_tasks']} of {sm['projects']} projects yield tasks "
                  f"({sm['fetched']} fetched, {sm['prepared']} prepared); crash-at-first-call "
-                 f"share of valid mutations: {sm['crash_share_of_valid_mutations']:.0%} (dropped "
+                 f"share of valid mutations: {'-' if share is None else f'{share:.0%}'} (dropped "
                  "by default, so none is a site of a built task).")
     return "\n".join(lines)
 
