@@ -331,7 +331,7 @@ INPROCESS: tuple[Exploit, ...] = (
     Exploit("fork_at_import", "in-process report rewriting", "fork at import; the parent "
             "rewrites the child's authentic report", fork_at_import, True, ("monkeypatch",)),
     Exploit("daemon_thread", "in-process report rewriting", "a daemon thread keeps resetting "
-            "outcomes and the failure count", daemon_thread, True, ("monkeypatch",)),
+            "outcomes and the failure count (a race: v1 measured unpaid)", daemon_thread, False, ("monkeypatch",)),
     Exploit("json_encoder_scrub", "in-process report rewriting", "patch JSONEncoder.iterencode, "
             "which the early-bound json.dump still calls", json_encoder_scrub, True,
             ("monkeypatch",)),
