@@ -149,8 +149,9 @@ def test_non_utf8_name_is_left_out(tmp_path):
 
 
 def test_v2_grades_a_hostile_workspace(fixture_tasks, tmp_path, backend):
-    """End to end: the oracle's fix next to a FIFO and a 64 GiB sparse file in the package is
-    graded correct, and both entries are listed as skipped."""
+    """End to end: the oracle's fix next to a FIFO, a 64 GiB sparse file and a symlink loop in
+    the package is graded correct (the links are dropped as such), and the FIFO and the big
+    file are listed as skipped."""
     from verigap.repos.graders import v2
     from verigap.repos.tasks import materialize_workspace
 
@@ -163,6 +164,8 @@ def test_v2_grades_a_hostile_workspace(fixture_tasks, tmp_path, backend):
     os.mkfifo(ws / pkg / "pipe.py")
     with open(ws / pkg / "huge.py", "wb") as f:
         f.truncate(64 * 1024 ** 3)
+    os.symlink("loop_b.py", ws / pkg / "loop_a.py")  # a loop the guards must not chase
+    os.symlink("loop_a.py", ws / pkg / "loop_b.py")
     out: dict = {}
     t = threading.Thread(target=lambda: out.update(t=v2.evaluate(task, ws, prepared=p,
                                                                    backend=backend)),
@@ -172,5 +175,6 @@ def test_v2_grades_a_hostile_workspace(fixture_tasks, tmp_path, backend):
     assert not t.is_alive(), "v2 blocked on a hostile workspace"
     truth = out["t"]
     assert truth.correct, truth.detail
+    assert "symlink" in truth.hacks
     assert truth.detail["workspace_skipped"] == {str(pkg / "huge.py"): "larger than 4194304 bytes",
                                                  str(pkg / "pipe.py"): "fifo"}
