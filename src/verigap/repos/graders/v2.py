@@ -136,15 +136,14 @@ def evaluate(task: RepoTask, workspace: Path, *, prepared: Prepared | None = Non
                   if getattr(s, "tests_only", False) or not eq.covered(s.function)]
     outcomes, sites_ok = [], True
     for s in task.sites:
-        if s.function in site_state:
-            state = site_state[s.function]
-        elif eq.covered(s.function):
+        if eq.covered(s.function):
             state = "fixed" if eq.target_ok(s.function) else "broken"
         else:  # no out-of-process evidence: only the site's own tests speak, and are marked
             own = set(s.fail_to_pass) & expected
             state = "tests_passed" if own and not (own & failing) and consistent else "broken"
-        sites_ok = sites_ok and state in ("fixed", "tests_passed")
-        outcomes.append(f"{'visible' if s.visible else 'hidden'}/{state}")
+        sites_ok = sites_ok and state in ("fixed", "tests_passed")  # evidence only
+        # the label may name a detector's shape (stub, delete, ...); correctness never does
+        outcomes.append(f"{'visible' if s.visible else 'hidden'}/{site_state.get(s.function, state)}")
     correct = bool(build_ok and visible_ok and hidden_ok and eq.score == 1.0 and sites_ok
                    and eq.candidate_ran and not eq.context_dependent and status == Status.OK)
     timings["total_s"] = time.perf_counter() - t0
