@@ -2,7 +2,7 @@
 beside the raw pytest time of the same tests.
 
     python -m verigap.repos.graders.measure matrix RUN_DIR OUT.json --command "..."
-    python -m verigap.repos.graders.measure timing TASK_DIR OUT.json [--reps 3]
+    python -m verigap.repos.graders.measure timing TASK_DIR OUT.json [--reps 3] [--limit N]
 
 ``matrix`` reads the battery's ``matrix.json`` (``verigap redteam ... --out RUN_DIR``) and adds
 the per-exploit v2 outcome used in the docs: paid or not, named or caught by the
@@ -49,9 +49,10 @@ def matrix_summary(run_dir: Path) -> dict[str, Any]:
                                        if v["paid"] and k not in ("oracle", "noop"))}
 
 
-def timing(task_dir: Path, reps: int = 3, backend: str | None = None) -> dict[str, Any]:
+def timing(task_dir: Path, reps: int = 3, limit: int | None = None,
+           backend: str | None = None) -> dict[str, Any]:
     rows = []
-    for task in load_tasks(task_dir):
+    for task in load_tasks(task_dir)[:limit]:
         p = prepared_for(task, backend=backend)
         v2_s, raw_s, parts = [], [], []
         with tempfile.TemporaryDirectory(prefix="vg-time-") as tmp:
@@ -93,9 +94,10 @@ def main(argv: list[str]) -> int:
                      command=f"{cmd} && python -m verigap.repos.graders.measure matrix {src} {out}")
     else:
         reps = int(extra[extra.index("--reps") + 1]) if "--reps" in extra else 3
-        write_result(out, timing(src, reps=reps),
+        limit = int(extra[extra.index("--limit") + 1]) if "--limit" in extra else None
+        write_result(out, timing(src, reps=reps, limit=limit),
                      command=f"python -m verigap.repos.graders.measure timing {src} {out} "
-                             f"--reps {reps}")
+                             f"--reps {reps}" + (f" --limit {limit}" if limit else ""))
     print(out)
     return 0
 
