@@ -1,8 +1,9 @@
 """Figures for the v2 grader: the red-team matrix as a results file, and v2's grading time
 beside the raw pytest time of the same tests.
 
-    python -m verigap.repos.graders.measure matrix RUN_DIR OUT.json --command "..."
+    python -m verigap.repos.graders.measure matrix RUN_DIR OUT.json [--command "..."]
     python -m verigap.repos.graders.measure timing TASK_DIR OUT.json [--reps 3] [--limit N]
+        [--command "..."]
 
 ``matrix`` reads the battery's ``matrix.json`` (``verigap redteam ... --out RUN_DIR``) and adds
 the per-exploit v2 outcome used in the docs: paid or not, named or caught by the
@@ -87,16 +88,16 @@ def main(argv: list[str]) -> int:
         return 2
     kind, src, out = argv[0], Path(argv[1]), Path(argv[2])
     extra = argv[3:]
+    # --command: the command(s) that made the input (tasks, a battery run), for provenance
+    before = extra[extra.index("--command") + 1] + " && " if "--command" in extra else ""
     if kind == "matrix":
-        cmd = extra[extra.index("--command") + 1] if "--command" in extra else \
-            f"verigap redteam TASKS --grader v1,v2 --out {src}"
-        write_result(out, matrix_summary(src),
-                     command=f"{cmd} && python -m verigap.repos.graders.measure matrix {src} {out}")
+        write_result(out, matrix_summary(src), command=f"{before}python -m "
+                     f"verigap.repos.graders.measure matrix {src} {out}")
     else:
         reps = int(extra[extra.index("--reps") + 1]) if "--reps" in extra else 3
         limit = int(extra[extra.index("--limit") + 1]) if "--limit" in extra else None
         write_result(out, timing(src, reps=reps, limit=limit),
-                     command=f"python -m verigap.repos.graders.measure timing {src} {out} "
+                     command=f"{before}python -m verigap.repos.graders.measure timing {src} {out} "
                              f"--reps {reps}" + (f" --limit {limit}" if limit else ""))
     print(out)
     return 0
