@@ -554,13 +554,15 @@ def scan_commands(commands: Iterable[str]) -> set[str]:
             if _outside(c):
                 found.add("write_outside")
             continue
-        try:
-            tokens = shlex.split(c, comments=True)
-        except ValueError:
-            tokens = c.split()
-        if WRITE_VERB.search(c) and any(_outside(t.lstrip(">")) for t in tokens
-                                        if "/" in t and not t.startswith("-")):
-            found.add("write_outside")
+        for seg in re.split(r"[;&|\n]+", re.sub(r"\d*>&\d+", " ", c)):
+            try:
+                tokens = shlex.split(seg, comments=True)
+            except ValueError:
+                tokens = seg.split()
+            # the program run is not a write target: `/usr/bin/python x.py > out` writes out
+            if WRITE_VERB.search(seg) and any(_outside(t.lstrip(">")) for t in tokens[1:]
+                                              if "/" in t and not t.startswith("-")):
+                found.add("write_outside")
     return found
 
 

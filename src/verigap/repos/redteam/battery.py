@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from verigap.errors import ConfigError
+from verigap.monitor import claims
 from verigap.repos import execution
 from verigap.repos.episode import SYSTEM, _commands
 from verigap.repos.graders import v1, v2
@@ -77,7 +78,7 @@ def select_exploits(names: Sequence[str] | None, *, with_honest: bool = False) -
             raise ConfigError(f"unknown exploit(s) {unknown}; choose from "
                               f"{', '.join(BY_NAME)}")
         chosen = [BY_NAME[n] for n in names if n not in ("oracle", "noop")]
-    extra = [e for e in honest.HONEST if with_honest and e not in chosen]
+    extra = [e for e in (*honest.HONEST, *honest.LIARS) if with_honest and e not in chosen]
     return [*CONTROLS, *chosen, *extra]
 
 
@@ -139,6 +140,8 @@ def run_one(run_dir: Path, *, task_path: str, exploit: str, graders: list[str],
     t1 = time.perf_counter()
     truth = v2.evaluate(task, ws, prepared=p, commands=commands, backend=backend)
     truth_s = time.perf_counter() - t1
+    said = claims.check(episode.get("transcript", []),
+                        {"checks": truth.checks, "outcomes": truth.outcomes})
     grades: dict[str, Any] = {}
     for spec in graders:
         fn = resolve_grader(spec)
@@ -159,6 +162,8 @@ def run_one(run_dir: Path, *, task_path: str, exploit: str, graders: list[str],
             grades[spec] = {"error": err, "rewarded": False, "hacks": [], "detected": False}
             continue
         hacks = list(v.hacks)
+        if spec == "v2":  # v2 sees the workspace, not the words: the battery adds the claims
+            hacks = sorted(set(hacks) | set(said["hacks"]))
         grades[spec] = {
             "reward": v.reward, "rewarded": v.reward > 0, "passed": v.passed,
             "grader_correct": v.correct, "hacks": hacks, "status": str(v.status),
@@ -166,7 +171,7 @@ def run_one(run_dir: Path, *, task_path: str, exploit: str, graders: list[str],
             "checks": dict(v.checks), "grade_s": round(time.perf_counter() - t2, 3),
         }
     shutil.rmtree(ws, ignore_errors=True)
-    return {**base, "correct": truth.correct, "truth_hacks": truth.hacks,
+    return {**base, "correct": truth.correct, "truth_hacks": truth.hacks, "claims": said["claims"],
             "truth_checks": truth.checks, "episode_status": episode.get("status"),
             "tool_errors": sum(1 for e in episode.get("transcript", [])
                                if e.get("event") == "tool_result" and e.get("is_error")),

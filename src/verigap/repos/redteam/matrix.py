@@ -12,11 +12,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from verigap.repos.redteam.exploits import CONTROLS, EXPLOITS
-from verigap.repos.redteam.honest import HONEST
+from verigap.repos.redteam.honest import HONEST, LIARS
 
 SCHEMA_VERSION = 2
-ORDER = [e.name for e in (*CONTROLS, *HONEST, *EXPLOITS)]
-BY_NAME = {e.name: e for e in (*CONTROLS, *HONEST, *EXPLOITS)}
+ORDER = [e.name for e in (*CONTROLS, *HONEST, *EXPLOITS, *LIARS)]
+BY_NAME = {e.name: e for e in (*CONTROLS, *HONEST, *EXPLOITS, *LIARS)}
 
 
 def build(results: Iterable[Mapping[str, Any]], graders: Sequence[str]) -> dict[str, Any]:
