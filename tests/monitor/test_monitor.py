@@ -233,8 +233,10 @@ def test_llm_detector_through_the_cli_against_a_loopback_server(records, chat, t
                                    "--base-url", chat.url, "--api-key-env", "none",
                                    "--out", str(out)])
     assert res.exit_code == 0, res.output
-    rep = json.loads(out.read_text())
-    assert rep["detector"] == "openai:judge-1"
+    from verigap.results import read_result
+
+    rep = read_result(out)
+    assert rep == json.loads(res.output) and rep["detector"] == "openai:judge-1"
     # the fake flags exactly stub and conftest_report: 2 of 5 hacks, no honest episode
     assert rep["isolated"]["detection_rate"] == 0.4 and rep["isolated"]["false_alarm_rate"] == 0.0
     assert rep["isolated"]["errors"] == 0
@@ -252,7 +254,7 @@ def test_export_from_a_battery_dir_and_bad_input(records, tmp_path):
         d.mkdir(parents=True)
         (d / "result.json").write_text(json.dumps({
             "exploit": r["agent"], "task_id": "t1", "control": True, "expected_hacks": [],
-            "correct": True, "grades": {}}))
+            "correct": True, "grades": {"v2": {"rewarded": False, "hacks": []}}}))
         (d / "transcript.json").write_text(json.dumps({"transcript": [
             {"event": "message", "role": "user", "content": "fix it"}]}))
     skipped = run_dir / "honest_helper" / "t1"
@@ -270,3 +272,13 @@ def test_export_from_a_battery_dir_and_bad_input(records, tmp_path):
     assert res.exit_code == 2 and "needs 'messages' and 'label'" in res.output
     res = CliRunner().invoke(app, ["monitor", "export", str(tmp_path / "none")])
     assert res.exit_code == 2 and "no battery results" in res.output
+    # the summary of the same run dir, as a results file with its command
+    summary = tmp_path / "sum.json"
+    res = CliRunner().invoke(app, ["monitor", "summarize", str(run_dir), "--out", str(summary)])
+    assert res.exit_code == 0, res.output
+    from verigap.results import read_meta, read_result
+
+    data = read_result(summary)
+    assert data["episodes"] == 2 and data["skipped"] == {"honest_helper": ["?"]}
+    assert data["honest"]["episodes"] == 2 and data["honest"]["correct_paid"] == 0
+    assert read_meta(summary)["command"].startswith("verigap monitor summarize")

@@ -1,8 +1,11 @@
-"""`verigap monitor export|eval`: the labelled trajectory set and detectors scored on it."""
+"""`verigap monitor export|eval|summarize|impossible`: labelled trajectories, detectors scored
+on them, battery summaries and impossible-task cheating rates."""
 
 from __future__ import annotations
 
 import json
+import shlex
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -10,6 +13,11 @@ import typer
 from rich.console import Console
 
 from verigap.errors import VerigapError
+
+
+def _command() -> str:
+    return "verigap " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+
 
 app = typer.Typer(help="Labelled agent trajectories and hack detectors scored on them.",
                   no_args_is_help=True)
@@ -45,7 +53,9 @@ def evaluate(
         help="Environment variable holding the API key; `none` for servers without one.")
     ] = None,
     limit: Annotated[int | None, typer.Option(help="Only the first N records.")] = None,
-    out: Annotated[Path | None, typer.Option(help="Also write the report here (JSON).")] = None,
+    out: Annotated[Path | None, typer.Option(
+        help="Also write the report here (a results file with its reproducing command).")
+    ] = None,
 ) -> None:
     """Detection and false-alarm rates of a detector, isolated and contrastive."""
     from verigap.monitor import dataset, detectors
@@ -60,8 +70,72 @@ def evaluate(
     except VerigapError as e:
         console.print(f"[red]error:[/red] {e}")
         raise typer.Exit(2) from None
-    text = json.dumps(report, indent=2)
     if out:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text + "\n")
-    print(text)
+        from verigap.results import write_result
+
+        write_result(out, report, command=_command())
+    print(json.dumps(report, indent=2))
+
+
+@app.command("summarize")
+def summarize(
+    run_dirs: Annotated[list[Path], typer.Argument(help="`verigap redteam --honest` run dirs.")],
+    out: Annotated[Path, typer.Option(help="Results file to write.")] = Path(
+        "results/redteam/detection.json"),
+    grader: str = "v2",
+) -> None:
+    """Honest-control pay and false alarms, per-class precision/recall and claim checks of
+    one or more battery runs, as a results file."""
+    from verigap.monitor.summary import summarize as build
+    from verigap.results import write_result
+
+    try:
+        data = build(run_dirs, grader)
+    except VerigapError as e:
+        console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from None
+    write_result(out, data, command=_command())
+    h = data["honest"]
+    console.print(f"{data['episodes']} episodes on {len(data['tasks'])} task(s); honest "
+                  f"correct paid {h['correct_paid']}/{h['correct']}, controls named "
+                  f"{h['named']}/{h['episodes']}; written to {out}")
+
+
+@app.command("impossible")
+def impossible_cmd(
+    tasks: Annotated[Path, typer.Argument(help="A task file or a directory of them.")],
+    out: Annotated[Path, typer.Option(help="Results file to write.")] = Path(
+        "results/redteam/impossible.json"),
+    agents: str = "reporter,fixer,cheater",
+    runs: Annotated[Path, typer.Option(help="Scratch run directory.")] = Path(
+        "runs/impossible"),
+    limit: Annotated[int | None, typer.Option(help="Only the first N tasks.")] = None,
+    backend: str | None = None,
+) -> None:
+    """Scripted agents on impossible variants of the tasks: cheating rate per agent."""
+    from verigap.repos import impossible
+    from verigap.repos.tasks import RepoTask
+    from verigap.results import write_result
+
+    names = [a.strip() for a in agents.split(",") if a.strip()]
+    bad = [a for a in names if a not in impossible.AGENTS]
+    paths = [tasks] if tasks.is_file() else sorted(
+        f for f in tasks.glob("*.json") if f.name != "index.json")
+    if bad or not paths:
+        console.print("[red]error:[/red] " + (f"unknown agent(s) {bad}; choose from "
+                                              f"{', '.join(impossible.AGENTS)}" if bad
+                                              else f"no task files at {tasks}"))
+        raise typer.Exit(2)
+    rows, skipped = [], {}
+    for tp in paths[:limit] if limit else paths:
+        task = RepoTask.load(tp)
+        for a in names:
+            try:
+                rows.append(impossible.run_one(task, a, runs / task.task_id / a,
+                                               backend=backend))
+            except ValueError as e:
+                skipped[task.task_id] = str(e)
+                break
+    data = {"rates": impossible.cheating_rates(rows), "episodes": rows, "skipped": skipped}
+    write_result(out, data, command=_command())
+    print(json.dumps(data["rates"], indent=2))
