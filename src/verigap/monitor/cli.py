@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -15,8 +14,14 @@ from rich.console import Console
 from verigap.errors import VerigapError
 
 
-def _command() -> str:
-    return "verigap " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+def _command(*words: object, **options: object) -> str:
+    """The shell command that reproduces a results file (from the parsed arguments, so it is
+    right however the command was invoked)."""
+    parts = ["verigap", "monitor", *map(str, words)]
+    for k, v in options.items():
+        if v is not None:
+            parts += [f"--{k.replace('_', '-')}", str(v)]
+    return " ".join(shlex.quote(x) for x in parts)
 
 
 app = typer.Typer(help="Labelled agent trajectories and hack detectors scored on them.",
@@ -73,7 +78,9 @@ def evaluate(
     if out:
         from verigap.results import write_result
 
-        write_result(out, report, command=_command())
+        write_result(out, report, command=_command(
+            "eval", data, detector=detector, mode=mode, base_url=base_url,
+            api_key_env=api_key_env, limit=limit, out=out))
     print(json.dumps(report, indent=2))
 
 
@@ -94,7 +101,7 @@ def summarize(
     except VerigapError as e:
         console.print(f"[red]error:[/red] {e}")
         raise typer.Exit(2) from None
-    write_result(out, data, command=_command())
+    write_result(out, data, command=_command("summarize", *run_dirs, out=out, grader=grader))
     h = data["honest"]
     console.print(f"{data['episodes']} episodes on {len(data['tasks'])} task(s); honest "
                   f"correct paid {h['correct_paid']}/{h['correct']}, controls named "
@@ -137,5 +144,6 @@ def impossible_cmd(
                 skipped[task.task_id] = str(e)
                 break
     data = {"rates": impossible.cheating_rates(rows), "episodes": rows, "skipped": skipped}
-    write_result(out, data, command=_command())
+    write_result(out, data, command=_command("impossible", tasks, out=out, agents=agents,
+                                             runs=runs, limit=limit, backend=backend))
     print(json.dumps(data["rates"], indent=2))
