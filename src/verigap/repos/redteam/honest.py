@@ -342,7 +342,7 @@ def _rewrite_sites(ctx: Ctx, rewrite: FnRewrite | None = None, *,
                                                                           rewrite)  # type: ignore[arg-type]
             if new is not None and new != text:
                 text, changed = new, True
-        if append and not steps:  # new code goes into the first site file only
+        if append:
             text, changed = text.rstrip("\n") + "\n" + append, True
         steps += [read(f), write(f, text)]
     if not changed:
