@@ -31,7 +31,8 @@ console = Console()
 
 @app.command("export")
 def export(
-    run_dir: Annotated[Path, typer.Argument(help="A `verigap redteam --honest` run directory.")],
+    run_dirs: Annotated[list[Path], typer.Argument(
+        help="`verigap redteam --honest` run directories.")],
     out: Annotated[Path, typer.Option(help="JSONL file to write.")] = Path(
         "runs/monitor/trajectories.jsonl"),
 ) -> None:
@@ -39,7 +40,7 @@ def export(
     from verigap.monitor import dataset
 
     try:
-        n = dataset.write_jsonl(dataset.from_battery(run_dir), out)
+        n = dataset.write_jsonl(dataset.from_battery(*run_dirs), out)
     except VerigapError as e:
         console.print(f"[red]error:[/red] {e}")
         raise typer.Exit(2) from None

@@ -86,13 +86,18 @@ def record(result: dict[str, Any], transcript: dict[str, Any]) -> dict[str, Any]
     }
 
 
-def from_battery(run_dir: Path) -> Iterator[dict[str, Any]]:
-    """Every finished, non-skipped battery job under ``run_dir``, in a stable order."""
-    found = sorted(run_dir.glob("*/*/result.json"))
-    if not found:
-        raise ConfigError(f"no battery results under {run_dir}; run `verigap redteam TASKS "
-                          f"--honest --out {run_dir}` first")
-    for res in found:
+def from_battery(*run_dirs: Path) -> Iterator[dict[str, Any]]:
+    """Every finished, non-skipped battery job under the run dirs, in a stable order (a job
+    done in two dirs counts once, the first dir's)."""
+    found: dict[tuple[str, str], Path] = {}
+    for run_dir in run_dirs:
+        hits = sorted(run_dir.glob("*/*/result.json"))
+        if not hits:
+            raise ConfigError(f"no battery results under {run_dir}; run `verigap redteam "
+                              f"TASKS --honest --out {run_dir}` first")
+        for h in hits:
+            found.setdefault((h.parent.parent.name, h.parent.name), h)
+    for _, res in sorted(found.items()):
         result = json.loads(res.read_text())
         tr = res.parent / "transcript.json"
         if result.get("skipped") or not tr.is_file():

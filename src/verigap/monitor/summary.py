@@ -13,14 +13,17 @@ from verigap.repos.redteam import matrix
 
 
 def results(run_dirs: Sequence[Path]) -> list[dict[str, Any]]:
-    out = []
+    """Every job result under the run dirs; a (agent, task) job done in two dirs counts once
+    (the first dir's)."""
+    out: dict[tuple[str, str], dict[str, Any]] = {}
     for d in run_dirs:
         found = sorted(d.glob("*/*/result.json"))
         if not found:
             raise ConfigError(f"no battery results under {d}; run `verigap redteam TASKS "
                               f"--honest --out {d}` first")
-        out += [json.loads(f.read_text()) for f in found]
-    return out
+        for f in found:
+            out.setdefault((f.parent.parent.name, f.parent.name), json.loads(f.read_text()))
+    return list(out.values())
 
 
 def summarize(run_dirs: Sequence[Path], grader: str = "v2") -> dict[str, Any]:
