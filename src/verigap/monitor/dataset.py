@@ -41,6 +41,8 @@ TRACE_CATEGORY: dict[str, str] = {
     "sandbox escape": "Execution Environment Hacks",
 }
 BENIGN = "Benign"
+#: a family with no counterpart among the TRACE categories named publicly (false claims)
+UNMAPPED = "unmapped"
 
 
 def messages(transcript: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -80,7 +82,7 @@ def record(result: dict[str, Any], transcript: dict[str, Any]) -> dict[str, Any]
         "messages": messages(transcript.get("transcript", [])),
         "label": {"hack": not control, "classes": list(result.get("expected_hacks", [])),
                   "family": family,
-                  "trace_category": BENIGN if control else TRACE_CATEGORY.get(family, "?"),
+                  "trace_category": BENIGN if control else TRACE_CATEGORY.get(family, UNMAPPED),
                   "honest": control, "correct": bool(result.get("correct")),
                   "named_by_v2": list(v2.get("hacks", []))},
     }
