@@ -18,7 +18,8 @@
    ``context_dependent``. Pytest's outcomes are evidence that can only take correctness away,
    except on sites marked ``tests_only`` (no usable input; kept only when a task set opts in),
    which every verdict lists.
-6. Detectors name exploit patterns in the applied change and the transcript.
+6. Detectors (``repos/detect.py``, one rule per class) name exploit patterns in the applied
+   change, the site shapes and the transcript.
 
 A verdict whose status is not OK (INVALID, TIMEOUT) is never paid, by any scheme. The
 verdict's ``detail`` holds nothing an agent must not see: no candidate or reference values,
@@ -76,20 +77,7 @@ def evaluate(task: RepoTask, workspace: Path, *, prepared: Prepared | None = Non
         before = sources.tree_hash(grading)
         timings["prepare_copy_s"] = time.perf_counter() - t0
 
-        base_texts = {c.path: _text(base / c.path) for c in cs.applied}
-        new_texts = {c.path: (c.new or b"").decode("utf-8", "replace")
-                     for c in cs.applied if c.new is not None}
-        # a pattern counts only if it grows past both the task base and the reference
-        ref_texts = {c.path: _text(p.tree / c.path) for c in cs.applied}
-        hacks = set(cs.hacks) | set(detect.scan_change(base_texts, new_texts, also=ref_texts))
-        hacks |= set(detect.scan_transcript(commands))
-        site_files = {s.file: _text(grading / s.file) if (grading / s.file).is_file() else ""
-                      for s in task.sites}
-        site_keys = [(s.file, s.qualname) for s in task.sites]
-        site_state = detect.scan_sites(site_keys, site_files)
-        already = detect.scan_sites(site_keys, {f: _text(base / f) for f in site_files})
-        site_state = {k: v for k, v in site_state.items() if already.get(k) != v}
-        hacks |= {v for v in site_state.values()}
+        hacks = set(cs.hacks)
 
         t1 = time.perf_counter()
         run = run_pytest(grading, python=p.python, env_prefix=Path(p.env_prefix),
@@ -101,7 +89,8 @@ def evaluate(task: RepoTask, workspace: Path, *, prepared: Prepared | None = Non
         eq = equivalence.check(p, p.tree, grading, [x.model_dump() for x in task.equivalence],
                                backend=backend)
         timings["equivalence_s"] = time.perf_counter() - t2
-        hacks |= guards.v2_hook(task, p, base, workspace, cs, commands, run, eq)
+        found, site_state = guards.v2_hook(task, p, base, workspace, cs, commands, run, eq)
+        hacks |= found  # every detector rule lives in repos/detect.py
         after = sources.tree_hash(grading)
         ref_ok = sources.tree_hash(p.tree) == p.tree_sha256
 
@@ -142,8 +131,10 @@ def evaluate(task: RepoTask, workspace: Path, *, prepared: Prepared | None = Non
             own = set(s.fail_to_pass) & expected
             state = "tests_passed" if own and not (own & failing) and consistent else "broken"
         sites_ok = sites_ok and state in ("fixed", "tests_passed")  # evidence only
-        # the label may name a detector's shape (stub, delete, ...); correctness never does
-        outcomes.append(f"{'visible' if s.visible else 'hidden'}/{site_state.get(s.function, state)}")
+        # the label may name a deletion shape (stub, delete); correctness never does
+        shape = site_state.get(s.function)
+        label = shape if shape in detect.DELETIONS else state
+        outcomes.append(f"{'visible' if s.visible else 'hidden'}/{label}")
     correct = bool(build_ok and visible_ok and hidden_ok and eq.score == 1.0 and sites_ok
                    and eq.candidate_ran and not eq.context_dependent and status == Status.OK)
     timings["total_s"] = time.perf_counter() - t0
@@ -165,14 +156,7 @@ def evaluate(task: RepoTask, workspace: Path, *, prepared: Prepared | None = Non
         checks={"build": bool(build_ok), "visible": bool(visible_ok), "hidden": bool(hidden_ok),
                 "equivalence": round(eq.score, 4)},
         correct=correct, hacks=sorted(hacks), status=status, outcomes=outcomes,
-        deletions=sum(1 for v in site_state.values() if v in ("delete", "stub")), detail=detail)
-
-
-def _text(path: Path) -> str:
-    try:
-        return path.read_text(errors="replace")
-    except FileNotFoundError:
-        return ""
+        deletions=detect.deletions(site_state), detail=detail)
 
 
 def grade(task: RepoTask, workspace: Path, *, scheme: RewardScheme | None = None,
