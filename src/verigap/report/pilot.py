@@ -103,6 +103,16 @@ def summary_table(runs: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]
     return rows
 
 
+def pilot_results(runs_dir: Path, names: list[str] | None = None) -> dict[str, Any]:
+    """The summary table as a results file's data: ``{"order": [...], "settings": {name: row}}``
+    (only the settings in ``names`` when given)."""
+    rows = [r for r in summary_table(load_runs(runs_dir)) if names is None or r["setting"] in names]
+    if names is not None and (missing := sorted(set(names) - {r["setting"] for r in rows})):
+        raise ConfigError(f"{runs_dir}: no finished runs for {', '.join(missing)}; "
+                          "finish the sweep before writing its results")
+    return {"order": [r["setting"] for r in rows], "settings": {r["setting"]: r for r in rows}}
+
+
 # ---- figures -------------------------------------------------------------------------------
 
 def _curves(rs: list[dict[str, Any]], key: str) -> tuple[np.ndarray, np.ndarray]:
