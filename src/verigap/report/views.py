@@ -159,7 +159,9 @@ def rollout_table(data: dict[str, Any]) -> str:
     head = markdown_table(["metric", "value"], [
         [k.replace("_", " "), f"{data[k]:.3f}"]
         for k in ("visible_pass", "true_success", "false_success", "mean_reward")])
-    outcomes = list(next(iter(data["outcomes"].values())))
+    order = ("fixed", "off_by_one", "wrong", "stub", "delete")  # results files sort their keys
+    outcomes = sorted(next(iter(data["outcomes"].values())),
+                      key=lambda o: (order.index(o) if o in order else len(order), o))
     tail = markdown_table(["broken branch", *outcomes], [
         [where, *(f"{data['outcomes'][where][o]:.3f}" for o in outcomes)]
         for where in data["outcomes"]])
