@@ -29,7 +29,8 @@ from verigap.runs import write_json_atomic
 
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu",
                   "--disable-background-networking", "--disable-component-update",
-                  "--disable-sync", "--no-first-run", "--hide-scrollbars"]
+                  "--disable-sync", "--no-first-run", "--hide-scrollbars",
+                  "--disable-dev-shm-usage"]
 OUT = ("fixed", "off_by_one", "wrong", "stub", "delete")
 
 
