@@ -68,6 +68,8 @@ def site(tmp_path_factory) -> Path:
         "oracle_rewarded": {"v1": 1.0}, "noop_rewarded": {"v1": 0.0},
         "rows": [{"exploit": "x", "klass": "edit_tests", "n": 1, "correct": 0.0,
                   "control": False, "graders": {"v1": {"rewarded": 1.0, "detected": 0.0}}}]})
+    write_json_atomic(root / "runs" / "silentbug" / "baselines.json",
+                      {"version": 1, "summary": {"accepted": 8, "rejected": 12}})
     out = root / "site"
     result = CliRunner().invoke(app, ["site", "--out", str(out), "--results", str(results),
                                       "--runs", str(root / "runs"), "--json"])
@@ -91,11 +93,13 @@ def _pages(site: Path) -> list[Path]:
 def test_every_family_and_result_has_a_page_with_navigation(site: Path) -> None:
     names = {p.relative_to(site).as_posix() for p in _pages(site)}
     assert names == {"index.html", "patchworld/pilot.html", "repos/redteam.html",
-                     "results/silentbug/calibration.html"}
+                     "results/silentbug/calibration.html",
+                     "runs/silentbug/baselines.html"}
     pilot = (site / "patchworld" / "pilot.html").read_text()
     assert pilot.count("<figcaption>") >= 4 and "Figure 1." in pilot
     assert "0.500 ± 0.100" in pilot  # visible-only final false success over the two seeds
     assert "<code>make pilot</code>" in pilot
+    assert "rejected</th><td>12" in (site / "runs" / "silentbug" / "baselines.html").read_text()
     calib = (site / "results" / "silentbug" / "calibration.html").read_text()
     assert "rejected" in calib and "verigap silentbug calibrate" in calib
     for page in _pages(site):
@@ -191,7 +195,7 @@ def test_headless_chromium_loads_every_page_image_and_link(site: Path, served: s
                                                            tmp_path: Path) -> None:
     verdict = _browser_check(site, served, tmp_path)
     assert verdict["problems"] == []
-    assert verdict["pages"] == 4 and verdict["images"] >= 4 and verdict["links"] >= 16
+    assert verdict["pages"] == 5 and verdict["images"] >= 4 and verdict["links"] >= 25
 
     shot = tmp_path / "index.png"
     _chromium([f"--screenshot={shot}", "--window-size=1200,900",

@@ -235,6 +235,26 @@ def redteam_pages(inputs: SiteInputs) -> list[Page]:
                  f"<p class=meta>From <code>{html.escape(str(matrix))}</code>.</p>", inner)]
 
 
+#: Summaries that commands leave in run directories (under --runs), shown as data until their
+#: family moves them to results/ or registers a page: (path under runs, title, section).
+RUN_SUMMARIES: list[tuple[str, str, str]] = [
+    ("silentbug/baselines.json", "Calibration (latest run)", "Silent bugs"),
+    ("silentbug/ablation.json", "Ablation (latest run)", "Silent bugs"),
+]
+
+
+@provider
+def run_summary_pages(inputs: SiteInputs) -> list[Page]:
+    pages = []
+    for rel, title, section in RUN_SUMMARIES:
+        path = inputs.runs_dir / rel
+        if path.is_file():
+            pages.append(Page("runs/" + rel.removesuffix(".json") + ".html", title, section,
+                              f"<p class=meta>From <code>{html.escape(str(path))}</code>.</p>",
+                              data_html(json.loads(path.read_text()))))
+    return pages
+
+
 def _generic_pages(inputs: SiteInputs, claimed: set[str]) -> list[Page]:
     pages = []
     for f in inputs.results_files():
