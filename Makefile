@@ -45,7 +45,7 @@ pilot: $(CORE_STAMP)
 
 ## The careless engineer on 2000 held-out programs (writes results/patchworld/careless.json).
 rollout: $(CORE_STAMP)
-	$(BIN)/verigap patchworld rollout --policy careless --n 2000 --save
+	$(BIN)/verigap patchworld rollout --policy careless --n 2000 --save results/patchworld/careless.json
 
 ## Regenerate the tables in README.md and docs/ from results/ (`make docs` after new results).
 docs: $(CORE_STAMP)
