@@ -14,6 +14,7 @@ from verigap.report.cli import report
 from verigap.repos.cli import repos_app
 from verigap.repos.redteam_cli import redteam
 from verigap.sandbox.cli import app as sandbox_app
+from verigap.server.cli import serve
 from verigap.silentbug.cli import app as silentbug_app
 
 app = typer.Typer(
@@ -29,6 +30,7 @@ app.add_typer(repos_app, name="repos")
 app.command("redteam")(redteam)
 app.add_typer(silentbug_app, name="silentbug")
 app.add_typer(sandbox_app, name="sandbox")
+app.command("serve")(serve)
 
 
 def main() -> None:  # pragma: no cover - console entry
