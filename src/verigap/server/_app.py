@@ -60,7 +60,7 @@ def _message(e: ValidationError | RequestValidationError) -> str:
 
 def create_app(config: ServerConfig, manager: SessionManager | None = None) -> FastAPI:
     """The app for one server process; ``manager`` may be injected (tests pass a fake clock)."""
-    sessions = manager or SessionManager(config)
+    sessions = manager if manager is not None else SessionManager(config)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -134,6 +134,8 @@ def create_app(config: ServerConfig, manager: SessionManager | None = None) -> F
         with s.lock:
             s.env.check_can_step()
             obs = s.env.step(action)
+            if obs.done:
+                sessions.record(s)
             s.last_used = sessions.clock()
         return StepResult(observation=obs.model_dump(), reward=obs.reward, done=obs.done)
 

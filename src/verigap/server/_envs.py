@@ -1,14 +1,13 @@
 """The three families as served environments: one instance per session, one sandbox each.
 
 A served env turns a validated action into an observation. It keeps every verdict it produced
-(``verdicts``: the full record, truth included) server-side; the public observation carries only
+(``verdicts``: the full record, truth included) for the server-side log; the public observation carries only
 what the training signal saw (:func:`public_verdict`) unless the operator reveals the truth.
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import shutil
 import time
 from abc import ABC, abstractmethod
@@ -67,7 +66,8 @@ class Limits:
 
 @dataclass
 class ServedEnv(ABC):
-    """Base: ``reset`` and ``step`` return observations; ``verdicts`` keeps the full records."""
+    """Base: ``reset`` and ``step`` return observations; ``verdicts`` holds the full records of
+    the episode that just ended (truth included), for the server-side log."""
 
     workdir: Path
     limits: Limits
@@ -104,11 +104,9 @@ class ServedEnv(ABC):
             raise EpisodeStateError("the episode is over: reset to start another")
 
     def _verdict_out(self, vs: list[Verdict]) -> list[dict[str, Any]]:
-        full = [v.to_dict() for v in vs]
-        self.verdicts.extend(full)
-        with (self.workdir / "verdicts.jsonl").open("a") as f:
-            f.write("".join(json.dumps(d, sort_keys=True) + "\n" for d in full))
-        return full if self.reveal_truth else [public_verdict(v) for v in vs]
+        """Keep the full verdicts (the session manager logs them); return what the client sees."""
+        self.verdicts = [v.to_dict() for v in vs]
+        return self.verdicts if self.reveal_truth else [public_verdict(v) for v in vs]
 
 
 # ---- Patch World ----------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """Sessions: one served environment each, with a budget, an idle timeout and a lock.
 
 The manager owns every session of one server process. Each session has its own directory under
-the server's root (its workspace and its server-side verdicts); a session that sits idle past
+the server's root (its workspaces); finished episodes' full verdicts go to the server's
+``verdicts.jsonl``; a session that sits idle past
 ``idle_s`` is closed the next time anyone touches the manager, or by the app's reaper. A new
 process removes the session directories an earlier process left behind, so a restart never
 serves a half-finished episode.
@@ -9,6 +10,8 @@ serves a half-finished episode.
 
 from __future__ import annotations
 
+import json
+import os
 import secrets
 import shutil
 import threading
@@ -102,8 +105,10 @@ class SessionManager:
         if self.root.exists():  # left by an earlier process: those sessions are gone
             shutil.rmtree(self.root)
         self.root.mkdir(parents=True)
+        self.log_path = Path(config.root) / "verdicts.jsonl"
         self._sessions: dict[str, Session] = {}
         self._lock = threading.Lock()
+        self._log_lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -150,6 +155,17 @@ class SessionManager:
                 extra="forbid")}), cfg, "silentbug session config")
             return SilentBugServed(**common, **tool, grader=c.silentbug_grader)
         raise ConfigError(f"unknown env {env!r}; use patchworld, repo or silentbug")
+
+    def record(self, s: Session) -> None:
+        """Append the full verdicts of ``s``'s finished episode to the server's log (kept across
+        sessions and restarts; written whole and fsynced, so a crash leaves only whole lines)."""
+        lines = "".join(json.dumps({"session_id": s.id, "episode_id": s.episode_id,
+                                    "env": s.env.name, "verdict": v}, sort_keys=True) + "\n"
+                        for v in s.env.verdicts)
+        with self._log_lock, self.log_path.open("a") as f:
+            f.write(lines)
+            f.flush()
+            os.fsync(f.fileno())
 
     def get(self, sid: str) -> Session:
         self.reap()
