@@ -166,20 +166,30 @@ def _dispatch(todo: list[Job], executor: Executor, workers: int | None
             for fut in as_completed(futures):
                 yield fut.result()
     elif executor == "ray":
-        yield from _dispatch_ray(todo)
+        yield from _dispatch_ray(todo, workers)
     else:
         raise ConfigError(f"unknown executor {executor!r}; use serial, process or ray")
 
 
-def _dispatch_ray(todo: list[Job]) -> Iterable[tuple[str, dict[str, Any]]]:
+def _dispatch_ray(todo: list[Job], workers: int | None = None
+                  ) -> Iterable[tuple[str, dict[str, Any]]]:
+    """Each job is one Ray task needing one CPU, spread over the cluster's nodes; at most
+    ``workers`` run at once when given (else as many as the cluster has CPUs). Results come back
+    as tasks finish, and each run directory is written by the node that ran it, so ``out`` must
+    be a path every node sees at the same place (a shared filesystem; see docs/serving.md)."""
     try:
         import ray
     except ImportError:
         raise ConfigError("executor 'ray' needs Ray: pip install 'verigap[ray]'") from None
     if not ray.is_initialized():
-        ray.init(address=os.environ.get("RAY_ADDRESS"), ignore_reinit_error=True)
-    remote = ray.remote(_execute)
-    pending = [remote.remote(job) for job in todo]
+        ray.init(address=os.environ.get("RAY_ADDRESS"), ignore_reinit_error=True,
+                 logging_level="WARNING", log_to_driver=False)
+    remote = ray.remote(num_cpus=1, scheduling_strategy="SPREAD", max_retries=0)(_execute)
+    queue = list(todo)
+    limit = workers or len(queue)
+    pending = [remote.remote(queue.pop(0)) for _ in range(min(limit, len(queue)))]
     while pending:
         done, pending = ray.wait(pending, num_returns=1)
+        if queue:
+            pending.append(remote.remote(queue.pop(0)))
         yield ray.get(done[0])
