@@ -82,8 +82,8 @@ def test_repo_grading_and_the_redteam_battery_on_ray(cluster, repo_task_dir, tmp
 
 
 def test_silentbug_calibration_on_ray(cluster, tmp_path, monkeypatch):
-    """Tiny budgets (512 steps, one PPO iteration): every clean and broken run executes on the cluster and a
-    second calibration finds them all cached."""
+    """Tiny budgets (512 steps, one PPO iteration): every clean and broken run executes on the
+    cluster and a second calibration finds them all cached."""
     from verigap.silentbug import substrate
     from verigap.silentbug.bank import Registry, load_registry
     from verigap.silentbug.calibrate import calibrate
