@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.server.conftest import backend
+
+def backend() -> str:
+    return "bwrap" if shutil.which("bwrap") else "unsafe"
+
 
 ray = pytest.importorskip("ray")
 

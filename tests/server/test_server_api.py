@@ -4,12 +4,12 @@ the session limit, idle expiry, and a restart with a session in flight."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import httpx
 import numpy as np
 import pytest
 
-from tests.server.conftest import TOKEN, backend
 from verigap.patchworld.env import PatchWorldEnv
 from verigap.patchworld.programs import generate
 from verigap.server import (
@@ -21,6 +21,13 @@ from verigap.server import (
     ServerUnreachable,
     SessionManager,
 )
+
+
+def backend() -> str:
+    return "bwrap" if shutil.which("bwrap") else "unsafe"
+
+
+TOKEN = "test-token"
 
 
 class FakeClock:

@@ -4,15 +4,22 @@ sessions with no lost or crossed episodes, and a client that disconnects mid-ste
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 
 import pytest
 
-from tests.server.conftest import TOKEN, backend
 from verigap.repos import baselines
 from verigap.repos.tasks import load_tasks, prepared_for
 from verigap.server import BackgroundServer, Client, ServerConfig
 from verigap.server.load import check, latency_summary, run_load
+
+
+def backend() -> str:
+    return "bwrap" if shutil.which("bwrap") else "unsafe"
+
+
+TOKEN = "test-token"
 
 
 @pytest.fixture(scope="module")

@@ -3,14 +3,19 @@ stand-in grader (restored file = reward 1) with the truth kept server-side."""
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
-from tests.server.conftest import backend
 from verigap.server import BackgroundServer, Client, RemoteToolEnv, ServerConfig
 from verigap.silentbug.bank import load_registry
 from verigap.silentbug.substrate import pristine_files
 
 BUG = "single_gae_next_done"
+
+
+def backend() -> str:
+    return "bwrap" if shutil.which("bwrap") else "unsafe"
 
 
 @pytest.fixture(scope="module")
