@@ -15,6 +15,7 @@ the same order as the in-process trainer, so with a reward scheme that draws no 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from typing import Any
 
@@ -160,7 +161,7 @@ def main(argv: list[str] | None = None) -> None:  # pragma: no cover - exercised
             res = compare(config, start, s)
     same = all(r["in_process"][key] == r["http"][key] for r in res["steps"] for key in r["http"])
     data = {"config": config.model_dump(mode="json"), "equal_metrics": same, **res}
-    cmd = "python -m verigap.server.grpo_http " + " ".join(argv or [])
+    cmd = "python -m verigap.server.grpo_http " + " ".join(sys.argv[1:] if argv is None else argv)
     write_result(Path(a.out), data, command=cmd.strip())
     print(f"{a.steps} steps: metrics equal={same}, max |param diff|="
           f"{res['max_param_abs_diff']:.3g}; in-process {res['in_process_s']:.2f} s, "
