@@ -7,6 +7,7 @@ what the training signal saw (:func:`public_verdict`) unless the operator reveal
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import shutil
 import time
@@ -232,7 +233,7 @@ class _ToolServed(ServedEnv):
         self._commands = []
         self._begin()
         return ToolObservation(text=prompt, metadata={"system": system},
-                               tools=[t.spec.__dict__ for t in self._tools.values()])
+                               tools=[dataclasses.asdict(t.spec) for t in self._tools.values()])
 
     def step(self, action: Action) -> Observation:
         from verigap.agents import ToolCall
@@ -324,6 +325,10 @@ class RepoServed(_ToolServed):
         return GRADERS[self.config.grader](
             self._task, self._ws, scheme=self._scheme, rng=np.random.default_rng(self._seed),
             commands=self._commands, backend=self.backend, prepared=self._prepared)
+
+
+class SilentBugConfig(_Opts):
+    """Silent-bug sessions take no settings beyond the budget; the bug is a reset option."""
 
 
 class SilentBugReset(_Opts):

@@ -31,6 +31,7 @@ from verigap.server._envs import (
     RepoConfig,
     RepoServed,
     ServedEnv,
+    SilentBugConfig,
     SilentBugServed,
     parse_options,
 )
@@ -151,8 +152,7 @@ class SessionManager:
             return RepoServed(**common, **tool, tasks=dict(c.tasks),
                               config=parse_options(RepoConfig, cfg, "repo session config"))
         if env == "silentbug":
-            parse_options(type("NoConfig", (BaseModel,), {"model_config": ConfigDict(
-                extra="forbid")}), cfg, "silentbug session config")
+            parse_options(SilentBugConfig, cfg, "silentbug session config")
             return SilentBugServed(**common, **tool, grader=c.silentbug_grader)
         raise ConfigError(f"unknown env {env!r}; use patchworld, repo or silentbug")
 
