@@ -9,6 +9,7 @@ Run: `python benchmarks/server_ray_scaling.py [--jobs 8]`; writes results/server
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import os
 import shutil
@@ -30,22 +31,17 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
         os.environ["VERIGAP_CACHE"] = str(tmp_path / "cache")  # inherited by the node processes
-        os.environ.setdefault("RAY_raylet_start_wait_time_s", "120")
-        import ray
-        from ray.cluster_utils import Cluster
-
         from verigap.repos import episode
         from verigap.repos.tasks import make_tasks
         from verigap.results import write_result
-        from verigap.runs import run_jobs
+        from verigap.runs import local_ray_cluster, run_jobs
 
         make_tasks(str(FIXTURE_LIB), tmp_path / "tasks", k=2, n=2, max_candidates=8, seed=0,
                    env="current", backend=backend, log=lambda s: None)
         tasks = sorted(p for p in (tmp_path / "tasks").glob("*.json") if p.name != "index.json")
         paths = [tasks[i % len(tasks)] for i in range(a.jobs // 2)]
-        cluster = Cluster(initialize_head=True, head_node_args={
-            "num_cpus": a.cpus_per_node, "include_dashboard": False})
-        ray.init(address=cluster.address, logging_level="ERROR", log_to_driver=False)
+        stack = contextlib.ExitStack()
+        cluster = stack.enter_context(local_ray_cluster(nodes=1, cpus_per_node=a.cpus_per_node))
         rows = []
         for nodes in (1, 2):
             if nodes == 2:
@@ -65,8 +61,7 @@ def main() -> None:
                          "rewards": sorted(r["reward"] for r in results.values()),
                          "load_average_1m": os.getloadavg()[0]})
             print(rows[-1])
-        ray.shutdown()
-        cluster.shutdown()
+        stack.close()
     rows[1]["speedup_vs_1"] = round(rows[0]["wall_s"] / rows[1]["wall_s"], 3)
     write_result(Path(a.out), {"backend": backend, "machine_cpus": os.cpu_count(), "rows": rows},
                  command="python benchmarks/server_ray_scaling.py " + " ".join(sys.argv[1:]))

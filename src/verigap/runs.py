@@ -10,10 +10,11 @@ executor runs it: serial, a local process pool (default: all cores), or Ray.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
@@ -193,3 +194,41 @@ def _dispatch_ray(todo: list[Job], workers: int | None = None
         if queue:
             pending.append(remote.remote(queue.pop(0)))
         yield ray.get(done[0])
+
+
+@contextlib.contextmanager
+def local_ray_cluster(nodes: int = 2, cpus_per_node: int = 1, attempts: int = 3
+                      ) -> Iterator[Any]:
+    """A Ray cluster on loopback — a head and ``nodes - 1`` more node processes, each with its
+    own raylet — connected as this process's Ray. For tests and benchmarks of the ``ray``
+    executor; a real cluster is started with ``ray start`` (docs/serving.md). Node start-up on a
+    loaded machine can miss Ray's own deadlines, so a failed start is retried ``attempts`` times.
+    Node processes inherit this process's environment (``VERIGAP_CACHE``, ``PATH``)."""
+    try:
+        import ray
+        from ray.cluster_utils import Cluster
+    except ImportError:
+        raise ConfigError("a local Ray cluster needs Ray: pip install 'verigap[ray]'") from None
+    os.environ.setdefault("RAY_raylet_start_wait_time_s", "120")  # raylets on a busy machine
+    for attempt in range(1, attempts + 1):
+        cluster = None
+        try:
+            cluster = Cluster(initialize_head=True, head_node_args={
+                "num_cpus": cpus_per_node, "include_dashboard": False})
+            for _ in range(nodes - 1):
+                cluster.add_node(num_cpus=cpus_per_node)
+            cluster.wait_for_nodes()
+            ray.init(address=cluster.address, logging_level="ERROR", log_to_driver=False)
+            break
+        except Exception:
+            if ray.is_initialized():
+                ray.shutdown()
+            if cluster is not None:
+                cluster.shutdown()
+            if attempt == attempts:
+                raise
+    try:
+        yield cluster
+    finally:
+        ray.shutdown()
+        cluster.shutdown()

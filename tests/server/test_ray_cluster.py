@@ -8,7 +8,6 @@ that two jobs run at once on the two nodes.
 from __future__ import annotations
 
 import dataclasses
-import os
 import shutil
 import time
 from pathlib import Path
@@ -27,17 +26,10 @@ ray = pytest.importorskip("ray")
 def cluster(repo_task_dir):
     """Head (1 CPU) + a second node (1 CPU); started after the task cache exists so that both
     node processes inherit VERIGAP_CACHE, as a real node would from its environment."""
-    from ray.cluster_utils import Cluster
+    from verigap.runs import local_ray_cluster
 
-    os.environ.setdefault("RAY_raylet_start_wait_time_s", "120")  # slow, shared CI machines
-    c = Cluster(initialize_head=True,
-                head_node_args={"num_cpus": 1, "include_dashboard": False})
-    c.add_node(num_cpus=1)
-    ray.init(address=c.address, logging_level="ERROR", log_to_driver=False)
-    c.wait_for_nodes()
-    yield c
-    ray.shutdown()
-    c.shutdown()
+    with local_ray_cluster(nodes=2, cpus_per_node=1) as c:
+        yield c
 
 
 def test_two_jobs_run_at_once_on_the_two_nodes(cluster, tmp_path):

@@ -63,3 +63,14 @@ def test_the_step_budget_ends_and_grades_the_episode(url):
         assert (reward, terminated, truncated) == (0.0, False, True)
         assert info["ended"] == "step budget spent (2 steps)" and info["verdict"]["reward"] == 0.0
         env.close()
+
+
+def test_the_wall_clock_budget_ends_and_grades_the_episode(url):
+    """A microsecond budget is spent before any request can arrive."""
+    with Client(url) as c:
+        env = RemoteToolEnv(c, "silentbug", wall_s=1e-6)
+        env.reset(options={"bug": BUG})
+        _, reward, terminated, truncated, info = env.step({"tool": "list_files", "arguments": {}})
+        assert (reward, terminated, truncated) == (0.0, False, True)
+        assert info["ended"].startswith("wall-clock budget spent")
+        env.close()
