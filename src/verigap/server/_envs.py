@@ -122,11 +122,11 @@ class PatchWorldReset(_Opts):
     n: int = Field(1, ge=1, le=65_536, description="programs drawn from the stream")
     pool_seed: int | None = Field(None, ge=0, description="with pool_size and indices: play "
                                   "generate(k, pool_size, pool_seed)[indices]")
-    pool_size: int | None = Field(None, ge=1, le=1_000_000)
+    pool_size: int | None = Field(None, ge=1, le=262_144)
     indices: list[int] | None = Field(None, min_length=1, max_length=65_536)
 
 
-@functools.lru_cache(maxsize=8)
+@functools.lru_cache(maxsize=4)
 def _pool(k: int, size: int, seed: int, stream: str):
     from verigap.patchworld.programs import generate
 
