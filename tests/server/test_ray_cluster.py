@@ -31,7 +31,9 @@ def cluster(repo_task_dir):
     try:
         cm = local_ray_cluster(nodes=2, cpus_per_node=1, attempts=2)
         c = cm.__enter__()
-    except Exception as e:  # Ray's own start-up deadlines, on an overloaded machine
+    except Exception as e:  # only Ray's own start-up deadlines, on an overloaded machine
+        if "timed out during startup" not in str(e):
+            raise
         pytest.skip(f"a two-node local Ray cluster did not start here: {e}")
     yield c
     cm.__exit__(None, None, None)
