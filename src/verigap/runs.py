@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -225,6 +226,7 @@ def local_ray_cluster(nodes: int = 2, cpus_per_node: int = 1, attempts: int = 3
                 ray.shutdown()
             if cluster is not None:
                 cluster.shutdown()
+            _kill_own_ray_children()  # a head that failed to start leaves no handle to stop it
             if attempt == attempts:
                 raise
     try:
@@ -232,3 +234,19 @@ def local_ray_cluster(nodes: int = 2, cpus_per_node: int = 1, attempts: int = 3
     finally:
         ray.shutdown()
         cluster.shutdown()
+
+
+def _kill_own_ray_children() -> None:
+    """SIGKILL and reap this process's own child processes that run Ray's binaries."""
+    me = os.getpid()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            cmd = (stat.parent / "cmdline").read_bytes()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == me and b"/ray/" in cmd:
+            pid = int(stat.parent.name)
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
