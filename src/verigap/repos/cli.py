@@ -57,6 +57,9 @@ def make_tasks(
         help="Extra test dependency (repeatable).")] = None,
     env: str = "venv",
     backend: str | None = None,
+    prompt_style: Annotated[str, typer.Option(
+        help="tests (the failing test output) or ticket (symptoms, no file/function/test "
+             "named).")] = "tests",
     json_out: Annotated[bool, typer.Option("--json", help="Print the stats as JSON.")] = False,
 ) -> None:
     """Mutate, validate and combine into tasks; writes task files and index.json to OUT."""
@@ -65,7 +68,7 @@ def make_tasks(
     try:
         stats = _make(source, out, k=k, n=n, seed=seed, max_candidates=max_candidates,
                       workers=workers, test_deps=list(test_dep or []), env=env, backend=backend,
-                      log=(lambda s: None) if json_out else console.print)
+                      prompt_style=prompt_style, log=(lambda s: None) if json_out else console.print)
     except VerigapError as e:
         _fail(e)
     if json_out:
