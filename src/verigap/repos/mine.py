@@ -26,6 +26,7 @@ Every commit walked ends as a task or as one reason in the rejection histogram.
 
 from __future__ import annotations
 
+import ast
 import configparser
 import hashlib
 import io
@@ -43,7 +44,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import libcst as cst
 from pydantic import BaseModel, ConfigDict
 
 from verigap.errors import ConfigError
@@ -178,16 +178,39 @@ def export_tree(repo: Path, rev: str, dest: Path) -> None:
 
 
 def changed_functions(before: str, after: str) -> list[str] | None:
-    """Qualnames of the functions present on both sides whose text differs (the sites), or None
-    when either side does not parse. A change may also touch code outside functions (a rule
-    table, an import): the task base holds the parent's whole file either way."""
+    """Qualnames (as ``mutate.functions`` names them) of the functions present on both sides
+    whose code differs, docstrings aside: the sites. None when either side does not parse.
+    A change may also touch code outside functions (a rule table, an import): the task base
+    holds the parent's whole file either way, but only functions are sites."""
     try:
-        qa, qb = mutate.functions(before), mutate.functions(after)
-    except cst.ParserSyntaxError:
+        a, b = _function_code(before), _function_code(after)
+    except SyntaxError:
         return None
-    common = [q for q in dict.fromkeys(qa) if q in set(qb)]
-    return [q for q in common
-            if mutate.function_source(before, q) != mutate.function_source(after, q)]
+    return [q for q in a if q in b and a[q] != b[q]]
+
+
+def _function_code(text: str) -> dict[str, str]:
+    """qualname -> the function's code without docstrings or layout, for module-level
+    functions and methods of module-level classes (the first definition of a name wins)."""
+    out: dict[str, str] = {}
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            out.setdefault(node.name, _code(node))
+        elif isinstance(node, ast.ClassDef):
+            for sub in node.body:
+                if isinstance(sub, ast.FunctionDef | ast.AsyncFunctionDef):
+                    out.setdefault(f"{node.name}.{sub.name}", _code(sub))
+    return out
+
+
+def _code(fn: ast.AST) -> str:
+    for node in ast.walk(fn):
+        body = getattr(node, "body", None)
+        if (isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and body
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(fn)
 
 
 # --------------------------------------------------------------------------- environments
