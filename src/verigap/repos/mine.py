@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ast
 import configparser
+import fcntl
 import hashlib
 import io
 import json
@@ -255,13 +256,15 @@ def env_for(tree: Path, test_deps: list[str], dist_name: str, env: str = "venv"
     if env == "current":
         return sys.executable, sys.prefix, True
     dest = cache_root() / "envs" / dep_set_key(tree, test_deps)
-    if (dest / ".complete").is_file():
-        return str(dest / "bin" / "python"), str(dest), True
-    if dest.exists():
-        shutil.rmtree(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    python = build_env(dest, tree, test_deps, dist_name)
-    (dest / ".complete").write_text("")
+    with open(dest.parent / f"{dest.name}.lock", "w") as lock:  # one builder per env at a time
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (dest / ".complete").is_file():
+            return str(dest / "bin" / "python"), str(dest), True
+        if dest.exists():
+            shutil.rmtree(dest)
+        python = build_env(dest, tree, test_deps, dist_name)
+        (dest / ".complete").write_text("")
     return python, str(dest), False
 
 
