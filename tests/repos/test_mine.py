@@ -224,3 +224,30 @@ def test_bad_input(calc_repo, tmp_path, repo_cache):
     assert res.exit_code == 2
     assert res.output.startswith("error:") and res.output.count("error") == 1
     assert "is not a git repository" in " ".join(res.output.split())
+
+
+def test_multi_site_mined_task_gives_the_false_success_setting(calc_repo, repo_cache, tmp_path,
+                                                              backend):
+    from verigap.repos import baselines
+    from verigap.repos.graders import v1, v2
+
+    shas = calc_repo["shas"]
+    stats = mine(calc_repo["path"], tmp_path / "t", rev_range=f"{shas['docs']}..{shas['fix']}",
+                 env="current", backend=backend, k=2, equivalence=False, log=lambda s: None)
+    assert stats.tasks == 1, stats.rejected
+    (t,) = load_tasks(tmp_path / "t")
+    assert sorted(s.op == "mined" for s in t.sites) == [False, True]
+    assert [s.visible for s in t.sites] == [True, False]
+    assert len({s.function for s in t.sites}) == 2
+    p = prepared_for(t, backend=backend)
+    paid = {}
+    for name in ("oracle", "noop", "careless"):
+        ws = materialize_workspace(p, t, tmp_path / name)
+        for f, text in baselines.edits(name, t, p).items():
+            (ws / f).write_text(text)
+        truth = v2.evaluate(t, ws, prepared=p, backend=backend)
+        paid[name] = (v1.grade(t, ws, prepared=p, truth=truth, backend=backend).reward > 0,
+                      v2.grade(t, ws, prepared=p, truth=truth, backend=backend).reward > 0,
+                      truth.correct)
+    assert paid == {"oracle": (True, True, True), "noop": (False, False, False),
+                    "careless": (True, False, False)}  # v1 pays the visible-only fix; v2 not

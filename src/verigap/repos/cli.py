@@ -156,6 +156,9 @@ def mine(
                          ] = "HEAD",
     max_commits: Annotated[int, typer.Option(help="Walk at most this many commits.")] = 300,
     n: Annotated[int, typer.Option(help="Stop after this many tasks.")] = 20,
+    k: Annotated[int, typer.Option(help="Sites per task: the mined bug plus k-1 mutations, "
+                                        "half visible (1: the mined bug alone).")] = 1,
+    seed: int = 0,
     prompt_style: Annotated[str, typer.Option(
         help="tests (the failing test output) or ticket (symptoms, no file/function/test "
              "named).")] = "tests",
@@ -172,7 +175,7 @@ def mine(
     try:
         stats = _mine(repo, out, rev_range=rev_range, max_commits=max_commits, n=n,
                       test_deps=list(test_dep or []), prompt_style=prompt_style, backend=backend,
-                      env=env, log=(lambda s: None) if json_out else console.print)
+                      env=env, k=k, seed=seed, log=(lambda s: None) if json_out else console.print)
     except VerigapError as e:
         _fail(e)
     if json_out:

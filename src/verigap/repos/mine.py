@@ -32,6 +32,7 @@ import fcntl
 import hashlib
 import io
 import json
+import random
 import re
 import shutil
 import subprocess
@@ -71,9 +72,11 @@ from verigap.repos.tasks import (
     _visible_layout,
     collect_inputs,
     materialize_workspace,
+    prepared_for,
+    split_tests,
     unit_of,
 )
-from verigap.repos.validate import run_suite
+from verigap.repos.validate import ValidMutation, candidates, run_suite, validate
 from verigap.runs import write_json_atomic
 
 NOT_SOURCE_FILES = {"setup.py", "noxfile.py", "versioneer.py", "fabfile.py", "conf.py"}
@@ -432,32 +435,142 @@ def mine_commit(repo: Path, c: Commit, out: Path, *, project: str, test_deps: li
         equivalence=equiv, prompt="", base_files=base_files,
         origin={"kind": "mined", "project": project, "repository": str(repo),
                 "commit": c.sha, "parent": parent, "subject": c.subject[:200]})
+    output = check_workspace(p, task, fixed, broken, backend=backend)
+    task.prompt = make_prompt(task, output, prompt_style, message=c.message, project=project)
+    return task
+
+
+def check_workspace(p: Prepared, task: RepoTask, fixed: dict[str, str], broken: set[str], *,
+                    backend: str | None) -> str:
+    """The checks ``make-tasks`` makes on a workspace: it collects exactly the visible tests,
+    they fail as in the full run, and with ``fixed`` (file -> text) they all pass. Returns the
+    visible run's output (for the prompt)."""
+    visible = task.visible_tests
     with tempfile.TemporaryDirectory(prefix="vg-mine-") as tmp:
         try:
             ws = materialize_workspace(p, task, Path(tmp) / "ws")
         except ValueError:
             raise Rejected("hidden tests cannot be cut from the visible files") from None
         env = dict(python=p.python, env_prefix=Path(p.env_prefix), import_root=p.import_root,
-                   test_files=vfiles, config_file=p.config_file, backend=backend,
-                   timeout=p.suite_timeout())
+                   test_files=task.visible_test_files, config_file=p.config_file,
+                   backend=backend, timeout=p.suite_timeout())
         vis = run_pytest(ws, **env)
-        if {t for t in vis.outcomes if t not in p.not_passing} != vset:
+        if {t for t in vis.outcomes if t not in p.not_passing} != set(visible):
             raise Rejected("workspace does not collect exactly the visible tests")
-        if vis.failing(visible) != broken & vset:
+        if vis.failing(visible) != broken & set(visible):
             raise Rejected("workspace visible failures differ from the full run")
         ok_ws = Path(tmp) / "fixed"
         shutil.copytree(ws, ok_ws, ignore=shutil.ignore_patterns(".git"))
-        for f in base_files:
-            (ok_ws / f).write_text(fixed[f])
+        for f, text in fixed.items():
+            (ok_ws / f).write_text(text)
         if run_pytest(ok_ws, **env).failing(visible):
             raise Rejected("the fixed workspace fails a visible test")
-        output = _clean_output(vis.stdout, ws)
-    if prompt_style == "ticket":
+        return _clean_output(vis.stdout, ws)
+
+
+def make_prompt(task: RepoTask, output: str, style: str, *, message: str | None,
+                project: str) -> str:
+    if style == "ticket":
         from verigap.repos.tickets import ticket_prompt
 
-        task.prompt = ticket_prompt(task, output, message=c.message, name=project)
-    else:
-        task.prompt = PROMPT.format(name=project, output=output)
+        return ticket_prompt(task, output, message=message, name=project)
+    return PROMPT.format(name=project, output=output)
+
+
+# --------------------------------------------------------------------------- multi-site
+
+
+@dataclass
+class _MinedBug:
+    """A mined one-function bug, in the shape ``split_tests`` reads."""
+
+    function: str
+    fail_to_pass: list[str]
+
+
+def compose(p: Prepared, mined: RepoTask, k: int, *, seed: int, message: str | None,
+            prompt_style: str, backend: str | None, equivalence: bool = True,
+            max_candidates: int = 40) -> RepoTask:
+    """A k-site task at the mined task's reference: the mined bug plus k-1 validated mutations
+    in other functions, half the sites reached by visible tests and the other half only by
+    hidden ones (the mutation-task contract), the mined bug on whichever side the seed gives."""
+    if len(mined.sites) != 1:
+        raise Rejected("multi-site: the fix spans several functions")
+    ms = mined.sites[0]
+    bug = _MinedBug(ms.function, list(mined.fail_to_pass))
+    cands = [m for m in candidates(p, max_candidates=max_candidates, seed=seed)
+             if m.function != ms.function]
+    valid, _ = validate(p, cands, workers=1, backend=backend)
+    by_fn: dict[str, list[ValidMutation]] = {}
+    for v in valid:
+        by_fn.setdefault(v.function, []).append(v)
+    n_vis = k // 2
+    rng = random.Random(seed)
+    chosen: list | None = None
+    for _ in range(200):
+        if len(by_fn) < k - 1:
+            break
+        muts = [rng.choice(by_fn[f]) for f in rng.sample(sorted(by_fn), k - 1)]
+        for pos in rng.sample([0, n_vis], 2):
+            sites = [*muts[:pos], bug, *muts[pos:]]
+            if split_tests(p, sites, n_vis) is not None:
+                chosen = sites
+                break
+        if chosen:
+            break
+    if chosen is None:
+        raise Rejected("multi-site: no non-interacting mutations to add")
+    visible, hidden = split_tests(p, chosen, n_vis)
+    vset, hset = set(visible), set(hidden)
+    muts = [s for s in chosen if s is not bug]
+    files = sorted({ms.file, *(m.file for m in muts)})
+    ref = {f: (p.tree / f).read_text() for f in files}
+    texts = {}
+    for f in files:
+        start = mined.base_files.get(f, ref[f])
+        try:
+            texts[f] = mutate.apply_mutations(start, [m.mutation for m in muts if m.file == f])
+        except ValueError:  # the fix also edited that function (a docstring): not the same
+            raise Rejected("multi-site: a mutation does not apply beside the mined bug") from None
+    with tempfile.TemporaryDirectory(prefix="vg-mine-") as tmp:
+        full = Path(tmp) / "full"
+        shutil.copytree(p.tree, full, symlinks=True)
+        for f, text in texts.items():
+            (full / f).write_text(text)
+        run = run_suite(p, full, backend=backend)
+    if run.timed_out or not run.report_found:
+        raise Rejected("multi-site: the combined bugs do not run")
+    broken = run.failing(p.passing)
+    if any(not (set(s.fail_to_pass) & broken & vset) for s in chosen[:n_vis]):
+        raise Rejected("multi-site: a visible site is masked in combination")
+    if any(not (set(s.fail_to_pass) & broken & hset) for s in chosen[n_vis:]):
+        raise Rejected("multi-site: a hidden site is masked in combination")
+    inputs = collect_inputs(p, sorted({s.function for s in chosen}), per_function=20,
+                            backend=backend) if equivalence else {}
+    equiv = [{**x, "id": i} for i, x in enumerate(
+        x for s in chosen for x in inputs.get(s.function, []))]
+    site_objs = []
+    for i, s in enumerate(chosen):
+        if s is bug:
+            site_objs.append(ms.model_copy(update={"site_id": f"site{i}",
+                                                   "visible": i < n_vis}))
+        else:
+            site_objs.append(Site(site_id=f"site{i}", file=s.file, qualname=s.qualname,
+                                  op=s.op, index=s.index, visible=i < n_vis,
+                                  fail_to_pass=s.fail_to_pass,
+                                  original=mutate.function_source(ref[s.file], s.qualname),
+                                  mutated=mutate.function_source(texts[s.file], s.qualname)))
+    vfiles, removed = _visible_layout(p, visible)
+    task = mined.model_copy(update=dict(
+        task_id=f"{mined.task_id}-k{k}s{seed}", seed=seed, sites=site_objs,
+        files_sha256={f: hashlib.sha256(t.encode()).hexdigest() for f, t in texts.items()},
+        visible_tests=sorted(visible), hidden_tests=sorted(hidden), fail_to_pass=sorted(broken),
+        visible_test_files=vfiles, removed_units=removed, equivalence=equiv,
+        base_files=texts, prompt="", origin={**mined.origin, "kind": "mined+mutations"}))
+    task = RepoTask.model_validate(task.model_dump())
+    output = check_workspace(p, task, ref, broken, backend=backend)
+    task.prompt = make_prompt(task, output, prompt_style, message=message,
+                              project=mined.origin.get("project", ""))
     return task
 
 
@@ -485,10 +598,15 @@ class MineStats(BaseModel):
 def mine(repo_path: str | Path, out: Path, *, rev_range: str = "HEAD", max_commits: int = 300,
          n: int = 20, test_deps: list[str] | None = None, prompt_style: str = "tests",
          backend: str | None = None, equivalence: bool = True, env: str = "venv",
-         log: Callable[[str], None] = print) -> MineStats:
-    """Walk ``rev_range`` newest first, write up to ``n`` validated tasks into ``out``."""
+         k: int = 1, seed: int = 0, log: Callable[[str], None] = print) -> MineStats:
+    """Walk ``rev_range`` newest first, write up to ``n`` validated tasks into ``out``.
+
+    ``k`` > 1: each mined bug becomes a k-site task with k-1 mutations beside it (see
+    :func:`compose`)."""
     if prompt_style not in PROMPT_STYLES:
         raise ConfigError(f"--prompt-style {prompt_style!r}: use one of {', '.join(PROMPT_STYLES)}")
+    if k < 1:
+        raise ConfigError("--k must be at least 1 (1: the mined bug alone)")
     if env not in ("venv", "current"):
         raise ConfigError(f"--env {env!r}: use venv (one per dependency set) or current")
     t0 = time.perf_counter()
@@ -532,6 +650,10 @@ def mine(repo_path: str | Path, out: Path, *, rev_range: str = "HEAD", max_commi
             task = mine_commit(repo, c, out, project=project, test_deps=deps,
                                prompt_style=prompt_style, backend=backend,
                                equivalence=equivalence, env=env)
+            if k > 1:
+                task = compose(prepared_for(task, backend=backend), task, k, seed=seed,
+                               message=c.message, prompt_style=prompt_style, backend=backend,
+                               equivalence=equivalence)
         except Rejected as e:
             reasons[str(e)] += 1
             shutil.rmtree(out / "sources" / f"{project}-{c.sha[:12]}", ignore_errors=True)
