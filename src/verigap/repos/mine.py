@@ -11,9 +11,12 @@ were at the parent, so nothing in the tree tells the fix.
 - FAIL_TO_PASS is split by test function: half visible (the agent sees them fail, so a no-op is
   never paid), the rest hidden; with a single failing test, the hidden tests are the other tests
   that call the fixed functions.
-- The change must lie inside functions present on both sides (sites, one per changed function),
-  so the task is the same kind of object as a mutation task: graders v1/v2, the baselines and
-  the red-team battery use it unchanged (``RepoTask.base_files`` holds the parent's text).
+- The sites are the functions present on both sides whose code the commit changed (at least
+  one); the task base holds the parent's whole file (``RepoTask.base_files``), so the task is
+  the same kind of object as a mutation task: graders v1/v2, the baselines and the red-team
+  battery use it unchanged.
+- ``--k K`` > 1 puts K-1 validated mutations beside the mined bug, half the sites reached by
+  visible tests and the rest only by hidden ones (:func:`compose`).
 - The environment is a venv per dependency set (the declared dependencies and the test deps),
   shared by every commit that declares the same ones; each reference tree is prepared (baseline
   and reach map) in the usual cache.
