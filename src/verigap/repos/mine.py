@@ -334,15 +334,18 @@ class Rejected(Exception):
 def split_fail_to_pass(p: Prepared, broken: set[str], functions: list[str]
                        ) -> tuple[list[str], list[str]]:
     """(visible ids, hidden ids): half the failing test functions visible (at least one), the
-    rest hidden; with one failing function, the other tests that call the fix are hidden."""
+    rest hidden; with one failing function, the other tests that call the fix are hidden, and
+    when none does, every other test is (the agent then sees only the failing test)."""
     units = sorted({unit_of(t) for t in broken})
     n_vis = max(1, len(units) // 2)
     vis_units = set(units[:n_vis])
     hidden_units = set(units[n_vis:])
-    if not hidden_units:
+    if not hidden_units:  # one failing test function: the other tests that call the fix ...
         hidden_units = {unit_of(t) for f in functions for t in p.reach.get(f, ())} - vis_units
+    if not hidden_units:  # ... or else the rest of the suite, as a regression guard
+        hidden_units = {unit_of(t) for t in p.passing} - vis_units
     if not hidden_units:
-        raise Rejected("one failing test and no other test calls the fix")
+        raise Rejected("the suite is one test function")
     hidden = [t for t in p.passing if unit_of(t) in hidden_units]
     visible = [t for t in p.passing if unit_of(t) not in hidden_units]
     if not visible:
