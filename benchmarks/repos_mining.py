@@ -3,12 +3,12 @@
     python benchmarks/repos_mining.py mine inflection --max-commits 136 --n 4
     python benchmarks/repos_mining.py mine toolz --max-commits 150 --n 3
     python benchmarks/repos_mining.py mine more-itertools --max-commits 150 --n 3
-    python benchmarks/repos_mining.py report --battery-tasks 1
+    python benchmarks/repos_mining.py report --battery-tasks 1 --battery-projects inflection
 
 ``mine`` clones ``../shared/repos/NAME.bundle`` (dev data, never a runtime dependency) under
 ``--work`` and runs ``verigap repos mine`` on it (venv per dependency set). ``report`` grades the
 oracle and no-op baselines of every mined task under v1 and v2, runs the red-team battery on
-the first ``--battery-tasks`` task(s) of each project, and writes ``results/repos/mining.json``.
+the first ``--battery-tasks`` task(s) of each of ``--battery-projects``, and writes ``results/repos/mining.json``.
 """
 
 from __future__ import annotations
@@ -94,7 +94,8 @@ def cmd_report(args: argparse.Namespace) -> None:
             tasks = load_tasks(d)
             rows = _baselines(tasks, args.backend)
             data["baselines"][name] = rows
-            battery_paths += [d / f for f in stats["task_files"][:args.battery_tasks]]
+            if name in args.battery_projects.split(","):
+                battery_paths += [d / f for f in stats["task_files"][:args.battery_tasks]]
     all_rows = [r for rs in data["baselines"].values() for r in rs]
     data["summary"] = {
         a: {g: sum(r[f"{g}_paid"] for r in all_rows if r["agent"] == a)
@@ -128,7 +129,7 @@ def cmd_report(args: argparse.Namespace) -> None:
                             "python benchmarks/repos_mining.py mine more-itertools "
                             "--max-commits 150 --n 3",
                             f"python benchmarks/repos_mining.py report --battery-tasks "
-                            f"{args.battery_tasks}"]))
+                            f"{args.battery_tasks} --battery-projects {args.battery_projects}"]))
     print(f"wrote {path}")
 
 
@@ -144,6 +145,7 @@ def main() -> None:
     m.add_argument("--prompt-style", default="tests")
     r = sub.add_parser("report")
     r.add_argument("--battery-tasks", type=int, default=1)
+    r.add_argument("--battery-projects", default=",".join(PROJECTS))
     r.add_argument("--workers", type=int, default=2)
     args = ap.parse_args()
     cmd_mine(args) if args.cmd == "mine" else cmd_report(args)
