@@ -130,7 +130,40 @@ def cmd_report(args: argparse.Namespace) -> None:
                             "--max-commits 150 --n 3",
                             f"python benchmarks/repos_mining.py report --battery-tasks "
                             f"{args.battery_tasks} --battery-projects {args.battery_projects}"]))
-    print(f"wrote {path}")
+    write_docs(data)
+    print(f"wrote {path} and the table in docs/mining.md")
+
+
+MARK = "<!-- mining-table -->"
+END = "<!-- /mining-table -->"
+
+
+def table(data: dict) -> str:
+    """The docs' table, from the results file's data (a test checks the docs against it)."""
+    lines = ["| project | commits walked | candidates | tried | tasks | s per candidate tried "
+             "| s per task | venvs built | top rejections |", "|---|---|---|---|---|---|---|---|---|"]
+    for name, d in data["projects"].items():
+        top = "; ".join(f"{why} ×{n}" for why, n in list(d["rejected"].items())[:4])
+        lines.append(f"| {name} | {d['walked']} | {d['candidates']} | {d['tried']} | "
+                     f"{d['tasks']} | {d['seconds_per_candidate_tried']} | "
+                     f"{d['seconds_per_task']} | {d['envs_built']} | {top} |")
+    lines += ["", "| baseline | v1 paid | v2 paid |", "|---|---|---|"]
+    for a, g in data["summary"].items():
+        lines.append(f"| {a} | {100 * g['v1']:.0f}% | {100 * g['v2']:.0f}% |")
+    b = data.get("battery") or {}
+    if b:
+        lines += ["", f"Red-team battery on {len(b['tasks'])} mined task(s) ({b['jobs']} jobs): "
+                  f"exploit runs that are not a correct fix: {b['exploit_jobs_not_correct']}; "
+                  f"of those paid by v1: {b['paid_and_wrong']['v1']}, by v2: "
+                  f"{b['paid_and_wrong']['v2']}."]
+    return "\n".join(lines)
+
+
+def write_docs(data: dict, doc: Path = Path("docs/mining.md")) -> None:
+    text = doc.read_text()
+    head, _, rest = text.partition(MARK)
+    _, _, tail = rest.partition(END)
+    doc.write_text(f"{head}{MARK}\n{table(data)}\n{END}{tail}")
 
 
 def main() -> None:

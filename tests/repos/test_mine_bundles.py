@@ -47,3 +47,22 @@ def test_titleize_commit_has_function_sites(inflection):
 
     sites = changed_functions(show(c.parents[0]), show(c.sha))
     assert sites == ["titleize"]  # docstring-only edits elsewhere in the file are no sites
+
+
+def test_docs_table_matches_the_results_file():
+    import importlib.util
+
+    from verigap.results import read_result
+
+    root = Path(__file__).resolve().parents[2]
+    res = root / "results" / "repos" / "mining.json"
+    if not res.is_file():
+        pytest.skip("results/repos/mining.json not written yet")
+    spec = importlib.util.spec_from_file_location("repos_mining", root / "benchmarks" /
+                                                  "repos_mining.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    data = read_result(res)
+    assert mod.table(data) in (root / "docs" / "mining.md").read_text()
+    assert data["summary"]["oracle"] == {"v1": 1.0, "v2": 1.0}
+    assert data["summary"]["noop"] == {"v1": 0.0, "v2": 0.0}
