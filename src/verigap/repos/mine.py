@@ -295,9 +295,12 @@ def prepare_reference(spec_dir: Path, python: str, prefix: str, test_deps: list[
     common = dict(python=python, env_prefix=Path(prefix), import_root=import_root,
                   test_files=test_files, config_file=find_config(tree), backend=backend)
     plain = run_pytest(tree, **common)
-    traced = run_pytest(tree, reach=True, **common)
     if not plain.report_found:
         raise ConfigError("the suite does not run at the fix")
+    # tracing every call is several times slower than the plain run: give it room
+    traced = run_pytest(tree, reach=True, timeout=max(300.0, 20 * plain.wall_s), **common)
+    if traced.timed_out:
+        raise ConfigError("the reach-traced suite timed out at the fix")
     passing = sorted(t for t, o in plain.outcomes.items()
                      if o == "passed" and traced.outcomes.get(t) == "passed")
     if not passing:
