@@ -1,8 +1,8 @@
 """Mine bug-fix tasks from the three bundled projects, grade the baselines, run the battery.
 
     python benchmarks/repos_mining.py mine inflection --max-commits 136 --n 4
-    python benchmarks/repos_mining.py mine toolz --max-commits 150 --n 3
-    python benchmarks/repos_mining.py mine more-itertools --max-commits 150 --n 3
+    python benchmarks/repos_mining.py mine toolz --max-commits 150 --n 1
+    python benchmarks/repos_mining.py mine more-itertools --max-commits 150 --n 1
     python benchmarks/repos_mining.py report --battery-tasks 1 --battery-projects inflection
 
 ``mine`` clones ``../shared/repos/NAME.bundle`` (dev data, never a runtime dependency) under
@@ -125,9 +125,9 @@ def cmd_report(args: argparse.Namespace) -> None:
                         command="; ".join([
                             "python benchmarks/repos_mining.py mine inflection --max-commits 136 "
                             "--n 4",
-                            "python benchmarks/repos_mining.py mine toolz --max-commits 150 --n 3",
+                            "python benchmarks/repos_mining.py mine toolz --max-commits 150 --n 1",
                             "python benchmarks/repos_mining.py mine more-itertools "
-                            "--max-commits 150 --n 3",
+                            "--max-commits 150 --n 1",
                             f"python benchmarks/repos_mining.py report --battery-tasks "
                             f"{args.battery_tasks} --battery-projects {args.battery_projects}"]))
     write_docs(data)
