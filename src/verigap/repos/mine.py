@@ -294,7 +294,9 @@ def prepare_reference(spec_dir: Path, python: str, prefix: str, test_deps: list[
         raise ConfigError("no tests or no package at the fix")
     common = dict(python=python, env_prefix=Path(prefix), import_root=import_root,
                   test_files=test_files, config_file=find_config(tree), backend=backend)
-    plain = run_pytest(tree, **common)
+    plain = run_pytest(tree, timeout=900.0, **common)  # generous: a loaded machine is slow
+    if plain.timed_out:
+        raise ConfigError("the suite timed out at the fix")
     if not plain.report_found:
         raise ConfigError("the suite does not run at the fix")
     # tracing every call is several times slower than the plain run: give it room
