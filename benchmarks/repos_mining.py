@@ -43,15 +43,22 @@ def cmd_mine(args: argparse.Namespace) -> None:
     print(stats.model_dump_json(indent=2))
 
 
-def _baselines(tasks, backend):
+def _baselines(tasks, backend, cache: Path):
+    """Oracle and no-op under v1 and v2, per task (kept in ``cache``, so a rerun resumes)."""
     import tempfile
 
     from verigap.repos import baselines
     from verigap.repos.graders import v1, v2
     from verigap.repos.tasks import materialize_workspace, prepared_for
+    from verigap.runs import read_json, write_json_atomic
 
     rows = []
     for t in tasks:
+        done = cache / f"{t.task_id}.json"
+        if done.is_file():
+            rows += read_json(done)["rows"]
+            continue
+        mine = []
         p = prepared_for(t, backend=backend)
         for name in ("oracle", "noop"):
             with tempfile.TemporaryDirectory() as tmp:
@@ -61,8 +68,10 @@ def _baselines(tasks, backend):
                 truth = v2.evaluate(t, ws, prepared=p, backend=backend)
                 r2 = v2.grade(t, ws, prepared=p, truth=truth, backend=backend)
                 r1 = v1.grade(t, ws, prepared=p, truth=truth, backend=backend)
-            rows.append({"task_id": t.task_id, "agent": name, "correct": truth.correct,
+            mine.append({"task_id": t.task_id, "agent": name, "correct": truth.correct,
                          "v1_paid": r1.reward > 0, "v2_paid": r2.reward > 0})
+        write_json_atomic(done, {"rows": mine})
+        rows += mine
     return rows
 
 
@@ -92,7 +101,7 @@ def cmd_report(args: argparse.Namespace) -> None:
             "task_ids": [f.removesuffix(".json") for f in stats["task_files"]]}
         if stats["tasks"]:
             tasks = load_tasks(d)
-            rows = _baselines(tasks, args.backend)
+            rows = _baselines(tasks, args.backend, work / "baselines")
             data["baselines"][name] = rows
             if name in args.battery_projects.split(","):
                 battery_paths += [d / f for f in stats["task_files"][:args.battery_tasks]]
