@@ -233,7 +233,8 @@ def test_multi_site_mined_task_gives_the_false_success_setting(calc_repo, repo_c
 
     shas = calc_repo["shas"]
     stats = mine(calc_repo["path"], tmp_path / "t", rev_range=f"{shas['docs']}..{shas['fix']}",
-                 env="current", backend=backend, k=2, equivalence=False, log=lambda s: None)
+                 env="current", backend=backend, k=2, equivalence=False, max_candidates=6,
+                 log=lambda s: None)
     assert stats.tasks == 1, stats.rejected
     (t,) = load_tasks(tmp_path / "t")
     assert sorted(s.op == "mined" for s in t.sites) == [False, True]

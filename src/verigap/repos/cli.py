@@ -158,6 +158,8 @@ def mine(
     n: Annotated[int, typer.Option(help="Stop after this many tasks.")] = 20,
     k: Annotated[int, typer.Option(help="Sites per task: the mined bug plus k-1 mutations, "
                                         "half visible (1: the mined bug alone).")] = 1,
+    max_candidates: Annotated[int, typer.Option(help="Mutations to validate per task (--k > 1)."
+                                                )] = 40,
     seed: int = 0,
     prompt_style: Annotated[str, typer.Option(
         help="tests (the failing test output) or ticket (symptoms, no file/function/test "
@@ -175,7 +177,7 @@ def mine(
     try:
         stats = _mine(repo, out, rev_range=rev_range, max_commits=max_commits, n=n,
                       test_deps=list(test_dep or []), prompt_style=prompt_style, backend=backend,
-                      env=env, k=k, seed=seed, log=(lambda s: None) if json_out else console.print)
+                      env=env, k=k, seed=seed, max_candidates=max_candidates, log=(lambda s: None) if json_out else console.print)
     except VerigapError as e:
         _fail(e)
     if json_out:

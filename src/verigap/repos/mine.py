@@ -609,11 +609,12 @@ class MineStats(BaseModel):
 def mine(repo_path: str | Path, out: Path, *, rev_range: str = "HEAD", max_commits: int = 300,
          n: int = 20, test_deps: list[str] | None = None, prompt_style: str = "tests",
          backend: str | None = None, equivalence: bool = True, env: str = "venv",
-         k: int = 1, seed: int = 0, log: Callable[[str], None] = print) -> MineStats:
+         k: int = 1, seed: int = 0, max_candidates: int = 40,
+         log: Callable[[str], None] = print) -> MineStats:
     """Walk ``rev_range`` newest first, write up to ``n`` validated tasks into ``out``.
 
-    ``k`` > 1: each mined bug becomes a k-site task with k-1 mutations beside it (see
-    :func:`compose`)."""
+    ``k`` > 1: each mined bug becomes a k-site task with k-1 mutations beside it, drawn from
+    ``max_candidates`` validated candidates (see :func:`compose`)."""
     if prompt_style not in PROMPT_STYLES:
         raise ConfigError(f"--prompt-style {prompt_style!r}: use one of {', '.join(PROMPT_STYLES)}")
     if k < 1:
@@ -664,7 +665,7 @@ def mine(repo_path: str | Path, out: Path, *, rev_range: str = "HEAD", max_commi
             if k > 1:
                 task = compose(prepared_for(task, backend=backend), task, k, seed=seed,
                                message=c.message, prompt_style=prompt_style, backend=backend,
-                               equivalence=equivalence)
+                               equivalence=equivalence, max_candidates=max_candidates)
         except Rejected as e:
             reasons[str(e)] += 1
             shutil.rmtree(out / "sources" / f"{project}-{c.sha[:12]}", ignore_errors=True)
