@@ -99,13 +99,14 @@ def cmd_report(args: argparse.Namespace) -> None:
             if stats["tasks"] else None,
             "seconds_per_candidate_tried": round(sum(per) / len(per), 1) if per else None,
             "task_ids": [f.removesuffix(".json") for f in stats["task_files"]]}
-        if stats["tasks"]:
+        if stats["tasks"] and name in args.grade_projects.split(","):
             tasks = load_tasks(d)
             rows = _baselines(tasks, args.backend, work / "baselines")
             data["baselines"][name] = rows
             if name in args.battery_projects.split(","):
                 battery_paths += [d / f for f in stats["task_files"][:args.battery_tasks]]
     all_rows = [r for rs in data["baselines"].values() for r in rs]
+    data["graded_projects"] = sorted(data["baselines"])
     data["summary"] = {
         a: {g: sum(r[f"{g}_paid"] for r in all_rows if r["agent"] == a)
             / max(1, sum(1 for r in all_rows if r["agent"] == a)) for g in ("v1", "v2")}
@@ -138,7 +139,8 @@ def cmd_report(args: argparse.Namespace) -> None:
                             "python benchmarks/repos_mining.py mine more-itertools "
                             "--max-commits 150 --n 1",
                             f"python benchmarks/repos_mining.py report --battery-tasks "
-                            f"{args.battery_tasks} --battery-projects {args.battery_projects}"]))
+                            f"{args.battery_tasks} --battery-projects {args.battery_projects} "
+                            f"--grade-projects {args.grade_projects}"]))
     write_docs(data)
     print(f"wrote {path} and the table in docs/mining.md")
 
@@ -188,6 +190,8 @@ def main() -> None:
     r = sub.add_parser("report")
     r.add_argument("--battery-tasks", type=int, default=1)
     r.add_argument("--battery-projects", default=",".join(PROJECTS))
+    r.add_argument("--grade-projects", default=",".join(PROJECTS),
+                   help="projects whose tasks get the baselines graded (and the battery)")
     r.add_argument("--workers", type=int, default=2)
     args = ap.parse_args()
     cmd_mine(args) if args.cmd == "mine" else cmd_report(args)
