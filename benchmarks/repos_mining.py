@@ -158,7 +158,10 @@ def table(data: dict) -> str:
         lines.append(f"| {name} | {d['walked']} | {d['candidates']} | {d['tried']} | "
                      f"{d['tasks']} | {d['seconds_per_candidate_tried']} | "
                      f"{d['seconds_per_task']} | {d['envs_built']} | {top} |")
-    lines += ["", "| baseline | v1 paid | v2 paid |", "|---|---|---|"]
+    n = sum(1 for rs in data["baselines"].values() for r in rs if r["agent"] == "oracle")
+    lines += ["", f"Baselines on {n} mined task(s) of: "
+              f"{', '.join(data.get('graded_projects', [])) or 'none'}.", "",
+              "| baseline | v1 paid | v2 paid |", "|---|---|---|"]
     for a, g in data["summary"].items():
         lines.append(f"| {a} | {100 * g['v1']:.0f}% | {100 * g['v2']:.0f}% |")
     b = data.get("battery") or {}
