@@ -342,19 +342,20 @@ def split_fail_to_pass(p: Prepared, broken: set[str], functions: list[str]
     rest hidden; with one failing function, the other tests that call the fix are hidden, and
     when none does, every other test is (the agent then sees only the failing test)."""
     units = sorted({unit_of(t) for t in broken})
-    n_vis = max(1, len(units) // 2)
-    vis_units = set(units[:n_vis])
-    hidden_units = set(units[n_vis:])
-    if not hidden_units:  # one failing test function: the other tests that call the fix ...
-        hidden_units = {unit_of(t) for f in functions for t in p.reach.get(f, ())} - vis_units
-    if not hidden_units:  # ... or else the rest of the suite, as a regression guard
-        hidden_units = {unit_of(t) for t in p.passing} - vis_units
-    if not hidden_units:
+    vis_units = set(units[:max(1, len(units) // 2)])
+
+    def passing_in(chosen: set[str]) -> list[str]:
+        return [t for t in p.passing if unit_of(t) in chosen - vis_units]
+
+    hidden = passing_in(set(units))
+    if not hidden:  # one failing test function: the other tests that call the fix ...
+        hidden = passing_in({unit_of(t) for f in functions for t in p.reach.get(f, ())})
+    if not hidden:  # ... or else the rest of the suite, as a regression guard
+        hidden = passing_in({unit_of(t) for t in p.passing})
+    if not hidden:
         raise Rejected("the suite is one test function")
-    hidden = [t for t in p.passing if unit_of(t) in hidden_units]
-    visible = [t for t in p.passing if unit_of(t) not in hidden_units]
-    if not visible:
-        raise Rejected("no visible test left")
+    hidden_set = set(hidden)
+    visible = [t for t in p.passing if t not in hidden_set]
     return visible, hidden
 
 
@@ -666,8 +667,11 @@ def mine(repo_path: str | Path, out: Path, *, rev_range: str = "HEAD", max_commi
                 task = compose(prepared_for(task, backend=backend), task, k, seed=seed,
                                message=c.message, prompt_style=prompt_style, backend=backend,
                                equivalence=equivalence, max_candidates=max_candidates)
-        except Rejected as e:
-            reasons[str(e)] += 1
+        except Exception as e:  # noqa: BLE001 - one odd commit must not end the walk
+            why = str(e) if isinstance(e, Rejected) else f"error: {type(e).__name__}"
+            if not isinstance(e, Rejected):
+                log(f"  {c.sha[:10]} error: {e}")
+            reasons[why] += 1
             shutil.rmtree(out / "sources" / f"{project}-{c.sha[:12]}", ignore_errors=True)
             log(f"  {c.sha[:10]} rejected: {e}")
         else:
