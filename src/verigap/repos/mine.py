@@ -283,8 +283,12 @@ def prepare_reference(spec_dir: Path, python: str, prefix: str, test_deps: list[
     tree_sha = sources.tree_hash(spec_dir)
     key = env_key(spec, tree_sha, test_deps, env)
     final = cache_root() / key
-    if (final / PREPARED).is_file():
-        return Prepared.model_validate_json((final / PREPARED).read_text())
+    if (final / PREPARED).is_file():  # the same tree, maybe mined into another --out before:
+        cached = Prepared.model_validate_json((final / PREPARED).read_text())
+        if cached.spec != spec:  # point it at the copy that exists now
+            cached = cached.model_copy(update={"spec": spec})
+            write_json_atomic(final / PREPARED, cached.model_dump())
+        return cached
     if final.exists():
         shutil.rmtree(final)
     final.mkdir(parents=True)
