@@ -154,7 +154,8 @@ def table(data: dict) -> str:
     lines = ["| project | commits walked | candidates | tried | tasks | s per candidate tried "
              "| s per task | venvs built | top rejections |", "|---|---|---|---|---|---|---|---|---|"]
     for name, d in data["projects"].items():
-        top = "; ".join(f"{why} ×{n}" for why, n in list(d["rejected"].items())[:4])
+        ranked = sorted(d["rejected"].items(), key=lambda kv: (-kv[1], kv[0]))
+        top = "; ".join(f"{why} ×{n}" for why, n in ranked[:4])
         lines.append(f"| {name} | {d['walked']} | {d['candidates']} | {d['tried']} | "
                      f"{d['tasks']} | {d['seconds_per_candidate_tried']} | "
                      f"{d['seconds_per_task']} | {d['envs_built']} | {top} |")
@@ -162,7 +163,8 @@ def table(data: dict) -> str:
     lines += ["", f"Baselines on {n} mined task(s) of: "
               f"{', '.join(data.get('graded_projects', [])) or 'none'}.", "",
               "| baseline | v1 paid | v2 paid |", "|---|---|---|"]
-    for a, g in data["summary"].items():
+    for a in ("oracle", "noop"):
+        g = data["summary"][a]
         lines.append(f"| {a} | {100 * g['v1']:.0f}% | {100 * g['v2']:.0f}% |")
     b = data.get("battery") or {}
     if b:
