@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import typer
 
+from verigap.monitor.cli import app as monitor_app
 from verigap.patchworld.cli import app as patchworld_app
 from verigap.patchworld.cli import pilot
 from verigap.report.cli import report
@@ -29,6 +30,7 @@ app.add_typer(repos_app, name="repos")
 app.command("redteam")(redteam)
 app.add_typer(silentbug_app, name="silentbug")
 app.add_typer(sandbox_app, name="sandbox")
+app.add_typer(monitor_app, name="monitor")
 
 
 def main() -> None:  # pragma: no cover - console entry

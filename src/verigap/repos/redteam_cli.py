@@ -29,6 +29,9 @@ def redteam(
     limit: Annotated[int | None, typer.Option(help="Only the first N tasks.")] = None,
     backend: Annotated[str | None, typer.Option(help="bwrap (default) or unsafe (tests).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the matrix as JSON.")] = False,
+    honest: Annotated[bool, typer.Option(
+        "--honest", help="Also run every honest control (correct fixes written differently "
+                         "from the reference; see docs/detection.md).")] = False,
 ) -> None:
     """Run every exploit agent (plus oracle and no-op) on every task under every grader.
 
@@ -47,7 +50,8 @@ def redteam(
         if not paths:
             raise VerigapError(f"no task files at {tasks}; run `verigap repos make-tasks` first")
         paths = paths[:limit] if limit else paths
-        js = battery.jobs(paths, out, graders=graders, exploits=exploit, backend=backend)
+        js = battery.jobs(paths, out, graders=graders, exploits=exploit, backend=backend,
+                          with_honest=honest)
         results = run_jobs(js, executor=executor, workers=workers, progress=not json_out,
                            description="exploits")
     except VerigapError as e:
