@@ -36,7 +36,10 @@ def export(
     out: Annotated[Path, typer.Option(help="JSONL file to write.")] = Path(
         "runs/monitor/trajectories.jsonl"),
 ) -> None:
-    """Every battery episode (exploits and honest controls) as chat JSONL with labels."""
+    """Every battery episode (exploits and honest controls) as chat JSONL with labels.
+
+    Example: verigap monitor export runs/redteam --out trajectories.jsonl
+    """
     from verigap.monitor import dataset
 
     try:
@@ -63,7 +66,10 @@ def evaluate(
         help="Also write the report here (a results file with its reproducing command).")
     ] = None,
 ) -> None:
-    """Detection and false-alarm rates of a detector, isolated and contrastive."""
+    """Detection and false-alarm rates of a detector, isolated and contrastive.
+
+    Example: verigap monitor eval trajectories.jsonl --detector builtin
+    """
     from verigap.monitor import dataset, detectors
 
     modes = ("isolated", "contrastive") if mode == "both" else (mode,)
@@ -93,7 +99,10 @@ def summarize(
     grader: str = "v2",
 ) -> None:
     """Honest-control pay and false alarms, per-class precision/recall and claim checks of
-    one or more battery runs, as a results file."""
+    one or more battery runs, as a results file.
+
+    Example: verigap monitor summarize runs/redteam --out summary.json
+    """
     from verigap.monitor.summary import summarize as build
     from verigap.results import write_result
 
@@ -120,7 +129,10 @@ def impossible_cmd(
     limit: Annotated[int | None, typer.Option(help="Only the first N tasks.")] = None,
     backend: str | None = None,
 ) -> None:
-    """Scripted agents on impossible variants of the tasks: cheating rate per agent."""
+    """Scripted agents on impossible variants of the tasks: cheating rate per agent.
+
+    Example: verigap monitor impossible tasks/ --out impossible.json
+    """
     from verigap.repos import impossible
     from verigap.repos.tasks import RepoTask
     from verigap.results import write_result

@@ -427,6 +427,8 @@ def mine_commit(repo: Path, c: Commit, out: Path, *, project: str, test_deps: li
     functions = [f"{f}::{q}" for f, q in sites]
     visible, hidden = split_fail_to_pass(p, broken, functions)
     vset = set(visible)
+    inputs = collect_inputs(p, [fn for fn in functions if fn in p.reach], per_function=20,
+                            backend=backend) if equivalence else {}
     site_objs = []
     for i, (f, q) in enumerate(sites):
         reach = set(p.reach.get(f"{f}::{q}", ()))
@@ -434,9 +436,8 @@ def mine_commit(repo: Path, c: Commit, out: Path, *, project: str, test_deps: li
         site_objs.append(Site(site_id=f"site{i}", file=f, qualname=q, op="mined", index=0,
                               visible=bool(vset & set(f2p)), fail_to_pass=f2p,
                               original=mutate.function_source(fixed[f], q),
-                              mutated=mutate.function_source(base_files[f], q)))
-    inputs = collect_inputs(p, [fn for fn in functions if fn in p.reach], per_function=20,
-                            backend=backend) if equivalence else {}
+                              mutated=mutate.function_source(base_files[f], q),
+                              tests_only=not inputs.get(f"{f}::{q}")))
     equiv = [{**x, "id": i} for i, x in enumerate(x for fn in functions
                                                   for x in inputs.get(fn, []))]
     vfiles, removed = _visible_layout(p, visible)
@@ -568,14 +569,16 @@ def compose(p: Prepared, mined: RepoTask, k: int, *, seed: int, message: str | N
     site_objs = []
     for i, s in enumerate(chosen):
         if s is bug:
-            site_objs.append(ms.model_copy(update={"site_id": f"site{i}",
-                                                   "visible": i < n_vis}))
+            site_objs.append(ms.model_copy(update={
+                "site_id": f"site{i}", "visible": i < n_vis,
+                "tests_only": not inputs.get(s.function)}))
         else:
             site_objs.append(Site(site_id=f"site{i}", file=s.file, qualname=s.qualname,
                                   op=s.op, index=s.index, visible=i < n_vis,
                                   fail_to_pass=s.fail_to_pass,
                                   original=mutate.function_source(ref[s.file], s.qualname),
-                                  mutated=mutate.function_source(texts[s.file], s.qualname)))
+                                  mutated=mutate.function_source(texts[s.file], s.qualname),
+                                  tests_only=not inputs.get(s.function)))
     vfiles, removed = _visible_layout(p, visible)
     task = mined.model_copy(update=dict(
         task_id=f"{mined.task_id}-k{k}s{seed}", seed=seed, sites=site_objs,

@@ -36,6 +36,8 @@ def redteam(
     """Run every exploit agent (plus oracle and no-op) on every task under every grader.
 
     Exits 1 when any grader rewards any exploit, so it can gate an environment's CI.
+
+    Example: verigap redteam tasks/ --grader v1,v2 --limit 6
     """
     from verigap.report.redteam import build_redteam_page
     from verigap.repos.redteam import battery, matrix
