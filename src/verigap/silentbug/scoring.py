@@ -40,7 +40,7 @@ from verigap.silentbug.episode import (
     library_paths,
 )
 from verigap.silentbug.patching import parse_unified_diff
-from verigap.silentbug.runner import score_episodes
+from verigap.silentbug.runner import score_episodes, versions
 from verigap.silentbug.substrate import SUBSTRATES, content_hash, workspace_files
 from verigap.verdict import Status, Verdict
 
@@ -72,15 +72,6 @@ TRUSTED_BOOT = (
 )
 
 
-def _versions() -> dict[str, str]:
-    import platform
-
-    import torch
-
-    return {"python": platform.python_version(), "numpy": np.__version__,
-            "torch": torch.__version__}
-
-
 # ---- outcome runs ------------------------------------------------------------------------
 
 
@@ -103,7 +94,7 @@ def scored_run(setup: ScoringSetup, substrate: str, files: dict[str, str], seed:
     sub = SUBSTRATES[substrate]
     files = workspace_files(substrate, files)
     config = {**sub.config, **dict(setup.overrides), "seed": seed}
-    key = content_hash(files, {"entry": sub.entry, "config": config, "versions": _versions(),
+    key = content_hash(files, {"entry": sub.entry, "config": config, "versions": versions(),
                                "scorer": SCORER_VERSION})
     run_dir = setup.cache_dir / substrate / f"seed{seed}-{key[:20]}"
     done = run_dir / "result.json"
