@@ -239,8 +239,9 @@ def metric_series(records: list[dict[str, Any]], key: str) -> list[tuple[int, fl
 
 
 def metric_keys(records: list[dict[str, Any]]) -> list[str]:
-    keys = {k for r in records if r.get("kind") == "iteration" for k in r
-            if k not in ("kind", "iteration", "global_step")}
+    keys = {k for r in records if r.get("kind") == "iteration" for k, v in r.items()
+            if k not in ("kind", "iteration", "global_step")
+            and isinstance(v, int | float) and not isinstance(v, bool)}
     return ["episode_return", "episode_length", *sorted(keys)]
 
 
