@@ -182,6 +182,7 @@ def run_eval(run_dir: Path, cfg: EvalConfig, *, cache_dir: Path = Path("runs/sil
                           "split": bug.split, "runs": record.runs,
                           "wall_s": round(time.time() - started, 2),
                           "verdict": verdict.to_dict()}
+                result = json.loads(json.dumps(result))  # as it reads back: lists, not tuples
                 write_json_atomic(done, result)
                 results.append(result)
                 if on_done:
