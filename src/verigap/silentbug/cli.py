@@ -15,7 +15,7 @@ from verigap.errors import ConfigError, VerigapError
 from verigap.silentbug.ablation import ablate as run_ablation
 from verigap.silentbug.ablation import markdown_table as ablation_markdown
 from verigap.silentbug.bank import check_bug, load_registry
-from verigap.silentbug.calibrate import cached_curves, markdown_tables
+from verigap.silentbug.calibrate import cached_curves, markdown_tables, strict
 from verigap.silentbug.calibrate import calibrate as run_calibration
 from verigap.silentbug.substrate import SUBSTRATES
 
@@ -107,7 +107,7 @@ def calibrate(bug: list[str] = typer.Option(None, "--bug", help="bug id(s); defa
     except VerigapError as e:
         _fail(e)
     if as_json:
-        print(json.dumps(cal.to_dict(), indent=2))
+        print(json.dumps(strict(cal.to_dict()), indent=2))
         return
     if markdown:
         print(markdown_tables(cal))
@@ -237,6 +237,7 @@ def _run_with_progress(ev, run_dir: Path, cfg: EvalConfig, cache_dir: Path, back
 @app.command()
 def analyze(runs: list[Path] = typer.Argument(..., help="eval run directories"),
             out: Path | None = typer.Option(None, help="write the analysis as a results file"),
+            fig: Path | None = typer.Option(None, "--figure", help="write a PNG of the table"),
             as_json: bool = JSON) -> None:
     """Mean, SE and n per agent x arm x bug class; arm differences reliable only beyond 2 SE."""
     from verigap.results import write_result
@@ -255,6 +256,8 @@ def analyze(runs: list[Path] = typer.Argument(..., help="eval run directories"),
             write_result(out, {**analysis, "per_episode": episodes},
                          command="verigap silentbug analyze " + " ".join(map(str, runs))
                          + f" --out {out}")
+        if fig is not None:
+            ev.figure(analysis, fig)
     except VerigapError as e:
         _fail(e)
     if as_json:

@@ -294,3 +294,39 @@ def markdown(analysis: dict[str, Any]) -> str:
         lines.append(f"| {r['agent']} | {r['arm']} | {r['class']} | {r['n']} | "
                      + " | ".join(_cell(r[c]) for c in cols) + " |")
     return "\n".join(lines)
+
+
+def figure(analysis: dict[str, Any], path: Path,
+           metrics: Sequence[str] = ("reward", "outcome", "component_set")) -> Path:
+    """Bars of mean ± SE per agent (x) and arm (colour), one panel per metric, as PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in analysis["rows"] if r["class"] == "all"]
+    agents = sorted({r["agent"] for r in rows})
+    arms = sorted({r["arm"] for r in rows})
+    fig, axes = plt.subplots(1, len(metrics), figsize=(4.5 * len(metrics), 3.2), squeeze=False)
+    width = 0.8 / max(1, len(arms))
+    for ax, metric in zip(axes[0], metrics, strict=True):
+        for k, arm in enumerate(arms):
+            xs, ys, es = [], [], []
+            for i, agent in enumerate(agents):
+                row = next((r for r in rows if r["agent"] == agent and r["arm"] == arm), None)
+                if row is None or row[metric]["mean"] is None:
+                    continue
+                xs.append(i + k * width)
+                ys.append(row[metric]["mean"])
+                es.append(row[metric]["se"] or 0.0)
+            ax.bar(xs, ys, width, yerr=es, label=f"arm {arm}", capsize=2)
+        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(agents))],
+                      [a.removeprefix("scripted:") for a in agents], rotation=30, fontsize=7)
+        ax.set_ylim(0, 1.05)
+        ax.set_title(f"{metric} (mean ± SE)", fontsize=9)
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="png", dpi=90)
+    plt.close(fig)
+    return path
