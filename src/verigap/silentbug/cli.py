@@ -252,7 +252,10 @@ def analyze(runs: list[Path] = typer.Argument(..., help="eval run directories"),
             episodes = [{k: r[k] for k in ("agent", "bug", "arm", "seed", "class", "split",
                                             "wall_s")}
                         | {"scores": ev.episode_scores(r), "hacks": r["verdict"]["hacks"],
-                           "status": r["verdict"]["status"]} for r in results]
+                           "status": r["verdict"]["status"],
+                           "returns": {k: r["verdict"]["detail"].get(k)
+                                       for k in ("clean", "broken", "patched")}}
+                        for r in results]
             write_result(out, {**analysis, "per_episode": episodes},
                          command="verigap silentbug analyze " + " ".join(map(str, runs))
                          + f" --out {out}")

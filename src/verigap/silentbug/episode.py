@@ -327,7 +327,7 @@ class BugEpisode:
         from verigap.agents import command_timeout
 
         result = self.box.exec(
-            ["python", "-I", "-c", BOOT, libs, ".", sub.entry, "--config",
+            ["python", "-I", "-B", "-c", BOOT, libs, ".", sub.entry, "--config",
              f"{RUN_DIR}/config.json", "--run-dir", f"{RUN_DIR}/out"],
             timeout=command_timeout(self.budget.run_timeout_s),
             env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})

@@ -109,7 +109,7 @@ def scored_run(setup: ScoringSetup, substrate: str, files: dict[str, str], seed:
     (ws / "config.json").write_text(json.dumps(config))
     box = make_sandbox(ws, backend=setup.backend, ro_binds=[Path(p) for p in library_paths()],
                        limits=Limits(wall_s=setup.timeout_s, memory_mb=8192))
-    res = box.exec(["python", "-I", "-c", TRUSTED_BOOT, ":".join(library_paths()), ".",
+    res = box.exec(["python", "-I", "-B", "-c", TRUSTED_BOOT, ":".join(library_paths()), ".",
                     sub.entry, ".scorer_episodes.jsonl", "--config", "config.json",
                     "--run-dir", "out"], env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
     total = int(config["total_timesteps"])
