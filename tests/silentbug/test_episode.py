@@ -56,8 +56,10 @@ def test_workspace_holds_only_the_broken_substrate(tmp_path: Path, bug) -> None:
     assert text != pristine_files()[bug.file]  # the bug is in, and no clean copy anywhere
     for p in ep.workspace.rglob("*.py"):
         assert p.read_text() != pristine_files()[bug.file]
-    assert not (ep.workspace / "substrates" / "ppo_modular" / "config.py").exists() or \
-        "ppo_modular/config.py" in PROTECTED
+    protected = [rel for rel in episode_files(bug) if rel in PROTECTED]
+    assert "envs.py" in protected and ("ppo_modular/config.py" in protected) == (bug is MODULAR)
+    for rel in protected:  # the scorer's protected files start pristine
+        assert (ep.workspace / "substrates" / rel).read_text() == pristine_files()[rel]
 
 
 def test_prompt_gives_symptom_budget_and_taxonomy() -> None:

@@ -30,6 +30,7 @@ from verigap.agents import (
     ToolArgs,
     ToolError,
     ToolOutput,
+    command_timeout,
     standard_tools,
 )
 from verigap.agents import run_episode as run_tool_loop
@@ -324,8 +325,6 @@ class BugEpisode:
         shutil.rmtree(inside, ignore_errors=True)
         self.box.write_file(f"{RUN_DIR}/config.json", json.dumps(config))
         libs = ":".join(library_paths())
-        from verigap.agents import command_timeout
-
         result = self.box.exec(
             ["python", "-I", "-B", "-c", BOOT, libs, ".", sub.entry, "--config",
              f"{RUN_DIR}/config.json", "--run-dir", f"{RUN_DIR}/out"],
