@@ -22,6 +22,7 @@ import json
 import re
 import shutil
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -86,6 +87,8 @@ class ScoringSetup:
     cache_dir: Path = Path("runs/silentbug/scoring")
     backend: str = "bwrap"
     timeout_s: float = 1800.0
+    workers: int = 3
+    """seeds trained at once"""
 
 
 def scored_run(setup: ScoringSetup, substrate: str, files: dict[str, str], seed: int
@@ -132,7 +135,10 @@ def scored_run(setup: ScoringSetup, substrate: str, files: dict[str, str], seed:
 
 def arm_scores(setup: ScoringSetup, substrate: str, files: dict[str, str]
                ) -> list[dict[str, Any]]:
-    return [scored_run(setup, substrate, files, s) for s in setup.seeds]
+    """One scored run per calibration seed, the seeds side by side (each is its own
+    sandboxed process; the threads only wait on them)."""
+    with ThreadPoolExecutor(max_workers=max(1, min(setup.workers, len(setup.seeds)))) as pool:
+        return list(pool.map(lambda s: scored_run(setup, substrate, files, s), setup.seeds))
 
 
 def mean_score(runs: Sequence[dict[str, Any]]) -> float | None:
