@@ -200,6 +200,7 @@ def eval_(agent: str = typer.Option(..., help="scripted:NAME | openai:MODEL | an
             _ints(score_seeds))
         cfg = ev.EvalConfig(agent, tuple(arms), tuple(b.id for b in bug_list), episodes,
                             max_runs, max_steps, max_turns, seeds, score_steps, scheme, base_url)
+        ev.check_run_dir(run_dir, cfg)  # a bad run dir fails before the progress bar starts
         results = _run_with_progress(ev, run_dir, cfg, cache_dir, backend, quiet=as_json)
     except VerigapError as e:
         _fail(e)

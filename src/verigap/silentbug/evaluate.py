@@ -115,7 +115,7 @@ def make_client(cfg: EvalConfig, bug: Bug, arm: str, seed: int) -> ModelClient:
     return AnthropicClient(name, base_url=cfg.base_url, temperature=0.0)
 
 
-def _check_run_dir(run_dir: Path, cfg: EvalConfig) -> None:
+def check_run_dir(run_dir: Path, cfg: EvalConfig) -> None:
     path = run_dir / "config.json"
     if not path.exists():
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -154,7 +154,7 @@ def run_eval(run_dir: Path, cfg: EvalConfig, *, cache_dir: Path = Path("runs/sil
         parse_arms(a)
     registry = load_registry()
     bugs = [registry.get(b) for b in cfg.bugs]
-    _check_run_dir(run_dir, cfg)
+    check_run_dir(run_dir, cfg)
     overrides = (("total_timesteps", cfg.score_steps),) if cfg.score_steps else ()
     setup = ScoringSetup(seeds=cfg.score_seeds, overrides=overrides, cache_dir=cache_dir,
                          backend=backend)
