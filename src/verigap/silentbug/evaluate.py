@@ -196,7 +196,7 @@ def load_episode(path: Path) -> dict[str, Any]:
         Verdict.from_dict(data["verdict"])
         for k in ("agent", "bug", "arm", "seed", "class"):
             data[k]  # noqa: B018 - presence check
-    except (OSError, ValueError, KeyError, TypeError) as e:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         raise ConfigError(f"{path}: corrupt episode result ({type(e).__name__}: {e}); delete "
                           "that episode's directory and rerun eval to redo it") from None
     return data
