@@ -33,7 +33,10 @@ def prepare(
     force: bool = False,
     backend: Annotated[str | None, typer.Option(help="bwrap (default) or unsafe (tests).")] = None,
 ) -> None:
-    """Build (or reuse) the cached environment for SOURCE and record its passing tests."""
+    """Build (or reuse) the cached environment for SOURCE and record its passing tests.
+
+    Example: verigap repos prepare inflection==0.5.1
+    """
     from verigap.repos.prepare import prepare as _prepare
 
     try:
@@ -59,7 +62,10 @@ def make_tasks(
     backend: str | None = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the stats as JSON.")] = False,
 ) -> None:
-    """Mutate, validate and combine into tasks; writes task files and index.json to OUT."""
+    """Mutate, validate and combine into tasks; writes task files and index.json to OUT.
+
+    Example: verigap repos make-tasks inflection==0.5.1 --n 20 --out tasks/
+    """
     from verigap.repos.tasks import make_tasks as _make
 
     try:
@@ -97,7 +103,10 @@ def run(
     backend: str | None = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
-    """Run agents on tasks, grade every episode, print a summary per agent and grader."""
+    """Run agents on tasks, grade every episode, print a summary per agent and grader.
+
+    Example: verigap repos run tasks/ --agent scripted:careless --grader v1 --grader v2
+    """
     from verigap.repos.episode import jobs as _jobs
     from verigap.runs import run_jobs
 
