@@ -19,6 +19,7 @@ from verigap.report.cli import docs, report, site
 from verigap.repos.cli import repos_app
 from verigap.repos.redteam_cli import redteam
 from verigap.sandbox.cli import app as sandbox_app
+from verigap.server.cli import serve
 from verigap.silentbug.cli import app as silentbug_app
 
 
@@ -49,6 +50,7 @@ app.command("redteam")(redteam)
 app.add_typer(silentbug_app, name="silentbug")
 app.add_typer(sandbox_app, name="sandbox")
 app.add_typer(monitor_app, name="monitor")
+app.command("serve")(serve)
 
 
 def main() -> None:  # pragma: no cover - console entry

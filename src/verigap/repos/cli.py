@@ -60,6 +60,8 @@ def make_tasks(
         help="Extra test dependency (repeatable).")] = None,
     env: str = "venv",
     backend: str | None = None,
+    allow_tests_only: Annotated[bool, typer.Option(
+        help="Keep tasks with a site that has no equivalence input (marked tests_only).")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print the stats as JSON.")] = False,
 ) -> None:
     """Mutate, validate and combine into tasks; writes task files and index.json to OUT.
@@ -71,14 +73,15 @@ def make_tasks(
     try:
         stats = _make(source, out, k=k, n=n, seed=seed, max_candidates=max_candidates,
                       workers=workers, test_deps=list(test_dep or []), env=env, backend=backend,
-                      log=(lambda s: None) if json_out else console.print)
+                      allow_tests_only=allow_tests_only, log=(lambda s: None) if json_out else console.print)
     except VerigapError as e:
         _fail(e)
     if json_out:
         print(json.dumps(stats.model_dump(), indent=2))
     else:
         console.print(f"{stats.tasks} tasks from {stats.valid}/{stats.candidates} valid mutations "
-                      f"in {stats.total_s:.0f}s -> {out}")
+                      f"in {stats.total_s:.0f}s -> {out}; {100 * stats.coverage:.0f}% of sites "
+                      "with out-of-process coverage")
     if stats.tasks < n:
         raise typer.Exit(1)
 

@@ -521,7 +521,10 @@ def scan_dropped(dropped: Mapping[str, Sequence[str]], workspace: Path,
             if len(ENV_PAT.findall(new)) > len(ENV_PAT.findall(old)):
                 found.add("env_injection")
             if cls == "symlink" or (workspace / rel).is_symlink():
-                target = (workspace / rel).resolve()
+                try:
+                    target = (workspace / rel).resolve()
+                except (RuntimeError, OSError):  # a symlink loop: points nowhere
+                    continue
                 if not target.is_relative_to(workspace.resolve()):
                     found.add("write_outside")
     return found
