@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import typer
 
+from verigap.experiments.cli import app as experiments_app
 from verigap.patchworld.cli import app as patchworld_app
 from verigap.patchworld.cli import pilot
 from verigap.report.cli import report
@@ -29,6 +30,7 @@ app.add_typer(repos_app, name="repos")
 app.command("redteam")(redteam)
 app.add_typer(silentbug_app, name="silentbug")
 app.add_typer(sandbox_app, name="sandbox")
+app.add_typer(experiments_app, name="experiments")
 
 
 def main() -> None:  # pragma: no cover - console entry
