@@ -12,7 +12,7 @@ from rich.table import Table
 
 from verigap.errors import VerigapError
 from verigap.experiments.registry import DEFAULT_REGISTRY, load_registry
-from verigap.experiments.render import fmt_interval, fmt_num, markdown, sort_rows, splice
+from verigap.experiments.render import figure, fmt_interval, fmt_num, markdown, sort_rows, splice
 from verigap.experiments.render import verdict_label as label
 from verigap.experiments.runner import RESULTS, RUNS, plan, run_log
 from verigap.experiments.verdicts import status
@@ -98,7 +98,9 @@ def verdicts(registry: Path = REG,
              results: Path = typer.Option(RESULTS, help="the verdicts file"),
              as_json: bool = typer.Option(False, "--json", help="print JSON"),
              markdown_file: Path = typer.Option(None, "--markdown",
-                                                help="rewrite the generated table in this file")
+                                                help="rewrite the generated table in this file"),
+             figure_file: Path = typer.Option(None, "--figure",
+                                              help="also draw final false success per setting")
              ) -> None:
     """The verdict table: supported / refuted / inconclusive with the numbers behind each;
     predictions edited after their verdict show as amended beside the original."""
@@ -108,6 +110,9 @@ def verdicts(registry: Path = REG,
     except VerigapError as e:
         _fail(str(e))
     rows = status(reg, data["predictions"])
+    if figure_file is not None:
+        figure(rows, str(figure_file))
+        console.print(f"wrote {figure_file}")
     if markdown_file is not None:
         try:
             markdown_file.write_text(splice(markdown_file.read_text(), markdown(rows)))

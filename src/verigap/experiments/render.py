@@ -66,3 +66,35 @@ def splice(doc: str, block: str) -> str:
     head, rest = doc.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
     return head + block + tail
+
+
+def setting_values(rows: list[dict[str, Any]], metric: str) -> dict[str, list[float]]:
+    """Per-seed values of ``metric`` for every setting some verdict recorded it for."""
+    out: dict[str, list[float]] = {}
+    for r in rows:
+        for setting, metrics in (r.get("values") or {}).items():
+            if metric in metrics:
+                out.setdefault(setting, metrics[metric])
+    return out
+
+
+def figure(rows: list[dict[str, Any]], path: str, metric: str = "final_false_success") -> None:
+    """A bar per setting: the seed mean of ``metric``, with every seed as a dot."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    vals = setting_values(rows, metric)
+    names = sorted(vals, key=lambda s: sum(vals[s]) / len(vals[s]))
+    fig, ax = plt.subplots(figsize=(7, 0.22 * len(names) + 1.2))
+    means = [sum(vals[s]) / len(vals[s]) for s in names]
+    ax.barh(range(len(names)), means, color="#8d99ae")
+    for i, s in enumerate(names):
+        ax.plot(vals[s], [i] * len(vals[s]), "k.", markersize=3)
+    ax.set_yticks(range(len(names)), names, fontsize=7)
+    ax.set_xlabel(f"{metric} (held-out, k=4 unless the setting says; bar: seed mean)")
+    ax.set_xlim(0, 1)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
