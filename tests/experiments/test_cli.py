@@ -52,6 +52,9 @@ def test_quick_run_resume_and_verdicts(tmp_path):
     assert r.exit_code == 0, r.output
     assert {p: p.stat().st_mtime_ns for p in out.glob("*/seed*/result.json")} == stamps
 
+    # judging finished runs only starts nothing and finds every prediction finished
+    r = runner.invoke(app, args + ["--finished-only"])
+    assert r.exit_code == 0 and "3 predictions" in r.output, r.output
     r = runner.invoke(app, ["experiments", "verdicts", "--json", "--registry", str(reg),
                             "--results", str(out / "verdicts.json")])
     assert r.exit_code == 0, r.output

@@ -81,3 +81,16 @@ def test_bad_fields_name_entry_and_field():
     assert "setting visible" in msg and "audit reward" in msg
     msg = _bad(lambda d: d["predictions"][0].pop("prediction"))
     assert "prediction A1, field prediction: Field required" in msg
+
+
+def test_runs_are_scheduled_so_cheap_predictions_finish_first():
+    from verigap.experiments.runner import cheapest_first
+
+    doc = copy.deepcopy(GOOD)
+    doc["settings"]["long"] = {"steps": 5000}
+    doc["predictions"].insert(0, {
+        "id": "L1", "question": "q?", "prediction": "p.",
+        "criterion": {"kind": "contrast", "a": "long", "b": "visible",
+                      "metric": "final_false_success", "compare": "<", "value": 0}})
+    reg = parse_registry(doc)
+    assert cheapest_first(reg, reg.predictions) == ["visible", "audit", "long"]

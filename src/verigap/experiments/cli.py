@@ -55,7 +55,10 @@ def run(ids: list[str] = typer.Argument(None, help="prediction ids (default: all
         results: Path = typer.Option(None, help=f"verdicts file (default {RESULTS}; --quick: "
                                                 "OUT/verdicts.json)"),
         executor: str = typer.Option("process", help="serial | process | ray"),
-        workers: int = typer.Option(0, help="process-pool size (0: all cores)")) -> None:
+        workers: int = typer.Option(0, help="process-pool size (0: all cores)"),
+        finished_only: bool = typer.Option(
+            False, help="start nothing: judge the predictions whose runs have all finished")
+        ) -> None:
     """Run (resumably) what the predictions need, then compute and store their verdicts."""
     if executor not in ("serial", "process", "ray"):
         _fail(f"--executor {executor!r}: use serial, process or ray")
@@ -65,7 +68,7 @@ def run(ids: list[str] = typer.Argument(None, help="prediction ids (default: all
         reg = load_registry(registry)
         data = run_log(reg, ids or None, runs_dir=runs_dir, results_path=results_path,
                        quick=quick, executor=executor, workers=workers or None,  # type: ignore[arg-type]
-                       registry_path=registry)
+                       registry_path=registry, finished_only=finished_only)
     except (VerigapError, ValueError) as e:
         _fail(str(e))
     inv = data["last_invocation"]

@@ -19,7 +19,7 @@ from verigap.experiments.registry import DEFAULT_REGISTRY, Registry
 from verigap.experiments.verdicts import Values, merge_entries, verdict_entry
 from verigap.patchworld.grpo import train
 from verigap.results import read_result, write_result
-from verigap.runs import METRICS, Executor, Job, read_jsonl, run_jobs
+from verigap.runs import METRICS, Executor, Job, is_complete, read_jsonl, run_jobs
 
 RUNS = Path("runs/experiments")
 RESULTS = Path("results/experiments/verdicts.json")
@@ -46,11 +46,27 @@ def selected(reg: Registry, ids: list[str] | None) -> list:
     return [reg.prediction(i) for i in ids] if ids else list(reg.predictions)
 
 
+def cheapest_first(reg: Registry, preds: list) -> list[str]:
+    """The settings the predictions need, ordered so that predictions complete early: take the
+    prediction whose still-missing settings cost the fewest training steps, schedule those,
+    repeat. An interrupted log then holds as many finished predictions as it can."""
+    cost = {s: max(1, reg.config(s, reg.seeds[0]).steps) for p in preds
+            for s in p.criterion.settings_used()}
+    order: list[str] = []
+    todo = list(preds)
+    while todo:
+        missing = {p.id: sorted(set(p.criterion.settings_used()) - set(order)) for p in todo}
+        best = min(todo, key=lambda p: sum(cost[s] for s in missing[p.id]))
+        order += missing[best.id]
+        todo.remove(best)
+    return order
+
+
 def plan(reg: Registry, ids: list[str] | None, runs_dir: Path, quick: bool = False
          ) -> tuple[list[Job], dict[tuple[str, int], Path]]:
     """The jobs the chosen predictions need (deduplicated by config) and where each
     (setting, seed) run lives."""
-    needed = sorted({s for p in selected(reg, ids) for s in p.criterion.settings_used()})
+    needed = cheapest_first(reg, selected(reg, ids))
     jobs: dict[Path, Job] = {}
     where: dict[tuple[str, int], Path] = {}
     for s in needed:
@@ -82,12 +98,29 @@ def _cpu_s() -> float:
     return t.user + t.system + t.children_user + t.children_system
 
 
+def finished(reg: Registry, ids: list[str] | None, runs_dir: Path, quick: bool = False
+             ) -> list[str]:
+    """The ids (of ``ids``, default all) whose runs have all finished."""
+    out = []
+    for p in selected(reg, ids):
+        _, where = plan(reg, [p.id], runs_dir, quick)
+        if all(is_complete(d) for d in where.values()):
+            out.append(p.id)
+    return out
+
+
 def run_log(reg: Registry, ids: list[str] | None = None, *, runs_dir: Path = RUNS,
             results_path: Path | None = RESULTS, quick: bool = False,
             executor: Executor = "process", workers: int | None = None, progress: bool = True,
-            registry_path: Path = DEFAULT_REGISTRY) -> dict[str, Any]:
+            registry_path: Path = DEFAULT_REGISTRY, finished_only: bool = False
+            ) -> dict[str, Any]:
     """Run (or resume) what the chosen predictions need, compute their verdicts and, when
-    ``results_path`` is given, fold them into that results file. Returns the file's data."""
+    ``results_path`` is given, fold them into that results file. Returns the file's data.
+    ``finished_only`` starts no run: it judges only the predictions whose runs all finished."""
+    if finished_only:
+        ids = finished(reg, ids, runs_dir, quick)
+        if not ids:
+            raise ValueError(f"no prediction has all its runs finished in {runs_dir}")
     preds = selected(reg, ids)
     jobs, where = plan(reg, ids, runs_dir, quick)
     cpu0, wall0 = _cpu_s(), time.perf_counter()
