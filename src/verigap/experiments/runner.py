@@ -93,6 +93,15 @@ def collect(reg: Registry, preds: list, results: dict[Path, dict[str, Any]],
     return out
 
 
+def _whole_log(reg: Registry, runs_dir: Path, quick: bool) -> dict[str, int]:
+    """The size of the whole log: distinct runs, GRPO steps, and how many have finished."""
+    jobs, _ = plan(reg, None, runs_dir, quick)
+    done = [j for j in jobs if is_complete(j.run_dir)]
+    return {"runs": len(jobs), "grpo_steps": sum(int(j.config["steps"]) for j in jobs if j.config),
+            "runs_finished": len(done),
+            "grpo_steps_finished": sum(int(j.config["steps"]) for j in done if j.config)}
+
+
 def _cpu_s() -> float:
     t = os.times()
     return t.user + t.system + t.children_user + t.children_system
@@ -137,6 +146,10 @@ def run_log(reg: Registry, ids: list[str] | None = None, *, runs_dir: Path = RUN
         "scale": "quick" if quick else "full",
         "seeds": reg.seeds,
         "predictions": merge_entries(old.get("predictions", {}), entries),
+        "runs": {job.name: {"cpu_s": float(results[job.run_dir].get("cpu_s", 0.0)),
+                            "steps": int(job.config["steps"]) if job.config else 0}
+                 for job in jobs},
+        "whole_log": _whole_log(reg, runs_dir, quick),
         "last_invocation": {
             "ids": [p.id for p in preds], "runs": len(jobs),
             "run_cpu_s_sum": sum(float(r.get("cpu_s", 0.0)) for r in results.values()),
