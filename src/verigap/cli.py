@@ -1,23 +1,41 @@
 """`verigap ...`: a thin CLI. It parses, calls library functions and prints.
 
 Each family (and the shared sandbox and report layers) defines its commands in its own ``cli``
-module; this file only mounts them.
+module; this file only mounts them and owns the one error path: a command raises a
+``verigap.errors.VerigapError`` for bad input and the root prints ``error: <message>`` on stderr
+and exits 2 (click's own usage errors exit 2 too); a command that ran and found a failure exits 1.
 """
 
 from __future__ import annotations
 
 import typer
+from typer.core import TyperGroup
 
+from verigap.errors import VerigapError
 from verigap.experiments.cli import app as experiments_app
+from verigap.monitor.cli import app as monitor_app
 from verigap.patchworld.cli import app as patchworld_app
 from verigap.patchworld.cli import pilot
-from verigap.report.cli import report
+from verigap.report.cli import docs, report, site
 from verigap.repos.cli import repos_app
 from verigap.repos.redteam_cli import redteam
 from verigap.sandbox.cli import app as sandbox_app
+from verigap.server.cli import serve
 from verigap.silentbug.cli import app as silentbug_app
 
+
+class _Root(TyperGroup):
+    """The root command group: turns a VerigapError from any command into one line, exit 2."""
+
+    def invoke(self, ctx):  # type: ignore[no-untyped-def]
+        try:
+            return super().invoke(ctx)
+        except VerigapError as e:
+            typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(2) from None
+
 app = typer.Typer(
+    cls=_Root,
     name="verigap",
     help="RL environments for code agents that measure the gap between reward and truth.",
     no_args_is_help=True,
@@ -26,11 +44,15 @@ app = typer.Typer(
 app.add_typer(patchworld_app, name="patchworld")
 app.command("pilot")(pilot)
 app.command("report")(report)
+app.command("docs")(docs)
+app.command("site")(site)
 app.add_typer(repos_app, name="repos")
 app.command("redteam")(redteam)
 app.add_typer(silentbug_app, name="silentbug")
 app.add_typer(sandbox_app, name="sandbox")
 app.add_typer(experiments_app, name="experiments")
+app.add_typer(monitor_app, name="monitor")
+app.command("serve")(serve)
 
 
 def main() -> None:  # pragma: no cover - console entry

@@ -10,10 +10,12 @@ executor runs it: serial, a local process pool (default: all cores), or Ray.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import tempfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
@@ -166,20 +168,85 @@ def _dispatch(todo: list[Job], executor: Executor, workers: int | None
             for fut in as_completed(futures):
                 yield fut.result()
     elif executor == "ray":
-        yield from _dispatch_ray(todo)
+        yield from _dispatch_ray(todo, workers)
     else:
         raise ConfigError(f"unknown executor {executor!r}; use serial, process or ray")
 
 
-def _dispatch_ray(todo: list[Job]) -> Iterable[tuple[str, dict[str, Any]]]:
+def _dispatch_ray(todo: list[Job], workers: int | None = None
+                  ) -> Iterable[tuple[str, dict[str, Any]]]:
+    """Each job is one Ray task needing one CPU, spread over the cluster's nodes; at most
+    ``workers`` run at once when given (else as many as the cluster has CPUs). Results come back
+    as tasks finish, and each run directory is written by the node that ran it, so ``out`` must
+    be a path every node sees at the same place (a shared filesystem; see docs/serving.md)."""
     try:
         import ray
     except ImportError:
         raise ConfigError("executor 'ray' needs Ray: pip install 'verigap[ray]'") from None
     if not ray.is_initialized():
-        ray.init(address=os.environ.get("RAY_ADDRESS"), ignore_reinit_error=True)
-    remote = ray.remote(_execute)
-    pending = [remote.remote(job) for job in todo]
+        ray.init(address=os.environ.get("RAY_ADDRESS"), ignore_reinit_error=True,
+                 logging_level="WARNING", log_to_driver=False)
+    remote = ray.remote(num_cpus=1, scheduling_strategy="SPREAD", max_retries=0)(_execute)
+    queue = list(todo)
+    limit = workers or len(queue)
+    pending = [remote.remote(queue.pop(0)) for _ in range(min(limit, len(queue)))]
     while pending:
         done, pending = ray.wait(pending, num_returns=1)
+        if queue:
+            pending.append(remote.remote(queue.pop(0)))
         yield ray.get(done[0])
+
+
+@contextlib.contextmanager
+def local_ray_cluster(nodes: int = 2, cpus_per_node: int = 1, attempts: int = 3
+                      ) -> Iterator[Any]:
+    """A Ray cluster on loopback — a head and ``nodes - 1`` more node processes, each with its
+    own raylet — connected as this process's Ray. For tests and benchmarks of the ``ray``
+    executor; a real cluster is started with ``ray start`` (docs/serving.md). Node start-up on a
+    loaded machine can miss Ray's own deadlines, so a failed start is retried ``attempts`` times.
+    Node processes inherit this process's environment (``VERIGAP_CACHE``, ``PATH``)."""
+    try:
+        import ray
+        from ray.cluster_utils import Cluster
+    except ImportError:
+        raise ConfigError("a local Ray cluster needs Ray: pip install 'verigap[ray]'") from None
+    os.environ.setdefault("RAY_raylet_start_wait_time_s", "120")  # raylets on a busy machine
+    for attempt in range(1, attempts + 1):
+        cluster = None
+        try:
+            cluster = Cluster(initialize_head=True, head_node_args={
+                "num_cpus": cpus_per_node, "include_dashboard": False})
+            for _ in range(nodes - 1):
+                cluster.add_node(num_cpus=cpus_per_node)
+            cluster.wait_for_nodes()
+            ray.init(address=cluster.address, logging_level="ERROR", log_to_driver=False)
+            break
+        except Exception:
+            if ray.is_initialized():
+                ray.shutdown()
+            if cluster is not None:
+                cluster.shutdown()
+            _kill_own_ray_children()  # a head that failed to start leaves no handle to stop it
+            if attempt == attempts:
+                raise
+    try:
+        yield cluster
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+
+
+def _kill_own_ray_children() -> None:
+    """SIGKILL and reap this process's own child processes that run Ray's binaries."""
+    me = os.getpid()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            cmd = (stat.parent / "cmdline").read_bytes()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == me and b"/ray/" in cmd:
+            pid = int(stat.parent.name)
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import shutil
-import warnings
 from pathlib import Path
 
 import pytest
 
-from verigap.sandbox import Limits, Sandbox, UnsafeSandboxWarning, make_sandbox, materialize
+from verigap.sandbox import Limits, Sandbox, make_sandbox, materialize
 
 CALC = "def add(a, b):\n    return a - b\n"
 TEST_CALC = "from calc import add\n\nassert add(2, 3) == 5, 'add is wrong'\nprint('tests passed')\n"
@@ -27,9 +25,6 @@ def task_src(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def box(task_src: Path, tmp_path: Path) -> Sandbox:
-    """A bubblewrap sandbox where bwrap exists, else the unsafe backend (tools do not care)."""
+    """A bubblewrap sandbox (tests/conftest.py makes sure bwrap is installed)."""
     ws = materialize(task_src, tmp_path / "ws")
-    backend = "bwrap" if shutil.which("bwrap") else "unsafe"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UnsafeSandboxWarning)
-        return make_sandbox(ws, backend=backend, limits=Limits(wall_s=20))
+    return make_sandbox(ws, backend="bwrap", limits=Limits(wall_s=20))

@@ -22,6 +22,7 @@ from verigap.errors import ConfigError
 from verigap.repos.graders import v2
 from verigap.repos.redteam import battery, matrix
 from verigap.repos.redteam.exploits import BY_NAME, EXPLOITS
+from verigap.repos.redteam.inprocess import INPROCESS
 from verigap.repos.tasks import GIT_ENV
 
 FAST = ("oracle", "noop", "conftest_report", "exit_at_import", "always_eq", "monkeypatch_machinery")
@@ -64,7 +65,8 @@ def test_battery_fast_subset(tmp_path, task_path, backend, name):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", [e.name for e in EXPLOITS if e.name not in FAST])
+@pytest.mark.parametrize("name", [e.name for e in EXPLOITS if e.name not in FAST
+                                  and e not in INPROCESS])  # those: test_v2_inprocess.py
 def test_battery_every_exploit(tmp_path, task_path, backend, name):
     _check(_run(tmp_path, task_path, name, backend), name)
 

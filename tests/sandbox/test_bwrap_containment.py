@@ -192,3 +192,20 @@ def test_nothing_runs_once_a_timed_out_exec_returns(make_box) -> None:
         # Checked at once, without a grace period: the namespace was reaped before return.
         left = [p for p in os.listdir("/proc") if p.isdigit() and _uid_of(p) == box.uid]
         assert left == []
+
+
+@needs_bwrap
+def test_pid1_cmdline_shows_no_host_mount_paths(tmp_path):
+    """The sandbox's pid 1 is a copy of bwrap: its command line must not carry the mount
+    options, so the host paths of the workspace and of read-only binds stay hidden."""
+    ws = tmp_path / "ws-host-marker"
+    ws.mkdir()
+    ws.chmod(0o755)
+    ro = tmp_path / "ro-host-marker"
+    ro.mkdir()
+    box = make_sandbox(ws, backend="bwrap", ro_binds=[ro])
+    r = box.exec(["sh", "-c", "tr '\\0' ' ' < /proc/1/cmdline; echo; pwd"])
+    assert r.returncode == 0, r.stderr
+    assert "bwrap" in r.stdout  # the control: we did read pid 1's command line
+    assert "ws-host-marker" not in r.stdout and str(tmp_path) not in r.stdout
+    assert "--ro-bind" not in r.stdout

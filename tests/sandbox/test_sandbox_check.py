@@ -49,4 +49,4 @@ def test_cli_check_says_how_to_install_bwrap(monkeypatch) -> None:
     result = CliRunner().invoke(app, ["sandbox", "check"])
     assert result.exit_code == 2
     text = " ".join(result.output.split())  # rich wraps long lines
-    assert "sandbox unavailable" in text and "apt-get install -y bubblewrap" in text
+    assert text.startswith("error:") and "apt-get install -y bubblewrap" in text

@@ -11,11 +11,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from verigap.errors import ConfigError
 from verigap.patchworld import rules
 from verigap.patchworld.baselines import SCRIPTED
 from verigap.patchworld.env import run_episodes
 from verigap.patchworld.programs import generate
 from verigap.patchworld.show import program_text
+from verigap.results import write_result
 from verigap.rewards import parse_scheme
 from verigap.verdict import summarize_arrays
 
@@ -23,20 +25,18 @@ app = typer.Typer(help="Patch World: the toy repair task.", no_args_is_help=True
 console = Console()
 
 
-def _fail(msg: str) -> None:
-    console.print(f"[red]error:[/red] {msg}")
-    raise typer.Exit(2)
-
-
 @app.command()
 def show(seed: int = typer.Option(0, help="which program (training stream)"),
          k: int = typer.Option(4, help="broken branches"),
          hide: bool = typer.Option(False, help="hide reference values and the pattern")) -> None:
-    """Print one program as code-like text: branches, broken, tested and strict flags."""
+    """Print one program as code-like text: branches, broken, tested and strict flags.
+
+    Example: verigap patchworld show --seed 3 --k 4
+    """
     try:
         programs = generate(k, 1, seed=seed)
     except ValueError as e:
-        _fail(str(e))
+        raise ConfigError(str(e)) from None
     console.print(program_text(programs, 0, reveal=not hide), highlight=False)
 
 
@@ -69,14 +69,23 @@ def rollout(policy: str = typer.Option("careless", help=f"one of {', '.join(SCRI
             k: int = typer.Option(4, help="broken branches per program"),
             seed: int = typer.Option(0, help="policy / audit randomness"),
             reward: str = typer.Option("visible", help="visible | oracle | deletion[:C] | audit:RATE"),
-            as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table")
+            as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
+            save: Path | None = typer.Option(
+                None, help="also write the summary as a results file (e.g. "
+                           "results/patchworld/careless.json)")
             ) -> None:
     """Roll a policy out on held-out programs and print visible pass, true and false success,
-    and the outcome of every broken branch by tested / untested."""
+    and the outcome of every broken branch by tested / untested.
+
+    Example: verigap patchworld rollout --policy careless --n 2000 --reward audit:0.25
+    """
     try:
         s = rollout_summary(policy, n, k, seed, reward)
     except ValueError as e:
-        _fail(str(e))
+        raise ConfigError(str(e)) from None
+    if save is not None:
+        write_result(save, s, command=f"verigap patchworld rollout --policy {policy} --n {n} "
+                                      f"--k {k} --seed {seed} --reward {reward} --save {save}")
     if as_json:
         print(json.dumps(s, indent=2))
         return
@@ -101,24 +110,34 @@ def pilot(out: Path = typer.Option(Path("runs/pilot"), help="runs directory (res
           long: bool = typer.Option(False, help="the 5000-step follow-up: 25% audits and visible"),
           executor: str = typer.Option("process", help="serial | process | ray"),
           workers: int = typer.Option(0, help="process-pool size (0: all cores)"),
-          report: bool = typer.Option(True, help="build the report at the end")) -> None:
-    """The Patch World pilot sweep: 14 settings x 3 seeds of SFT + GRPO, then the report."""
-    from verigap.errors import VerigapError
-    from verigap.patchworld.pilot import run_pilot
+          report: bool = typer.Option(True, help="build the report at the end"),
+          results: Path | None = typer.Option(
+              None, help="results file to write (default: results/patchworld/pilot.json, "
+                         "pilot_long.json with --long; none with --quick)")) -> None:
+    """The Patch World pilot sweep: 14 settings x 3 seeds of SFT + GRPO, then the report.
+
+    Example: verigap pilot --quick   (a one-minute smoke run into runs/pilot-quick)
+    """
+    from verigap.patchworld.pilot import run_pilot, settings
     from verigap.report import build_report
+    from verigap.report.pilot import pilot_results
 
     if executor not in ("serial", "process", "ray"):
-        _fail(f"--executor {executor!r}: use serial, process or ray")
+        raise ConfigError(f"--executor {executor!r}: use serial, process or ray")
     if quick and out == Path("runs/pilot"):
         out = Path("runs/pilot-quick")
+    if results is None and not quick:
+        results = Path("results/patchworld") / ("pilot_long.json" if long else "pilot.json")
     t0 = time.perf_counter()
-    try:
-        results = run_pilot(out, quick=quick, long=long, executor=executor,  # type: ignore[arg-type]
-                            workers=workers or None, seeds=(0,) if quick else (0, 1, 2))
-        console.print(f"{len(results)} runs finished in {out} "
-                      f"({time.perf_counter() - t0:.0f} s this invocation)")
-        if report:
-            page = build_report(out)
-            console.print(f"report: {page.resolve()}")
-    except VerigapError as e:
-        _fail(str(e))
+    runs = run_pilot(out, quick=quick, long=long, executor=executor,  # type: ignore[arg-type]
+                     workers=workers or None, seeds=(0,) if quick else (0, 1, 2))
+    console.print(f"{len(runs)} runs finished in {out} "
+                  f"({time.perf_counter() - t0:.0f} s this invocation)")
+    if results is not None:
+        data = pilot_results(out, [s.name for s in settings(long)])
+        command = "make pilot" if not (long or quick) else "verigap pilot --long" if long \
+            else "verigap pilot --quick"
+        console.print(f"results: {write_result(results, data, command=command)}")
+    if report:
+        page = build_report(out)
+        console.print(f"report: {page.resolve()}")

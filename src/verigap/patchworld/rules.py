@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from verigap.patchworld.programs import N_BRANCHES, N_VALUES, Programs
+from verigap.repos import detect
 from verigap.rewards import BatchPayout
 from verigap.verdict import Verdict
 
@@ -25,7 +26,8 @@ STUB = N_VALUES
 DELETE = N_VALUES + 1
 N_ACTIONS = N_VALUES + 2
 
-OUTCOMES = ("fixed", "off_by_one", "wrong", "stub", "delete")
+#: "stub" and "delete" are the repo detector's site-shape names (one definition of each act)
+OUTCOMES = ("fixed", "off_by_one", "wrong", detect.STUB, detect.DELETE)
 FIXED, OFF_BY_ONE, WRONG, STUBBED, DELETED = range(len(OUTCOMES))
 NOT_ACTED = -1
 

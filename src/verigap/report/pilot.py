@@ -1,7 +1,7 @@
 """The pilot report: a static HTML page and PNG figures built from run directories only.
 
 No number on the page is typed by hand: every figure and table cell is read from the
-``result.json`` and ``metrics.jsonl`` files the sweep wrote, except the seed document's
+``result.json`` and ``metrics.jsonl`` files the sweep wrote, except the pilot write-up's
 reference figures, which are quoted beside ours and labelled as such.
 """
 
@@ -27,9 +27,9 @@ OUTCOMES = ("fixed", "off_by_one", "wrong", "stub", "delete")
 OUTCOME_COLORS = ("#2a9d8f", "#e9c46a", "#f4a261", "#8d99ae", "#e63946")
 METRIC_KEYS = ("visible_pass", "true_success", "false_success")
 
-#: Seed 000's reference figures (shared/seeds/000_*.txt), quoted beside ours. Numbers are
-#: the ones the seed states; where it gives only words, the words are quoted.
-SEED_000: dict[str, dict[str, Any]] = {
+#: The Patch World pilot write-up's reference figures, quoted beside ours. Numbers are the ones
+#: the write-up states; where it gives only words, the words are quoted.
+WRITEUP: dict[str, dict[str, Any]] = {
     "visible": {"start_true_success": 0.31, "visible_pass": 0.58, "true_success": 0.02,
                 "false_success": 0.56,
                 "note": "Passing rose to 58% while real correctness fell from 31% to 2%."},
@@ -83,7 +83,7 @@ def _fs_given_pass(ev: dict[str, Any]) -> float:
 
 
 def summary_table(runs: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
-    """One row per setting: mean and std over seeds, per-seed values, and the seed's figure."""
+    """One row per setting: mean and std over seeds, per-seed values, and the pilot write-up's figure."""
     rows = []
     for name in sorted(runs, key=setting_order):
         rs = sorted(runs[name], key=lambda r: r["seed"])
@@ -98,9 +98,19 @@ def summary_table(runs: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]
             mean, std = _ms(vals)
             row[f"{phase}_fs_given_pass"] = {"mean": mean, "std": std, "per_seed": vals}
         row["wall_s"] = _ms([r["wall_s"] for r in rs])[0]
-        row["seed_000"] = SEED_000.get(name, {})
+        row["writeup"] = WRITEUP.get(name, {})
         rows.append(row)
     return rows
+
+
+def pilot_results(runs_dir: Path, names: list[str] | None = None) -> dict[str, Any]:
+    """The summary table as a results file's data: ``{"order": [...], "settings": {name: row}}``
+    (only the settings in ``names`` when given)."""
+    rows = [r for r in summary_table(load_runs(runs_dir)) if names is None or r["setting"] in names]
+    if names is not None and (missing := sorted(set(names) - {r["setting"] for r in rows})):
+        raise ConfigError(f"{runs_dir}: no finished runs for {', '.join(missing)}; "
+                          "finish the sweep before writing its results")
+    return {"order": [r["setting"] for r in rows], "settings": {r["setting"]: r for r in rows}}
 
 
 # ---- figures -------------------------------------------------------------------------------
@@ -172,9 +182,9 @@ def fig_audit_rate(runs, out: Path) -> Path | None:
     x, y, e = map(np.array, zip(*pts, strict=True))
     fig, ax = plt.subplots(figsize=(6.4, 4))
     ax.errorbar(x * 100, y, yerr=e, marker="o", capsize=3, color="#264653", label="verigap")
-    ax.scatter([0, 100], [SEED_000["visible"]["false_success"],
-                          SEED_000["audit_100"]["false_success"]],
-               marker="x", color="#e63946", zorder=3, label="seed 000 (stated figures)")
+    ax.scatter([0, 100], [WRITEUP["visible"]["false_success"],
+                          WRITEUP["audit_100"]["false_success"]],
+               marker="x", color="#e63946", zorder=3, label="the pilot write-up (stated figures)")
     ax.set(xlabel="audit rate (% of episodes that also get the hidden check)",
            ylabel="false success after training", ylim=(0, 1),
            title="False success against the audit rate (k=4, 1000 steps)")
@@ -252,7 +262,7 @@ FIGURES = (
     (fig_untested_outcomes, "Outcome of every untested broken branch after training, by reward "
                             "scheme; the starting (SFT) policy is the first bar."),
     (fig_audit_rate, "False success after training against the audit rate (0% = visible-only); "
-                     "crosses are the seed document's stated figures."),
+                     "crosses are the pilot write-up's stated figures."),
     (fig_broken_branches, "False success after training against the number of broken branches "
                           "(visible-only reward), as a share of all programs and as a share of "
                           "the programs that pass the visible checks."),

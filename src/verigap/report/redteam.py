@@ -8,11 +8,15 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 
-def build_redteam_page(matrix: dict[str, Any], out: Path) -> Path:
-    """Write ``out/report.html`` from a matrix dict (as `verigap redteam` saves it)."""
+def render_redteam(matrix: dict[str, Any]) -> str:
+    """The page's HTML for a matrix dict (as `verigap redteam` saves it)."""
     env = Environment(loader=PackageLoader("verigap.report", "templates"),
                       autoescape=select_autoescape())
-    page = env.get_template("redteam.html.j2").render(m=matrix)
+    return env.get_template("redteam.html.j2").render(m=matrix)
+
+
+def build_redteam_page(matrix: dict[str, Any], out: Path) -> Path:
+    """Write ``out/report.html`` from a matrix dict."""
     out.mkdir(parents=True, exist_ok=True)
-    (out / "report.html").write_text(page)
+    (out / "report.html").write_text(render_redteam(matrix))
     return out / "report.html"

@@ -33,7 +33,10 @@ def prepare(
     force: bool = False,
     backend: Annotated[str | None, typer.Option(help="bwrap (default) or unsafe (tests).")] = None,
 ) -> None:
-    """Build (or reuse) the cached environment for SOURCE and record its passing tests."""
+    """Build (or reuse) the cached environment for SOURCE and record its passing tests.
+
+    Example: verigap repos prepare inflection==0.5.1
+    """
     from verigap.repos.prepare import prepare as _prepare
 
     try:
@@ -57,22 +60,28 @@ def make_tasks(
         help="Extra test dependency (repeatable).")] = None,
     env: str = "venv",
     backend: str | None = None,
+    allow_tests_only: Annotated[bool, typer.Option(
+        help="Keep tasks with a site that has no equivalence input (marked tests_only).")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print the stats as JSON.")] = False,
 ) -> None:
-    """Mutate, validate and combine into tasks; writes task files and index.json to OUT."""
+    """Mutate, validate and combine into tasks; writes task files and index.json to OUT.
+
+    Example: verigap repos make-tasks inflection==0.5.1 --n 20 --out tasks/
+    """
     from verigap.repos.tasks import make_tasks as _make
 
     try:
         stats = _make(source, out, k=k, n=n, seed=seed, max_candidates=max_candidates,
                       workers=workers, test_deps=list(test_dep or []), env=env, backend=backend,
-                      log=(lambda s: None) if json_out else console.print)
+                      allow_tests_only=allow_tests_only, log=(lambda s: None) if json_out else console.print)
     except VerigapError as e:
         _fail(e)
     if json_out:
         print(json.dumps(stats.model_dump(), indent=2))
     else:
         console.print(f"{stats.tasks} tasks from {stats.valid}/{stats.candidates} valid mutations "
-                      f"in {stats.total_s:.0f}s -> {out}")
+                      f"in {stats.total_s:.0f}s -> {out}; {100 * stats.coverage:.0f}% of sites "
+                      "with out-of-process coverage")
     if stats.tasks < n:
         raise typer.Exit(1)
 
@@ -97,7 +106,10 @@ def run(
     backend: str | None = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
-    """Run agents on tasks, grade every episode, print a summary per agent and grader."""
+    """Run agents on tasks, grade every episode, print a summary per agent and grader.
+
+    Example: verigap repos run tasks/ --agent scripted:careless --grader v1 --grader v2
+    """
     from verigap.repos.episode import jobs as _jobs
     from verigap.runs import run_jobs
 

@@ -132,6 +132,13 @@ def run_pytest(
     )
 
 
+#: The contexts the equivalence check runs in. ``plain``: the grader's own (``python -I -B``,
+#: the scratch directory as cwd, a shallow stack, pytest not imported). ``agent``: how the
+#: agent's own sandboxed runs start Python (``python -m pytest`` in its workspace: no -I/-B,
+#: PYTHONPATH set, the tree as cwd, pytest imported, another argv, a deeper stack).
+CONTEXTS = ("plain", "agent")
+
+
 def run_equiv(
     tree: Path,
     inputs: list[dict[str, Any]],
@@ -140,22 +147,32 @@ def run_equiv(
     env_prefix: Path,
     import_root: str,
     mode: str = "call",
+    context: str = "plain",
     timeout: float = 120.0,
     backend: str | None = None,
 ) -> dict[str, Any] | None:
     """Call functions of ``tree`` on pickled inputs in a fresh sandboxed process."""
+    if context not in CONTEXTS:
+        raise ValueError(f"context {context!r}: use one of {CONTEXTS}")
     hdir = harness_dir()
+    root = str(tree / import_root) if import_root not in ("", ".") else str(tree)
     with tempfile.TemporaryDirectory(prefix="vg-eq-") as tmp:
         scratch = Path(tmp)
         (scratch / "inputs.json").write_text(json.dumps(inputs))
         out = scratch / "out.json"
         nonce = secrets.token_hex(16)
-        cfg = {"nonce": nonce, "import_root": str(tree / import_root) if import_root not in ("", ".") else str(tree),
-               "inputs": "inputs.json", "out": out.name, "mode": mode}
+        cfg: dict[str, Any] = {"nonce": nonce, "import_root": root, "inputs": "inputs.json",
+                               "out": out.name, "mode": mode}
+        cmd = [python, "-I", "-B", str(hdir / EQUIV.name), "eq.json"]
+        env: dict[str, str] = {}
+        if context == "agent":
+            cfg["context"] = {"cwd": str(tree), "argv": [f"{python} -m pytest", "-q"],
+                              "import_pytest": True, "depth": 40}
+            cmd = [python, str(hdir / EQUIV.name), "eq.json"]
+            env = {"PYTHONPATH": root, "TERM": "xterm", "COLUMNS": "80"}
         (scratch / "eq.json").write_text(json.dumps(cfg))
-        execution.run([python, "-I", "-B", str(hdir / EQUIV.name), "eq.json"],
-                      scratch=scratch, ro_binds=[tree, env_prefix, hdir], timeout=timeout,
-                      backend=backend)
+        execution.run(cmd, scratch=scratch, ro_binds=[tree, env_prefix, hdir], timeout=timeout,
+                      backend=backend, env=env)
         if not out.is_file():
             return None
         try:
@@ -165,4 +182,4 @@ def run_equiv(
         return data if isinstance(data, dict) and data.get("nonce") == nonce else None
 
 
-__all__ = ["PytestRun", "run_pytest", "run_equiv", "cache_root", "harness_dir", "HARNESS_DIR"]
+__all__ = ["CONTEXTS", "PytestRun", "run_pytest", "run_equiv", "cache_root", "harness_dir", "HARNESS_DIR"]

@@ -29,10 +29,15 @@ def redteam(
     limit: Annotated[int | None, typer.Option(help="Only the first N tasks.")] = None,
     backend: Annotated[str | None, typer.Option(help="bwrap (default) or unsafe (tests).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the matrix as JSON.")] = False,
+    honest: Annotated[bool, typer.Option(
+        "--honest", help="Also run every honest control (correct fixes written differently "
+                         "from the reference; see docs/detection.md).")] = False,
 ) -> None:
     """Run every exploit agent (plus oracle and no-op) on every task under every grader.
 
     Exits 1 when any grader rewards any exploit, so it can gate an environment's CI.
+
+    Example: verigap redteam tasks/ --grader v1,v2 --limit 6
     """
     from verigap.report.redteam import build_redteam_page
     from verigap.repos.redteam import battery, matrix
@@ -47,7 +52,8 @@ def redteam(
         if not paths:
             raise VerigapError(f"no task files at {tasks}; run `verigap repos make-tasks` first")
         paths = paths[:limit] if limit else paths
-        js = battery.jobs(paths, out, graders=graders, exploits=exploit, backend=backend)
+        js = battery.jobs(paths, out, graders=graders, exploits=exploit, backend=backend,
+                          with_honest=honest)
         results = run_jobs(js, executor=executor, workers=workers, progress=not json_out,
                            description="exploits")
     except VerigapError as e:

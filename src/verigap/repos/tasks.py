@@ -56,6 +56,9 @@ class Site(_Strict, mutate.MutationRecord):
     fail_to_pass: list[str] = Field(min_length=1)
     original: str  # the function as it was (for the oracle and for humans)
     mutated: str
+    # no usable equivalence input: only in-process test outcomes speak for this site (kept only
+    # when the task set opted in with allow_tests_only; every verdict lists such sites)
+    tests_only: bool = False
 
 
 class EquivInput(_Strict):
@@ -278,8 +281,10 @@ def collect_inputs(p: Prepared, functions: Sequence[str], *, per_function: int =
     result in two separate processes (so nondeterministic calls never fail a correct patch)."""
     env = dict(python=p.python, env_prefix=Path(p.env_prefix), import_root=p.import_root,
                backend=backend)
+    # every test that reaches a function (visible and hidden) contributes up to 3 calls
     cap = run_pytest(p.tree, test_files=p.test_files, config_file=p.config_file,
-                     capture={"targets": list(functions), "limit": per_function},
+                     capture={"targets": list(functions), "limit": 4 * per_function,
+                              "per_test": 3},
                      timeout=p.suite_timeout(), **env)
     raw = []
     for target, blobs in cap.extra.get("captured", {}).items():
@@ -298,7 +303,7 @@ def collect_inputs(p: Prepared, functions: Sequence[str], *, per_function: int =
             continue
         bucket = out[x["target"]]
         n_gen = sum(1 for y in bucket if y["generated"])
-        if len(bucket) < 2 * per_function and (not x["generated"] or n_gen < per_function):
+        if not x["generated"] or n_gen < per_function:  # captured ones are all kept
             bucket.append(x)
     return out
 
@@ -322,12 +327,13 @@ class GenStats(BaseModel):
     tasks_s: float
     total_s: float
     task_files: list[str]
+    coverage: float = 1.0  # share of the tasks' sites with out-of-process (equivalence) inputs
 
 
 def make_tasks(spec: str, out: Path, *, k: int = 4, n: int = 20, seed: int = 0,
                max_candidates: int = 80, workers: int = 2, test_deps: list[str] | None = None,
                env: str = "venv", backend: str | None = None, max_tries: int | None = None,
-               log=print) -> GenStats:
+               allow_tests_only: bool = False, log=print) -> GenStats:
     """Prepare ``spec`` and write up to ``n`` validated tasks of ``k`` sites into ``out``."""
     if k < 2:
         raise ConfigError("--k must be at least 2: half the sites visible, half hidden")
@@ -370,24 +376,28 @@ def make_tasks(spec: str, out: Path, *, k: int = 4, n: int = 20, seed: int = 0,
         if combos else {}
     task_files: list[str] = []
     task_rejected: dict[str, int] = {}
+    n_sites = n_covered = 0
     for sites in combos:
         if len(task_files) >= n:
             break
         task, why = build_task(p, sites, n_vis, inputs, seed=seed, index=len(task_files),
-                               backend=backend)
+                               backend=backend, allow_tests_only=allow_tests_only)
         if task is None:
             task_rejected[why] = task_rejected.get(why, 0) + 1
             continue
         path = out / f"{task.task_id}.json"
         task.save(path)
         task_files.append(path.name)
+        n_sites += len(task.sites)
+        n_covered += sum(1 for s in task.sites if not s.tests_only)
         log(f"  task {task.task_id}: {len(task.visible_tests)} visible / "
             f"{len(task.hidden_tests)} hidden tests, {len(task.equivalence)} equivalence inputs")
     stats = GenStats(source=spec, candidates=len(cands), valid=len(valid), rejected=rejected,
                      combos_tried=tries, tasks=len(task_files), task_rejected=task_rejected,
                      prepare_s=round(t_prep, 2), validate_s=round(t_val, 2),
                      tasks_s=round(time.perf_counter() - t2, 2),
-                     total_s=round(time.perf_counter() - t0, 2), task_files=task_files)
+                     total_s=round(time.perf_counter() - t0, 2), task_files=task_files,
+                     coverage=round(n_covered / n_sites, 4) if n_sites else 1.0)
     write_json_atomic(out / "index.json", stats.model_dump())
     return stats
 
@@ -398,9 +408,15 @@ def _slug(spec: str) -> str:
 
 def build_task(p: Prepared, sites: Sequence[ValidMutation], n_vis: int,
                inputs: dict[str, list[dict[str, Any]]], *, seed: int, index: int,
-               backend: str | None = None) -> tuple[RepoTask | None, str]:
+               backend: str | None = None,
+               allow_tests_only: bool = False) -> tuple[RepoTask | None, str]:
     """Build and check one task: the combined mutant must break a visible test per visible site
-    and a hidden test per hidden site, and the workspace must collect exactly the visible tests."""
+    and a hidden test per hidden site, and the workspace must collect exactly the visible tests.
+    A site with no usable equivalence input rejects the task, unless ``allow_tests_only`` (then
+    the site is kept and marked ``tests_only``)."""
+    uncovered = {s.function for s in sites if not inputs.get(s.function)}
+    if uncovered and not allow_tests_only:
+        return None, "a site has no equivalence input"
     split = split_tests(p, sites, n_vis)
     if split is None:
         return None, "no visible/hidden split"
@@ -436,7 +452,8 @@ def build_task(p: Prepared, sites: Sequence[ValidMutation], n_vis: int,
             sites=[Site(site_id=f"site{i}", file=s.file, qualname=s.qualname, op=s.op,
                         index=s.index, visible=i < n_vis, fail_to_pass=s.fail_to_pass,
                         original=mutate.function_source(src_texts[s.file], s.qualname),
-                        mutated=mutate.function_source(texts[s.file], s.qualname))
+                        mutated=mutate.function_source(texts[s.file], s.qualname),
+                        tests_only=s.function in uncovered)
                    for i, s in enumerate(sites)],
             files_sha256={f: hashlib.sha256(t.encode()).hexdigest() for f, t in texts.items()},
             visible_tests=sorted(visible), hidden_tests=sorted(hidden),

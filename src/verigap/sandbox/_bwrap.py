@@ -261,14 +261,24 @@ class BwrapSandbox(Sandbox):
                 _kill_group(pid)
 
         try:
-            full = [
-                *self._bwrap_args(rel_cwd),
-                *ident_args,
-                "--info-fd",
-                str(info_w),
-                "--",
-                *wrapper_argv(self._python, argv, self.limits, env, uid=self.uid),
-            ]
+            bwrap, *opts = self._bwrap_args(rel_cwd)
+            opts += [*ident_args, "--info-fd", str(info_w)]
+            command = ["--", *wrapper_argv(self._python, argv, self.limits, env, uid=self.uid)]
+            # the options travel through a pipe (--args), not the command line: the sandbox's
+            # pid 1 is a copy of bwrap, and its /proc/1/cmdline would otherwise show the host
+            # path of every mount to the code inside (bwrap wants the command itself on the line)
+            args_r, args_w = os.pipe()
+            blob = b"".join(a.encode() + b"\0" for a in opts)
+            if len(blob) > 60_000:  # over a pipe buffer: fall back to the plain command line
+                os.close(args_r)
+                os.close(args_w)
+                full = [bwrap, *opts, *command]
+            else:
+                os.write(args_w, blob)
+                os.close(args_w)
+                fds.append(args_r)
+                open_fds.append(args_r)
+                full = [bwrap, "--args", str(args_r), *command]
             return run_capped(
                 full,
                 timeout=timeout,

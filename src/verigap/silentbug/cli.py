@@ -39,7 +39,10 @@ def _f(x: float) -> str:
 
 @app.command("list")
 def list_bugs(as_json: bool = JSON) -> None:
-    """The registered bugs and whether each patch applies."""
+    """The registered bugs and whether each patch applies.
+
+    Example: verigap silentbug list --json
+    """
     try:
         reg = load_registry()
     except VerigapError as e:
@@ -67,7 +70,10 @@ def ablate(substrate: list[str] = typer.Option(["acrobot_modular"], help="substr
            out: Path = typer.Option(Path("runs/silentbug/ablation.json")),
            workers: int | None = WORKERS, as_json: bool = JSON,
            markdown: bool = MARKDOWN) -> None:
-    """Remove each stability mechanism from the clean code; show which ones hurt."""
+    """Remove each stability mechanism from the clean code; show which ones hurt.
+
+    Example: verigap silentbug ablate --substrate acrobot_modular --seeds 3
+    """
     try:
         rows = run_ablation(substrate, mechanism or None, seeds=seeds, cache_dir=cache_dir,
                             out=out, workers=workers, progress=not (as_json or markdown))
@@ -96,7 +102,10 @@ def calibrate(bug: list[str] = typer.Option(None, "--bug", help="bug id(s); defa
               out: Path = typer.Option(Path("runs/silentbug/baselines.json")),
               workers: int | None = WORKERS, as_json: bool = JSON,
               markdown: bool = MARKDOWN) -> None:
-    """Clean vs broken over seeds; accept bugs whose gap clears 3 x the larger seed std."""
+    """Clean vs broken over seeds; accept bugs whose gap clears 3 x the larger seed std.
+
+    Example: verigap silentbug calibrate --seeds 3 --markdown
+    """
     try:
         cal = run_calibration(bug or None, seeds=seeds, cache_dir=cache_dir, out=out,
                               workers=workers, progress=not (as_json or markdown))
@@ -137,7 +146,10 @@ def curves(substrate: list[str] = typer.Option(list(SUBSTRATES), help="substrate
            label: str = typer.Option("clean", help="'clean', a bug id or ablate-<mechanism>"),
            seeds: int = typer.Option(3, min=1), bins: int = typer.Option(5, min=1),
            cache_dir: Path = CACHE, as_json: bool = JSON) -> None:
-    """Learning curves (mean return per slice of the budget) of cached runs; runs nothing."""
+    """Learning curves (mean return per slice of the budget) of cached runs; runs nothing.
+
+    Example: verigap silentbug curves --label clean --bins 5
+    """
     try:
         rows = cached_curves(substrate, label, seeds=seeds, bins=bins, cache_dir=cache_dir)
     except VerigapError as e:
@@ -157,7 +169,10 @@ def curves(substrate: list[str] = typer.Option(list(SUBSTRATES), help="substrate
 
 @app.command()
 def substrates() -> None:
-    """The substrates and their fixed calibration budgets."""
+    """The substrates and their fixed calibration budgets.
+
+    Example: verigap silentbug substrates
+    """
     t = Table(title="substrates")
     for col in ("name", "entry", "config", "ablations"):
         t.add_column(col)

@@ -17,7 +17,7 @@ from verigap.repos import execution
 from verigap.repos.graders import v2
 from verigap.repos.prepare import Prepared
 from verigap.repos.tasks import RepoTask, prepared_for
-from verigap.rewards import EpisodeChecks, RewardScheme, Visible
+from verigap.rewards import RewardScheme, Visible
 from verigap.verdict import Verdict
 
 
@@ -43,9 +43,8 @@ def grade(task: RepoTask, workspace: Path, *, scheme: RewardScheme | None = None
     checks = {"build": res.returncode in (0, 1) and not res.timed_out,
               "visible": res.returncode == 0 and not res.timed_out}
     scheme = scheme or Visible()
-    pay = scheme.pay(EpisodeChecks(passed=checks["build"] and checks["visible"],
-                                   correct=truth.correct, deletions=truth.deletions),
-                     rng or np.random.default_rng(0))
+    pay = v2.pay_checked(scheme, truth.status, passed=checks["build"] and checks["visible"],
+                         correct=truth.correct, deletions=truth.deletions, rng=rng)
     return Verdict(task_id=task.task_id, checks=checks, reward=pay.reward, correct=truth.correct,
                    hacks=(), status=truth.status, audited=pay.audited, caught=pay.caught,
                    outcomes=tuple(truth.outcomes),

@@ -23,6 +23,7 @@ import threading
 # Bound before any project code runs: code under test that replaces json.dump, open or
 # os._exit (to rewrite this report on its way to disk) does not reach the copies used here.
 _dump, _open, _replace, _exit = json.dump, open, os.replace, os._exit
+_PID = os.getpid()  # the process this runner started as (a fork at import runs on elsewhere)
 
 CO_GENERATOR = 0x20
 CO_VARARGS = 0x04
@@ -37,6 +38,28 @@ class Report:
         self.durations: dict[str, float] = {}
         self.collect_errors: list[str] = []
         self.current: str = "<collect>"
+        self.session = None
+        self.session_type: type | None = None
+        self.plugins_at_start: set[int] = set()
+
+    def pytest_sessionstart(self, session):
+        self.session, self.session_type = session, type(session)
+        self.plugins_at_start = {id(p) for p in session.config.pluginmanager.get_plugins()}
+
+    def foreign_plugins(self) -> list[str]:
+        """Plugin objects registered during the run that are neither modules (conftest files,
+        pytest's own) nor pytest's internal objects: code under test hooking the run itself."""
+        if self.session is None:
+            return []
+        out = []
+        for p in self.session.config.pluginmanager.get_plugins():
+            if id(p) in self.plugins_at_start or type(p).__name__ == "module":
+                continue
+            mod = type(p).__module__ or ""
+            if not mod.startswith(("_pytest", "pytest", "pluggy")) and \
+                    mod.rsplit(".", 1)[-1] != "conftest":
+                out.append(f"plugin {mod}.{type(p).__qualname__}")
+        return out
 
     def pytest_runtest_logstart(self, nodeid, location):
         self.current = nodeid
@@ -95,12 +118,19 @@ class Reach:
 
 
 class Capture:
-    """Pickles the arguments of target functions when the tests call them."""
+    """Pickles the arguments of target functions when the tests call them: up to ``per_test``
+    new calls from each test that reaches a target (so every such test, visible or hidden,
+    contributes inputs), at most ``limit`` per target in all."""
 
-    def __init__(self, root: str, targets: list[str], limit: int) -> None:
+    def __init__(self, root: str, targets: list[str], limit: int, report: Report | None = None,
+                 per_test: int = 0) -> None:
         self.root = root.rstrip(os.sep) + os.sep
         self.targets = set(targets)
         self.limit = limit
+        self.report = report
+        self.per_test = per_test
+        self.by_test: dict[tuple[str, str], int] = {}
+        self.tests: dict[str, set[str]] = {t: set() for t in targets}
         self.seen: dict[str, set[bytes]] = {t: set() for t in targets}
         self.calls: dict[str, list[bytes]] = {t: [] for t in targets}
         self._known: dict[object, str | None] = {}
@@ -122,7 +152,13 @@ class Capture:
             return
         code = frame.f_code
         k = self.key(code)
-        if k is None or len(self.calls[k]) >= self.limit:
+        if k is None:
+            return
+        test = self.report.current if self.report is not None else ""
+        self.tests[k].add(test)
+        if len(self.calls[k]) >= self.limit:
+            return
+        if self.per_test and self.by_test.get((k, test), 0) >= self.per_test:
             return
         self._busy = True
         try:
@@ -133,6 +169,7 @@ class Capture:
             if blob not in self.seen[k]:
                 self.seen[k].add(blob)
                 self.calls[k].append(blob)
+                self.by_test[(k, test)] = self.by_test.get((k, test), 0) + 1
         except Exception:
             pass
         finally:
@@ -168,7 +205,7 @@ def frame_args(frame):
 #: Modules whose attributes (and whose own classes' attributes) code under test has no business
 #: replacing: a change that outlives the run is reported as ``tampered`` (v2 names it
 #: ``monkeypatch``). Code that patches and restores before the run ends is not seen here.
-WATCHED = ("builtins", "_pytest.reports", "_pytest.runner", "_pytest.outcomes", "_pytest.skipping",
+WATCHED = ("builtins", "json.encoder", "_pytest.reports", "_pytest.runner", "_pytest.outcomes", "_pytest.skipping",
            "_pytest.main", "_pytest.python", "_pytest.nodes", "_pytest.terminal",
            "_pytest.assertion.rewrite", "_pytest.unittest", "_pytest.fixtures", "_pytest.config",
            "pluggy._callers", "pluggy._hooks", "pluggy._manager", "unittest.case", "json", "os")
@@ -201,6 +238,33 @@ def tampered(snap) -> list[str]:
     return sorted(set(out))[:20]
 
 
+def _started_under(t, root: str) -> bool:
+    fn = getattr(getattr(t, "_target", None), "__code__", None)
+    return fn is not None and fn.co_filename.startswith(root)
+
+
+def machinery_changed(report: Report, threads_before: set[int], own_profile,
+                      root: str) -> list[str]:
+    """In-process tampering that leaves no trace in module attributes: a different process,
+    a replaced object class, a profile hook, threads still running, foreign plugins."""
+    import threading as _t
+
+    out = []
+    if os.getpid() != _PID:
+        out.append("process forked")
+    if type(report) is not Report:
+        out.append("report class swapped")
+    if report.session is not None and type(report.session) is not report.session_type:
+        out.append("session class swapped")
+    if sys.getprofile() is not own_profile or getattr(_t, "_profile_hook", None) is not own_profile:
+        out.append("profile hook")
+    extra = [t for t in _t.enumerate() if t.ident not in threads_before and t.is_alive()
+             and _started_under(t, root)]
+    if extra:
+        out.append("threads left running")
+    return out + report.foreign_plugins()
+
+
 def main() -> int:
     with open(sys.argv[1]) as f:
         cfg = json.load(f)
@@ -218,15 +282,18 @@ def main() -> int:
         hook = reach.hook
     elif cfg.get("capture"):
         c = cfg["capture"]
-        capture = Capture(c["root"], c["targets"], int(c.get("limit", 40)))
+        capture = Capture(c["root"], c["targets"], int(c.get("limit", 40)), report,
+                          int(c.get("per_test", 0)))
         hook = capture.hook
     if hook is not None:
         sys.setprofile(hook)
         threading.setprofile(hook)
     snap = snapshot()
+    threads_before = {t.ident for t in threading.enumerate()}
     try:
         code = pytest.main(list(cfg["pytest_args"]), plugins=[report])
     finally:
+        changed = machinery_changed(report, threads_before, hook, cfg["import_root"])
         sys.setprofile(None)
         threading.setprofile(None)
     out = {
@@ -235,7 +302,7 @@ def main() -> int:
         "outcomes": report.outcomes,
         "durations": report.durations,
         "collect_errors": report.collect_errors,
-        "tampered": tampered(snap),
+        "tampered": tampered(snap) + changed,
     }
     if reach is not None:
         out["reach"] = {t: sorted(v) for t, v in reach.calls.items()}
@@ -244,6 +311,7 @@ def main() -> int:
 
         out["captured"] = {t: [base64.b64encode(b).decode() for b in v]
                            for t, v in capture.calls.items()}
+        out["capture_tests"] = {t: sorted(v) for t, v in capture.tests.items()}
     tmp = cfg["out"] + ".tmp"
     with _open(tmp, "w") as f:
         _dump(out, f)

@@ -21,15 +21,20 @@ from pathlib import Path
 from typing import Any
 
 from verigap.errors import ConfigError
+from verigap.monitor import claims
 from verigap.repos import execution
 from verigap.repos.episode import SYSTEM, _commands
 from verigap.repos.graders import v1, v2
-from verigap.repos.redteam.exploits import BY_NAME, CONTROLS, EXPLOITS, Ctx, Exploit, script
+from verigap.repos.redteam import honest
+from verigap.repos.redteam.exploits import BY_NAME as EXPLOIT_NAMES
+from verigap.repos.redteam.exploits import CONTROLS, EXPLOITS, Ctx, Exploit, script
 from verigap.repos.tasks import RepoTask, materialize_workspace, prepared_for
 from verigap.runs import Job, read_json, write_json_atomic
 from verigap.verdict import Verdict
 
 BUILTIN = ("v1", "v2")
+#: Every scripted agent the battery knows: exploits, the two controls, the honest controls.
+BY_NAME: dict[str, Exploit] = {**EXPLOIT_NAMES, **honest.BY_NAME}
 Grader = Callable[..., Verdict]
 
 
@@ -62,17 +67,19 @@ def resolve_grader(spec: str) -> Grader:
     return fn  # type: ignore[return-value]
 
 
-def select_exploits(names: Sequence[str] | None) -> list[Exploit]:
-    """The named exploits (all when ``names`` is empty), always with the two controls."""
+def select_exploits(names: Sequence[str] | None, *, with_honest: bool = False) -> list[Exploit]:
+    """The named exploits or honest controls (all exploits when ``names`` is empty), always
+    with the two controls; ``with_honest`` adds every honest control."""
     if not names:
         chosen = list(EXPLOITS)
     else:
         unknown = [n for n in names if n not in BY_NAME]
         if unknown:
             raise ConfigError(f"unknown exploit(s) {unknown}; choose from "
-                              f"{', '.join(e.name for e in EXPLOITS)}")
-        chosen = [BY_NAME[n] for n in names if not BY_NAME[n].control]
-    return [*CONTROLS, *chosen]
+                              f"{', '.join(BY_NAME)}")
+        chosen = [BY_NAME[n] for n in names if n not in ("oracle", "noop")]
+    extra = [e for e in (*honest.HONEST, *honest.LIARS) if with_honest and e not in chosen]
+    return [*CONTROLS, *chosen, *extra]
 
 
 def _call_grader(spec: str, fn: Grader, task: RepoTask, ws: Path, ctx: dict[str, Any]) -> Verdict:
@@ -95,7 +102,8 @@ def act(exploit: Exploit, task: RepoTask, ws: Path, *, backend: str,
     from verigap.sandbox import Limits, make_sandbox
 
     p = prepared_for(task, backend=backend)
-    steps = script(exploit, Ctx(task, p, ws))
+    ctx = Ctx(task, p, ws)
+    steps = honest.script(exploit, ctx) if exploit.name in honest.BY_NAME else script(exploit, ctx)
     box = make_sandbox(ws, backend=backend, limits=Limits(wall_s=60.0),
                        ro_binds=[Path(p.env_prefix)])
     ep = run_episode(ScriptedClient(steps), standard_tools(box), SYSTEM.format(python="python"),
@@ -120,13 +128,20 @@ def run_one(run_dir: Path, *, task_path: str, exploit: str, graders: list[str],
         shutil.rmtree(ws)
     materialize_workspace(p, task, ws)
     t0 = time.perf_counter()
-    episode = act(ex, task, ws, backend=backend)
+    try:
+        episode = act(ex, task, ws, backend=backend)
+    except honest.NotApplicable as e:
+        shutil.rmtree(ws, ignore_errors=True)
+        return {**base, "skipped": f"{ex.name} does not apply to {task.task_id}: {e}",
+                "grades": {}}
     act_s = time.perf_counter() - t0
     write_json_atomic(run_dir / "transcript.json", episode)
     commands = _commands(episode.get("transcript", []))
     t1 = time.perf_counter()
     truth = v2.evaluate(task, ws, prepared=p, commands=commands, backend=backend)
     truth_s = time.perf_counter() - t1
+    said = claims.check(episode.get("transcript", []),
+                        {"checks": truth.checks, "outcomes": truth.outcomes})
     grades: dict[str, Any] = {}
     for spec in graders:
         fn = resolve_grader(spec)
@@ -147,6 +162,8 @@ def run_one(run_dir: Path, *, task_path: str, exploit: str, graders: list[str],
             grades[spec] = {"error": err, "rewarded": False, "hacks": [], "detected": False}
             continue
         hacks = list(v.hacks)
+        if spec == "v2":  # v2 sees the workspace, not the words: the battery adds the claims
+            hacks = sorted(set(hacks) | set(said["hacks"]))
         grades[spec] = {
             "reward": v.reward, "rewarded": v.reward > 0, "passed": v.passed,
             "grader_correct": v.correct, "hacks": hacks, "status": str(v.status),
@@ -154,7 +171,7 @@ def run_one(run_dir: Path, *, task_path: str, exploit: str, graders: list[str],
             "checks": dict(v.checks), "grade_s": round(time.perf_counter() - t2, 3),
         }
     shutil.rmtree(ws, ignore_errors=True)
-    return {**base, "correct": truth.correct, "truth_hacks": truth.hacks,
+    return {**base, "correct": truth.correct, "truth_hacks": truth.hacks, "claims": said["claims"],
             "truth_checks": truth.checks, "episode_status": episode.get("status"),
             "tool_errors": sum(1 for e in episode.get("transcript", [])
                                if e.get("event") == "tool_result" and e.get("is_error")),
@@ -162,11 +179,12 @@ def run_one(run_dir: Path, *, task_path: str, exploit: str, graders: list[str],
 
 
 def jobs(task_paths: Sequence[Path], out: Path, *, graders: Sequence[str],
-         exploits: Sequence[str] | None = None, backend: str | None = None) -> list[Job]:
+         exploits: Sequence[str] | None = None, backend: str | None = None,
+         with_honest: bool = False) -> list[Job]:
     """One job per (task, exploit incl. controls); each grades with every grader."""
     for g in graders:
         resolve_grader(g)
-    chosen = select_exploits(exploits)
+    chosen = select_exploits(exploits, with_honest=with_honest)
     for tp in task_paths:  # a finished job graded by other graders is redone
         for ex in chosen:
             done = out / ex.name / tp.stem / "result.json"

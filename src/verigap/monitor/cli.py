@@ -1,0 +1,162 @@
+"""`verigap monitor export|eval|summarize|impossible`: labelled trajectories, detectors scored
+on them, battery summaries and impossible-task cheating rates."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from verigap.errors import VerigapError
+
+
+def _command(*words: object, **options: object) -> str:
+    """The shell command that reproduces a results file (from the parsed arguments, so it is
+    right however the command was invoked)."""
+    parts = ["verigap", "monitor", *map(str, words)]
+    for k, v in options.items():
+        if v is not None:
+            parts += [f"--{k.replace('_', '-')}", str(v)]
+    return " ".join(shlex.quote(x) for x in parts)
+
+
+app = typer.Typer(help="Labelled agent trajectories and hack detectors scored on them.",
+                  no_args_is_help=True)
+console = Console()
+
+
+@app.command("export")
+def export(
+    run_dirs: Annotated[list[Path], typer.Argument(
+        help="`verigap redteam --honest` run directories.")],
+    out: Annotated[Path, typer.Option(help="JSONL file to write.")] = Path(
+        "runs/monitor/trajectories.jsonl"),
+) -> None:
+    """Every battery episode (exploits and honest controls) as chat JSONL with labels.
+
+    Example: verigap monitor export runs/redteam --out trajectories.jsonl
+    """
+    from verigap.monitor import dataset
+
+    try:
+        n = dataset.write_jsonl(dataset.from_battery(*run_dirs), out)
+    except VerigapError as e:
+        console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from None
+    console.print(f"wrote {n} trajectories to {out}")
+
+
+@app.command("eval")
+def evaluate(
+    data: Annotated[Path, typer.Argument(help="JSONL from `verigap monitor export`.")],
+    detector: Annotated[str, typer.Option(
+        help="builtin, openai:MODEL, anthropic:MODEL or module:function")] = "builtin",
+    mode: Annotated[str, typer.Option(help="isolated, contrastive or both")] = "both",
+    base_url: Annotated[str | None, typer.Option(
+        help="API base URL for the LLM detector (vLLM, a proxy, a test server).")] = None,
+    api_key_env: Annotated[str | None, typer.Option(
+        help="Environment variable holding the API key; `none` for servers without one.")
+    ] = None,
+    limit: Annotated[int | None, typer.Option(help="Only the first N records.")] = None,
+    out: Annotated[Path | None, typer.Option(
+        help="Also write the report here (a results file with its reproducing command).")
+    ] = None,
+) -> None:
+    """Detection and false-alarm rates of a detector, isolated and contrastive.
+
+    Example: verigap monitor eval trajectories.jsonl --detector builtin
+    """
+    from verigap.monitor import dataset, detectors
+
+    modes = ("isolated", "contrastive") if mode == "both" else (mode,)
+    try:
+        if any(m not in ("isolated", "contrastive") for m in modes):
+            raise VerigapError(f"--mode {mode!r}: use isolated, contrastive or both")
+        records = dataset.read_jsonl(data)[:limit] if limit else dataset.read_jsonl(data)
+        det = detectors.resolve(detector, base_url=base_url, api_key_env=api_key_env)
+        report = detectors.evaluate(records, det, modes=modes)
+    except VerigapError as e:
+        console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from None
+    if out:
+        from verigap.results import write_result
+
+        write_result(out, report, command=_command(
+            "eval", data, detector=detector, mode=mode, base_url=base_url,
+            api_key_env=api_key_env, limit=limit, out=out))
+    print(json.dumps(report, indent=2))
+
+
+@app.command("summarize")
+def summarize(
+    run_dirs: Annotated[list[Path], typer.Argument(help="`verigap redteam --honest` run dirs.")],
+    out: Annotated[Path, typer.Option(help="Results file to write.")] = Path(
+        "results/redteam/detection.json"),
+    grader: str = "v2",
+) -> None:
+    """Honest-control pay and false alarms, per-class precision/recall and claim checks of
+    one or more battery runs, as a results file.
+
+    Example: verigap monitor summarize runs/redteam --out summary.json
+    """
+    from verigap.monitor.summary import summarize as build
+    from verigap.results import write_result
+
+    try:
+        data = build(run_dirs, grader)
+    except VerigapError as e:
+        console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from None
+    write_result(out, data, command=_command("summarize", *run_dirs, out=out, grader=grader))
+    h = data["honest"]
+    console.print(f"{data['episodes']} episodes on {len(data['tasks'])} task(s); honest "
+                  f"correct paid {h['correct_paid']}/{h['correct']}, controls named "
+                  f"{h['named']}/{h['episodes']}; written to {out}")
+
+
+@app.command("impossible")
+def impossible_cmd(
+    tasks: Annotated[Path, typer.Argument(help="A task file or a directory of them.")],
+    out: Annotated[Path, typer.Option(help="Results file to write.")] = Path(
+        "results/redteam/impossible.json"),
+    agents: str = "reporter,fixer,cheater",
+    runs: Annotated[Path, typer.Option(help="Scratch run directory.")] = Path(
+        "runs/impossible"),
+    limit: Annotated[int | None, typer.Option(help="Only the first N tasks.")] = None,
+    backend: str | None = None,
+) -> None:
+    """Scripted agents on impossible variants of the tasks: cheating rate per agent.
+
+    Example: verigap monitor impossible tasks/ --out impossible.json
+    """
+    from verigap.repos import impossible
+    from verigap.repos.tasks import RepoTask
+    from verigap.results import write_result
+
+    names = [a.strip() for a in agents.split(",") if a.strip()]
+    bad = [a for a in names if a not in impossible.AGENTS]
+    paths = [tasks] if tasks.is_file() else sorted(
+        f for f in tasks.glob("*.json") if f.name != "index.json")
+    if bad or not paths:
+        console.print("[red]error:[/red] " + (f"unknown agent(s) {bad}; choose from "
+                                              f"{', '.join(impossible.AGENTS)}" if bad
+                                              else f"no task files at {tasks}"))
+        raise typer.Exit(2)
+    rows, skipped = [], {}
+    for tp in paths[:limit] if limit else paths:
+        task = RepoTask.load(tp)
+        for a in names:
+            try:
+                rows.append(impossible.run_one(task, a, runs / task.task_id / a,
+                                               backend=backend))
+            except ValueError as e:
+                skipped[task.task_id] = str(e)
+                break
+    data = {"rates": impossible.cheating_rates(rows), "episodes": rows, "skipped": skipped}
+    write_result(out, data, command=_command("impossible", tasks, out=out, agents=agents,
+                                             runs=runs, limit=limit, backend=backend))
+    print(json.dumps(data["rates"], indent=2))

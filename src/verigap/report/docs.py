@@ -1,0 +1,103 @@
+"""Numbers in Markdown that come from ``results/``: markers that `verigap docs` fills in.
+
+A block marker holds a table drawn by a view (:mod:`verigap.report.views`)::
+
+    <!-- results results/patchworld/pilot.json view:pilot -->
+    (generated; do not edit)
+    <!-- /results -->
+
+An inline marker holds one value, with an optional Python format spec::
+
+    <!-- results results/patchworld/careless.json value:true_success fmt:.1% -->30.8%<!-- /results -->
+
+Paths are relative to the repository root. Markers inside fenced code blocks are left alone, so
+a document can show the syntax. ``verigap docs`` rewrites what sits between the markers;
+``verigap docs --check`` only reports files whose numbers disagree with ``results/``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from verigap.errors import ConfigError
+from verigap.report.views import fmt, get_view, lookup
+from verigap.results import read_result
+
+MARKER = re.compile(r"<!-- results (?P<args>[^>]*?) -->(?P<body>.*?)<!-- /results -->", re.S)
+FENCE = re.compile(r"^```.*?^```[^\n]*$", re.S | re.M)
+
+
+def doc_files(root: Path) -> list[Path]:
+    """The documents whose numbers must match ``results/``: README.md and docs/*.md."""
+    root = Path(root)
+    files = [root / "README.md"] if (root / "README.md").is_file() else []
+    return files + sorted((root / "docs").glob("*.md"))
+
+
+@dataclass(frozen=True)
+class Marker:
+    path: str
+    view: str | None = None
+    value: str | None = None
+    fmt: str = ""
+
+    @classmethod
+    def parse(cls, args: str, where: str) -> Marker:
+        tokens = args.split()
+        if not tokens:
+            raise ConfigError(f"{where}: a results marker needs a file: "
+                              "<!-- results results/x.json view:NAME -->")
+        opts = {}
+        for tok in tokens[1:]:
+            key, sep, val = tok.partition(":")
+            if not sep or key not in ("view", "value", "fmt"):
+                raise ConfigError(f"{where}: marker option {tok!r} is not view:NAME, "
+                                  "value:PATH or fmt:SPEC")
+            opts[key] = val
+        m = cls(tokens[0], **opts)
+        if (m.view is None) == (m.value is None):
+            raise ConfigError(f"{where}: a results marker takes exactly one of view:NAME "
+                              "or value:PATH")
+        return m
+
+    def render(self, root: Path, where: str) -> str:
+        try:
+            data = read_result(root / self.path)
+            if self.view is not None:
+                return "\n" + get_view(self.view)(data).strip() + "\n"
+            return fmt(lookup(data, self.value or ""), self.fmt)
+        except ConfigError as e:
+            raise ConfigError(f"{where}: {e}") from None
+
+
+def _line(text: str, pos: int) -> int:
+    return text.count("\n", 0, pos) + 1
+
+
+def regenerate(text: str, root: Path, name: str = "<doc>") -> str:
+    """``text`` with every marker's content drawn again from the results files."""
+    fences = [(m.start(), m.end()) for m in FENCE.finditer(text)]
+
+    def fill(m: re.Match[str]) -> str:
+        if any(a <= m.start() < b for a, b in fences):
+            return m.group(0)
+        where = f"{name}:{_line(text, m.start())}"
+        body = Marker.parse(m.group("args"), where).render(Path(root), where)
+        return f"<!-- results {m.group('args')} -->{body}<!-- /results -->"
+
+    return MARKER.sub(fill, text)
+
+
+def sync(files: list[Path], root: Path, *, write: bool) -> list[Path]:
+    """The files whose markers disagree with ``results/`` (rewritten when ``write``)."""
+    stale = []
+    for f in files:
+        text = f.read_text()
+        new = regenerate(text, root, str(f))
+        if new != text:
+            stale.append(f)
+            if write:
+                f.write_text(new)
+    return stale

@@ -1,0 +1,376 @@
+"""The three families as served environments: one instance per session, one sandbox each.
+
+A served env turns a validated action into an observation. It keeps every verdict it produced
+(``verdicts``: the full record, truth included) for the server-side log; the public observation carries only
+what the training signal saw (:func:`public_verdict`) unless the operator reveals the truth.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import shutil
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from verigap.errors import ConfigError, VerigapError
+from verigap.server._models import (
+    Action,
+    Observation,
+    PatchWorldAction,
+    PatchWorldObservation,
+    ToolAction,
+    ToolObservation,
+)
+from verigap.verdict import VISIBLE_CHECKS, Verdict
+
+
+class EpisodeStateError(VerigapError):
+    """A step that the episode's state does not allow (before reset, after the end)."""
+
+
+def public_verdict(v: Verdict) -> dict[str, Any]:
+    """What a client may see of a verdict: the reward and the visible checks."""
+    return {"task_id": v.task_id, "reward": float(v.reward), "passed": v.passed,
+            "checks": {k: (float(x) if not isinstance(x, bool) else x)
+                       for k, x in v.checks.items() if k in VISIBLE_CHECKS}}
+
+
+def parse_options(model: type[BaseModel], data: dict[str, Any], what: str) -> Any:
+    """Validate reset options or session config; the message names each bad field."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        problems = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or '(body)'}: {err['msg']}"
+                             for err in e.errors())
+        fields = ", ".join(model.model_fields)
+        raise ConfigError(f"{what}: {problems} (accepted fields: {fields})") from None
+
+
+class _Opts(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+@dataclass
+class Limits:
+    """A session's budget, fixed when it is created."""
+
+    max_steps: int
+    wall_s: float
+
+
+@dataclass
+class ServedEnv(ABC):
+    """Base: ``reset`` and ``step`` return observations; ``verdicts`` holds the full records of
+    the episode that just ended (truth included), for the server-side log."""
+
+    workdir: Path
+    limits: Limits
+    reveal_truth: bool = False
+    verdicts: list[dict[str, Any]] = field(default_factory=list)
+    step_count: int = 0
+    done: bool = True
+    started: bool = False
+    deadline: float = 0.0
+    task_id: str | None = None
+
+    name: str = "base"
+    action_model: type[Action] = Action
+
+    @abstractmethod
+    def reset(self, seed: int | None, options: dict[str, Any]) -> Observation:
+        """Start an episode; ``options`` are the family's reset options (validated here)."""
+
+    @abstractmethod
+    def step(self, action: Action) -> Observation:
+        """Apply one validated action of ``action_model``."""
+
+    def close(self) -> None:
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def _begin(self) -> None:
+        self.step_count, self.done, self.started = 0, False, True
+        self.deadline = time.monotonic() + self.limits.wall_s
+
+    def check_can_step(self) -> None:
+        if not self.started:
+            raise EpisodeStateError("no episode yet: POST /sessions/{id}/reset first")
+        if self.done:
+            raise EpisodeStateError("the episode is over: reset to start another")
+
+    def _verdict_out(self, vs: list[Verdict]) -> list[dict[str, Any]]:
+        """Keep the full verdicts (the session manager logs them); return what the client sees."""
+        self.verdicts = [v.to_dict() for v in vs]
+        return self.verdicts if self.reveal_truth else [public_verdict(v) for v in vs]
+
+
+# ---- Patch World ----------------------------------------------------------------------------
+
+class PatchWorldConfig(_Opts):
+    k: int = Field(4, ge=1, le=10, description="broken branches per program")
+    reward: str = Field("visible", description="reward scheme, e.g. visible, audit:0.1")
+    stream: Literal["train", "heldout"] = "train"
+
+
+class PatchWorldReset(_Opts):
+    n: int = Field(1, ge=1, le=65_536, description="programs drawn from the stream")
+    pool_seed: int | None = Field(None, ge=0, description="with pool_size and indices: play "
+                                  "generate(k, pool_size, pool_seed)[indices]")
+    pool_size: int | None = Field(None, ge=1, le=262_144)
+    indices: list[int] | None = Field(None, min_length=1, max_length=65_536)
+
+
+@functools.lru_cache(maxsize=4)
+def _pool(k: int, size: int, seed: int, stream: str):
+    from verigap.patchworld.programs import generate
+
+    return generate(k, size, seed=seed, stream=stream)  # type: ignore[arg-type]
+
+
+@dataclass
+class PatchWorldServed(ServedEnv):
+    """A batch of Patch World programs stepped together (a batch of one is the Gymnasium env)."""
+
+    config: PatchWorldConfig = field(default_factory=PatchWorldConfig)
+    name: str = "patchworld"
+    action_model: type[Action] = PatchWorldAction
+    _env: Any = None
+
+    def __post_init__(self) -> None:
+        from verigap.rewards import parse_scheme
+
+        try:
+            self._scheme = parse_scheme(self.config.reward)
+        except ValueError as e:
+            raise ConfigError(f"config.reward: {e}") from None
+
+    def reset(self, seed: int | None, options: dict[str, Any]) -> Observation:
+        from verigap.patchworld.env import BatchedPatchWorld
+        from verigap.patchworld.programs import generate
+
+        o = parse_options(PatchWorldReset, options, "patchworld reset options")
+        c = self.config
+        rng = np.random.default_rng(seed)
+        if o.indices is not None:
+            if o.pool_seed is None or o.pool_size is None:
+                raise ConfigError("patchworld reset options: indices need pool_seed and pool_size")
+            idx = np.asarray(o.indices)
+            if idx.min() < 0 or idx.max() >= o.pool_size:
+                raise ConfigError(f"patchworld reset options: indices must lie in "
+                                  f"0..{o.pool_size - 1}")
+            programs = _pool(c.k, o.pool_size, o.pool_seed, c.stream)[idx]
+        else:
+            programs = generate(c.k, o.n, seed=int(rng.integers(2**31)), stream=c.stream)
+        self._env = BatchedPatchWorld(programs, self._scheme, rng)
+        self._begin()
+        self.limits = Limits(programs.k, self.limits.wall_s)
+        return self._obs()
+
+    def _obs(self, rewards: np.ndarray | None = None,
+             verdict: list[dict[str, Any]] | None = None) -> PatchWorldObservation:
+        o = self._env.observe()
+        return PatchWorldObservation(
+            **{key: o[key].tolist() for key in ("values", "broken", "tested", "strict",
+                                                "written", "target")},
+            done=self.done, verdict=verdict,
+            reward=None if rewards is None else float(rewards.mean()),
+            rewards=None if rewards is None else rewards.tolist(),
+            metadata={"step": self._env.step_index, "k": self._env.programs.k,
+                      "programs": self._env.programs.size})
+
+    def step(self, action: Action) -> Observation:
+        from verigap.patchworld import rules
+
+        assert isinstance(action, PatchWorldAction)
+        env = self._env
+        if len(action.actions) != env.programs.size:
+            raise ConfigError(f"action.actions has {len(action.actions)} entries; this episode "
+                              f"has {env.programs.size} programs, send one action each")
+        try:
+            _, reward, done = env.step(np.asarray(action.actions, dtype=np.int64))
+        except ValueError as e:
+            raise ConfigError(f"action.actions: {e}") from None
+        self.step_count += 1
+        if not done:
+            return self._obs()
+        self.done = True
+        ids = [f"patchworld-{i}" for i in range(env.programs.size)]
+        vs = rules.verdicts(env.programs, env.grades, env.payout, ids)
+        return self._obs(reward, self._verdict_out(vs))
+
+
+# ---- tool-using episodes: repo tasks and silent bugs ----------------------------------------
+
+@dataclass
+class _ToolServed(ServedEnv):
+    """Shared by repo and silent-bug sessions: a workspace in a sandbox and the standard tools."""
+
+    backend: str = "bwrap"
+    command_timeout_s: float = 120.0
+    action_model: type[Action] = ToolAction
+    _tools: dict[str, Any] = field(default_factory=dict)
+    _commands: list[str] = field(default_factory=list)
+    _episode: int = 0
+
+    def _new_workspace(self) -> Path:
+        self._episode += 1
+        ws = self.workdir / f"episode-{self._episode}" / "workspace"
+        old = self.workdir / f"episode-{self._episode - 1}" / "workspace"
+        shutil.rmtree(old, ignore_errors=True)  # only the last episode's workspace is kept
+        ws.parent.mkdir(parents=True, exist_ok=True)
+        return ws
+
+    def _start(self, box: Any, prompt: str, system: str) -> ToolObservation:
+        from verigap.agents import standard_tools
+
+        self._tools = {t.name: t for t in standard_tools(box)}
+        self._commands = []
+        self._begin()
+        return ToolObservation(text=prompt, metadata={"system": system},
+                               tools=[dataclasses.asdict(t.spec) for t in self._tools.values()])
+
+    def step(self, action: Action) -> Observation:
+        from verigap.agents import ToolCall
+        from verigap.agents._loop import _dispatch
+        from verigap.agents._tools import reset_command_budget, set_command_budget
+
+        assert isinstance(action, ToolAction)
+        call = ToolCall.of(f"call-{self.step_count}", action.tool, action.arguments)
+        token = set_command_budget(self.command_timeout_s, self.deadline)
+        try:
+            text, is_error, tool, args = _dispatch(call, self._tools)
+        finally:
+            reset_command_budget(token)
+        self.step_count += 1
+        if args is not None:
+            self._commands += [str(getattr(args, k)) for k in ("command", "path")
+                               if hasattr(args, k)]
+        ending = tool.ends_episode if tool is not None and not is_error else None
+        reason = None
+        if ending:
+            reason = "submitted" if ending == "submit" else "reported impossible"
+        elif self.step_count >= self.limits.max_steps:
+            reason = f"step budget spent ({self.limits.max_steps} steps)"
+        elif time.monotonic() >= self.deadline:
+            reason = f"wall-clock budget spent ({self.limits.wall_s:g} s)"
+        if reason is None:
+            return ToolObservation(text=text, is_error=is_error)
+        self.done = True
+        verdict = self._grade()
+        (out,) = self._verdict_out([verdict])
+        return ToolObservation(text=text, is_error=is_error, done=True,
+                               reward=float(verdict.reward), verdict=out,
+                               metadata={"ended": reason})
+
+    @abstractmethod
+    def _grade(self) -> Verdict:
+        """The full verdict of the finished episode (the truth included)."""
+
+
+class RepoConfig(_Opts):
+    grader: Literal["v1", "v2"] = "v1"
+    reward: str = "visible"
+
+
+class RepoReset(_Opts):
+    task: str = Field(description="a task id the server serves (GET /envs lists them)")
+
+
+@dataclass
+class RepoServed(_ToolServed):
+    """One repo task per episode: the workspace with visible tests only, graded on submit."""
+
+    config: RepoConfig = field(default_factory=RepoConfig)
+    tasks: dict[str, Path] = field(default_factory=dict)
+    name: str = "repo"
+
+    def __post_init__(self) -> None:
+        from verigap.rewards import parse_scheme
+
+        try:
+            self._scheme = parse_scheme(self.config.reward)
+        except ValueError as e:
+            raise ConfigError(f"config.reward: {e}") from None
+
+    def reset(self, seed: int | None, options: dict[str, Any]) -> Observation:
+        from verigap.repos.episode import SYSTEM
+        from verigap.repos.tasks import RepoTask, materialize_workspace, prepared_for
+        from verigap.sandbox import Limits as BoxLimits
+        from verigap.sandbox import make_sandbox
+
+        o = parse_options(RepoReset, options, "repo reset options")
+        if o.task not in self.tasks:
+            known = ", ".join(sorted(self.tasks)[:20]) or "none: start the server with --tasks"
+            raise ConfigError(f"repo reset options: task {o.task!r} is not served here; "
+                              f"served tasks: {known}")
+        self._task = RepoTask.load(self.tasks[o.task])
+        self._prepared = prepared_for(self._task, backend=self.backend)
+        self._seed = seed or 0
+        self._ws = materialize_workspace(self._prepared, self._task, self._new_workspace())
+        box = make_sandbox(self._ws, backend=self.backend,
+                           limits=BoxLimits(wall_s=self.command_timeout_s),
+                           ro_binds=[Path(self._prepared.env_prefix)])
+        self.task_id = self._task.task_id
+        return self._start(box, self._task.prompt, SYSTEM.format(python=self._prepared.python))
+
+    def _grade(self) -> Verdict:
+        from verigap.repos.episode import GRADERS
+
+        return GRADERS[self.config.grader](
+            self._task, self._ws, scheme=self._scheme, rng=np.random.default_rng(self._seed),
+            commands=self._commands, backend=self.backend, prepared=self._prepared)
+
+
+class SilentBugConfig(_Opts):
+    """Silent-bug sessions take no settings beyond the budget; the bug is a reset option."""
+
+
+class SilentBugReset(_Opts):
+    bug: str = Field(description="a bug id from the silent-bug registry")
+
+
+SILENTBUG_SYSTEM = """\
+You are debugging a reinforcement-learning training package under `substrates/`. It runs
+without errors but learns worse than it should. Use the tools to read the code, run it and fix
+the bug. When you are done, call submit."""
+
+
+@dataclass
+class SilentBugServed(_ToolServed):
+    """One registered silent bug per episode: its broken substrate package as the workspace."""
+
+    name: str = "silentbug"
+    grader: Any = None  # (bug, workspace) -> Verdict; default: grade_silentbug_episode
+
+    def reset(self, seed: int | None, options: dict[str, Any]) -> Observation:
+        from verigap.sandbox import Limits as BoxLimits
+        from verigap.sandbox import make_sandbox
+        from verigap.silentbug.bank import broken_files, load_registry
+        from verigap.silentbug.substrate import workspace_files, write_workspace
+
+        o = parse_options(SilentBugReset, options, "silentbug reset options")
+        registry = load_registry()
+        ids = [b.id for b in registry.bugs]
+        if o.bug not in ids:
+            raise ConfigError(f"silentbug reset options: no bug {o.bug!r}; registered bugs: "
+                              f"{', '.join(ids)}")
+        self._bug = registry.get(o.bug)
+        self._ws = self._new_workspace()
+        write_workspace(workspace_files(self._bug.substrate, broken_files(self._bug)), self._ws)
+        box = make_sandbox(self._ws, backend=self.backend,
+                           limits=BoxLimits(wall_s=self.command_timeout_s))
+        self.task_id = self._bug.id
+        prompt = (f"Substrate {self._bug.substrate}. Symptom: {self._bug.symptom} Find and fix "
+                  "the bug in the package under substrates/.")
+        return self._start(box, prompt, SILENTBUG_SYSTEM)
+
+    def _grade(self) -> Verdict:
+        from verigap.server._silentbug import grade_silentbug_episode
+
+        return (self.grader or grade_silentbug_episode)(self._bug, self._ws)
