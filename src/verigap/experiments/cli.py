@@ -32,7 +32,10 @@ def _fail(msg: str) -> None:
 
 @app.command("list")
 def list_(registry: Path = REG) -> None:
-    """Every prediction: id, the settings it needs and its criterion."""
+    """Every prediction: id, the settings it needs and its criterion.
+
+    Example: verigap experiments list
+    """
     try:
         reg = load_registry(registry)
     except VerigapError as e:
@@ -59,7 +62,10 @@ def run(ids: list[str] = typer.Argument(None, help="prediction ids (default: all
         finished_only: bool = typer.Option(
             False, help="start nothing: judge the predictions whose runs have all finished")
         ) -> None:
-    """Run (resumably) what the predictions need, then compute and store their verdicts."""
+    """Run (resumably) what the predictions need, then compute and store their verdicts.
+
+    Example: verigap experiments run E01 E05 --quick
+    """
     if executor not in ("serial", "process", "ray"):
         _fail(f"--executor {executor!r}: use serial, process or ray")
     runs_dir = out or (Path("runs/experiments-quick") if quick else RUNS)
@@ -106,7 +112,10 @@ def verdicts(registry: Path = REG,
                                               help="also draw final false success per setting")
              ) -> None:
     """The verdict table: supported / refuted / inconclusive with the numbers behind each;
-    predictions edited after their verdict show as amended beside the original."""
+    predictions edited after their verdict show as amended beside the original.
+
+    Example: verigap experiments verdicts --json
+    """
     try:
         reg = load_registry(registry)
         data = read_result(results)
