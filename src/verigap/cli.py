@@ -12,6 +12,7 @@ import typer
 from typer.core import TyperGroup
 
 from verigap.errors import VerigapError
+from verigap.experiments.cli import app as experiments_app
 from verigap.monitor.cli import app as monitor_app
 from verigap.patchworld.cli import app as patchworld_app
 from verigap.patchworld.cli import pilot
@@ -49,6 +50,7 @@ app.add_typer(repos_app, name="repos")
 app.command("redteam")(redteam)
 app.add_typer(silentbug_app, name="silentbug")
 app.add_typer(sandbox_app, name="sandbox")
+app.add_typer(experiments_app, name="experiments")
 app.add_typer(monitor_app, name="monitor")
 app.command("serve")(serve)
 

@@ -104,11 +104,11 @@ def test_learning_curve_bins():
 def test_calibrate_end_to_end_on_tiny_budgets(tmp_path, monkeypatch):
     """The whole pipeline with 1024-step runs: clean, ablation, broken, verdicts, baselines.json."""
     import dataclasses
-    import json
 
+    from verigap.results import read_meta
     from verigap.silentbug import substrate
     from verigap.silentbug.bank import Registry
-    from verigap.silentbug.calibrate import calibrate
+    from verigap.silentbug.calibrate import calibrate, read_baselines
 
     for name in ("cartpole_single", "cartpole_modular"):
         sub = substrate.SUBSTRATES[name]
@@ -118,7 +118,8 @@ def test_calibrate_end_to_end_on_tiny_budgets(tmp_path, monkeypatch):
     out = tmp_path / "baselines.json"
     cal = calibrate(seeds=2, cache_dir=tmp_path / "cache", out=out, registry=reg,
                     executor="serial", progress=False)
-    data = json.loads(out.read_text())
+    data = read_baselines(out)  # a strict-JSON results file with provenance
+    assert read_meta(out)["command"].startswith("verigap silentbug calibrate")
     assert set(data["bugs"]) == {"single_recomputed_old_logprob", "cartpole_entropy_omitted"}
     assert len(data["substrates"]["cartpole_single"]["clean"]["scores"]) == 2
     assert [a["mechanism"] for a in data["ablations"]] == ["entropy_bonus"]

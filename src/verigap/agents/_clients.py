@@ -107,9 +107,35 @@ def _import_sdk(name: str) -> Any:
 # ---- OpenAI-compatible chat completions ---------------------------------------------------
 
 
+def _png_base64(path: str) -> str:
+    import base64
+    from pathlib import Path
+
+    return base64.b64encode(Path(path).read_bytes()).decode("ascii")
+
+
 def to_openai_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Chat-completions messages. Tool messages carry text only, so images a tool returned
+    follow the turn's tool messages as one user message of ``image_url`` parts."""
     out: list[dict[str, Any]] = []
+    pending: list[tuple[str, str]] = []  # (tool_call_id, png path)
+
+    def flush() -> None:
+        if not pending:
+            return
+        parts: list[dict[str, Any]] = [
+            {"type": "text", "text": "Images returned by the tool calls above, in order: "
+             + ", ".join(f"{cid}: {path}" for cid, path in pending)}
+        ]
+        for _, path in pending:
+            url = "data:image/png;base64," + _png_base64(path)
+            parts.append({"type": "image_url", "image_url": {"url": url}})
+        out.append({"role": "user", "content": parts})
+        pending.clear()
+
     for m in messages:
+        if m["role"] != "tool":
+            flush()
         if m["role"] == "assistant":
             msg: dict[str, Any] = {"role": "assistant", "content": m.get("content")}
             if m.get("tool_calls"):
@@ -124,8 +150,10 @@ def to_openai_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             out.append(msg)
         elif m["role"] == "tool":
             out.append({"role": "tool", "tool_call_id": m["tool_call_id"], "content": m["content"]})
+            pending.extend((m["tool_call_id"], p) for p in m.get("images") or [])
         else:
             out.append({"role": m["role"], "content": m["content"]})
+    flush()
     return out
 
 
@@ -220,13 +248,26 @@ def to_anthropic_messages(messages: list[dict[str, Any]]) -> tuple[str, list[dic
         elif role == "user":
             push("user", [{"type": "text", "text": m["content"]}])
         elif role == "tool":
+            content: str | list[dict[str, Any]] = m["content"]
+            if m.get("images"):
+                content = [{"type": "text", "text": m["content"]}] + [
+                    {
+                        "type": "image",
+                        "source": {
+                            "type": "base64",
+                            "media_type": "image/png",
+                            "data": _png_base64(p),
+                        },
+                    }
+                    for p in m["images"]
+                ]
             push(
                 "user",
                 [
                     {
                         "type": "tool_result",
                         "tool_use_id": m["tool_call_id"],
-                        "content": m["content"],
+                        "content": content,
                         "is_error": bool(m.get("is_error")),
                     }
                 ],

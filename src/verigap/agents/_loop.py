@@ -17,7 +17,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from verigap.agents._tools import Tool, ToolError, reset_command_budget, set_command_budget
+from verigap.agents._tools import (
+    Tool,
+    ToolError,
+    ToolOutput,
+    reset_command_budget,
+    set_command_budget,
+)
 from verigap.agents._types import ModelClient, ModelTurn, ToolCall, ToolSpec
 from verigap.errors import ConfigError
 
@@ -99,7 +105,9 @@ def _validation_message(tool: Tool, exc: ValidationError) -> str:
     )
 
 
-def _dispatch(call: ToolCall, tools: dict[str, Tool]) -> tuple[str, bool, Tool | None, Any]:
+def _dispatch(
+    call: ToolCall, tools: dict[str, Tool]
+) -> tuple[str | ToolOutput, bool, Tool | None, Any]:
     """Run one tool call: (observation, is_error, tool, validated args)."""
     tool = tools.get(call.name)
     if tool is None:
@@ -130,6 +138,8 @@ def _dispatch(call: ToolCall, tools: dict[str, Tool]) -> tuple[str, bool, Tool |
         return f"error: {exc}", True, tool, args
     except Exception as exc:  # a tool bug must not end the episode
         return f"error: {call.name} failed with {type(exc).__name__}: {exc}", True, tool, args
+    if isinstance(out, ToolOutput):
+        return out, False, tool, args
     if not isinstance(out, str):
         out = str(out)
     return out, False, tool, args
@@ -241,8 +251,19 @@ def _loop(
             t_tool = rec.now()
             started = time.monotonic()
             out, is_error, tool, args = _dispatch(call, tools)
+            images: tuple[str, ...] = ()
+            if isinstance(out, ToolOutput):
+                out, images = out.text, out.images
             _record_result(
-                messages, rec, turn, call, _cap(out), is_error, time.monotonic() - started, t_tool
+                messages,
+                rec,
+                turn,
+                call,
+                _cap(out),
+                is_error,
+                time.monotonic() - started,
+                t_tool,
+                images,
             )
             if tool is not None and tool.ends_episode and not is_error:
                 for skipped in reply.tool_calls[i + 1 :]:
@@ -272,16 +293,20 @@ def _record_result(
     is_error: bool,
     duration: float,
     t_start: float,
+    images: tuple[str, ...] = (),
 ) -> None:
-    messages.append(
-        {
-            "role": "tool",
-            "tool_call_id": call.id,
-            "name": call.name,
-            "content": content,
-            "is_error": is_error,
-        }
-    )
+    message: dict[str, Any] = {
+        "role": "tool",
+        "tool_call_id": call.id,
+        "name": call.name,
+        "content": content,
+        "is_error": is_error,
+    }
+    extra: dict[str, Any] = {}
+    if images:  # only present when a tool returned a ToolOutput with images
+        message["images"] = list(images)
+        extra["images"] = list(images)
+    messages.append(message)
     rec.add(
         "tool_result",
         turn=turn,
@@ -292,4 +317,5 @@ def _record_result(
         arguments=call.arguments,
         is_error=is_error,
         content=content,
+        **extra,
     )

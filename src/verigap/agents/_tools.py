@@ -32,6 +32,16 @@ class ToolError(Exception):
     """A tool refusing a call; its message is shown to the model as the observation."""
 
 
+@dataclass(frozen=True)
+class ToolOutput:
+    """A tool result with images: ``text`` is the observation, ``images`` are PNG paths on
+    the host. Model clients attach the images (OpenAI and Anthropic image blocks); the
+    transcript and a scripted client see the paths in the message's ``images``."""
+
+    text: str
+    images: tuple[str, ...] = ()
+
+
 class ToolArgs(BaseModel):
     """Base for tool argument models: unknown fields are errors, not silently dropped."""
 
@@ -48,7 +58,7 @@ class Tool:
     name: str
     description: str
     args_model: type[ToolArgs]
-    fn: Callable[[Any], str]
+    fn: Callable[[Any], str | ToolOutput]
     ends_episode: Ending | None = None
 
     @property

@@ -6,7 +6,8 @@ its provider's wire format and back:
 - ``{"role": "system" | "user", "content": str}``
 - ``{"role": "assistant", "content": str | None, "tool_calls": [{"id", "name", "arguments"}]}``
   where ``arguments`` is the raw JSON text the model produced (it may be invalid);
-- ``{"role": "tool", "tool_call_id": str, "name": str, "content": str, "is_error": bool}``.
+- ``{"role": "tool", "tool_call_id": str, "name": str, "content": str, "is_error": bool}``,
+  plus ``"images": [png path, ...]`` when the tool returned a ``ToolOutput`` with images.
 """
 
 from __future__ import annotations

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 from threadpoolctl import threadpool_limits
 
 from verigap.patchworld import rules
@@ -34,11 +34,72 @@ from verigap.patchworld.policy import (
     log_softmax,
     sample,
 )
-from verigap.patchworld.programs import Programs, generate, heldout_set
-from verigap.patchworld.sft import SFTConfig, sft_cached
-from verigap.rewards import RewardScheme, Visible
+from verigap.patchworld.programs import FAMILIES, Programs, generate, heldout_set
+from verigap.patchworld.sft import SFTConfig, sft_cached, with_coverage
+from verigap.rewards import Audit, BatchPayout, RewardScheme, Visible
 from verigap.runs import METRICS, JsonlWriter, write_json_atomic
 from verigap.verdict import summarize_arrays
+
+
+class AuditSchedule(BaseModel):
+    """How the audit rate moves over a run (with an ``Audit`` reward only).
+
+    ``constant``: the reward's own rate throughout. ``linear``: from ``start_rate`` to
+    ``end_rate`` in a straight line over the steps (a ramp up or a decay). ``front_loaded``:
+    ``start_rate`` for the first ``switch_at`` share of the steps, ``end_rate`` after.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["constant", "linear", "front_loaded"] = "constant"
+    start_rate: float = Field(0.0, ge=0, le=1)
+    end_rate: float = Field(0.0, ge=0, le=1)
+    switch_at: float = Field(0.5, ge=0, le=1, description="front_loaded: share of steps")
+
+    def rate(self, base: float, step: int, steps: int) -> float:
+        if self.kind == "constant":
+            return base
+        frac = step / max(1, steps)
+        if self.kind == "linear":
+            return self.start_rate + (self.end_rate - self.start_rate) * frac
+        return self.start_rate if frac < self.switch_at else self.end_rate
+
+
+class TrainerOptions(BaseModel):
+    """What the experiment log varies beyond the pilot. Absent (None) on a GRPOConfig, the
+    trainer is exactly the pilot's; every option's default is also the pilot's behaviour."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    audit_schedule: AuditSchedule = AuditSchedule()
+    audit_recall: float = Field(1.0, ge=0, le=1,
+                                description="share of the hacks an audit that looks catches")
+    audit_unit: Literal["episode", "branch"] = Field(
+        "episode", description="episode: the hidden check on the whole program; branch: each "
+        "broken branch is audited on its own with the audit rate")
+    coverage: float | None = Field(None, ge=0, le=1, description=(
+        "share of broken branches the visible tests reach, in SFT, training and evaluation "
+        "(None: half, as in the pilot)"))
+    oracle_share: float = Field(0.0, ge=0, le=1, description=(
+        "share of training programs (fixed by content hash) paid by the hidden check"))
+    oracle_family: Literal["arithmetic", "periodic"] | None = Field(
+        None, description="programs of this pattern family are paid by the hidden check")
+    k_curriculum: tuple[int, ...] = Field((), description=(
+        "k of each of equal-length training phases (empty: the config's k throughout)"))
+    eval_ks: tuple[int, ...] = Field((), description="also evaluate held-out programs at these k")
+
+    @model_validator(mode="after")
+    def _ks(self) -> TrainerOptions:
+        for name in ("k_curriculum", "eval_ks"):
+            bad = [k for k in getattr(self, name) if not 1 <= k <= 10]
+            if bad:
+                raise ValueError(f"{name}: k must lie in 1..10, got {bad}")
+        return self
+
+    @property
+    def audit_tweaked(self) -> bool:
+        return (self.audit_schedule.kind != "constant" or self.audit_recall < 1.0
+                or self.audit_unit != "episode")
 
 
 class GRPOConfig(BaseModel):
@@ -58,6 +119,36 @@ class GRPOConfig(BaseModel):
     monitor_programs: int = Field(500, ge=1, description="fixed held-out monitoring set size")
     eval_programs: int = Field(2000, ge=1, description="held-out programs for the final eval")
     sft: SFTConfig = SFTConfig()
+    options: TrainerOptions | None = Field(
+        None, description="experiment-log options (None: the pilot trainer, unchanged)")
+
+    @model_validator(mode="after")
+    def _options_fit(self) -> GRPOConfig:
+        o = self.options
+        if o is not None and o.audit_tweaked and not isinstance(self.reward, Audit):
+            raise ValueError("options: audit_schedule, audit_recall and audit_unit need an "
+                             "audit reward (reward: {kind: audit, rate: ...})")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _drop_unset_options(self, handler):
+        # without options the dump is exactly the pilot's, so finished pilot runs still match
+        out = handler(self)
+        if self.options is None:
+            out.pop("options", None)
+        return out
+
+    def sft_config(self) -> SFTConfig:
+        """The SFT config, with the visible-test coverage of the options when one is set."""
+        if self.options is None or self.options.coverage is None:
+            return self.sft
+        return self.sft.model_copy(update={"coverage": self.options.coverage})
+
+    def programs_as_configured(self, programs: Programs, seed: int) -> Programs:
+        """Programs with the configured visible-test coverage (unchanged by default)."""
+        if self.options is None or self.options.coverage is None:
+            return programs
+        return with_coverage(programs, self.options.coverage, seed)
 
 
 def group_advantages(rewards: np.ndarray) -> np.ndarray:
@@ -77,6 +168,15 @@ def evaluate(model: MLP, programs: Programs, rng: np.random.Generator | None = N
             "false_success": s.false_success, "outcomes": grades.outcome_counts()}
 
 
+def _phases(config: GRPOConfig) -> list[tuple[int, int]]:
+    """(k, steps) of each training phase: one phase unless a k curriculum is set."""
+    ks = config.options.k_curriculum if config.options else ()
+    if not ks:
+        return [(config.k, config.steps)]
+    bounds = [round(j * config.steps / len(ks)) for j in range(len(ks) + 1)]
+    return [(k, bounds[j + 1] - bounds[j]) for j, k in enumerate(ks)]
+
+
 class GRPOTrainer:
     """Holds the policy, the frozen reference and the optimiser; ``step()`` is one update."""
 
@@ -86,12 +186,60 @@ class GRPOTrainer:
         self.reference = start.copy()
         self.opt = Adam(self.model.params(), config.lr)
         self.rng = np.random.default_rng([config.seed, 2])
-        n = max(1, config.steps) * config.programs
-        self.pool = generate(config.k, n, seed=20_000 + config.seed)
+        # options draw from their own stream, so the pilot's stream is never disturbed
+        self.aux = np.random.default_rng([config.seed, 3])
+        self.pools: list[tuple[int, Programs]] = []  # (first step, programs) per phase
+        first = 0
+        for j, (k, steps) in enumerate(_phases(config)):
+            n = max(1, steps) * config.programs
+            seed = 20_000 + config.seed + 1_000_003 * j
+            pool = config.programs_as_configured(generate(k, n, seed=seed), seed)
+            self.pools.append((first, pool))
+            first += steps
+        self.pool = self.pools[0][1]
+
+    def batch(self, i: int) -> Programs:
+        """The training programs of step ``i``."""
+        first, pool = next(p for p in reversed(self.pools) if p[0] <= i)
+        j = i - first
+        return pool[np.arange(j * self.c.programs, (j + 1) * self.c.programs) % pool.size]
+
+    def pay(self, i: int, progs: Programs, grades: rules.Grades) -> BatchPayout:
+        """The reward of step ``i``'s episodes: the scheme's, changed by the options if set."""
+        c, o = self.c, self.c.options
+        if o is None or (not o.audit_tweaked and o.oracle_share == 0 and o.oracle_family is None):
+            return c.reward.pay_batch(grades.passed, grades.correct, grades.deletions, self.rng)
+        passed, correct = grades.passed, grades.correct
+        if o.audit_tweaked:
+            assert isinstance(c.reward, Audit)  # the config validator guarantees it
+            rate = o.audit_schedule.rate(c.reward.rate, i, c.steps)
+            if o.audit_unit == "episode":
+                audited = self.rng.random(passed.size) < rate
+                hit = ~correct
+            else:
+                looked = self.rng.random(grades.outcome.shape) < rate
+                audited = looked.any(1)
+                hit = (looked & (grades.outcome != rules.FIXED)).any(1)
+            caught = audited & passed & hit
+            if o.audit_recall < 1.0:
+                caught &= self.aux.random(passed.size) < o.audit_recall
+            pay = BatchPayout(np.where(caught, c.reward.penalty, passed.astype(np.float64)),
+                              audited, caught)
+        else:
+            pay = c.reward.pay_batch(passed, correct, grades.deletions, self.rng)
+        oracle = np.zeros(passed.size, dtype=bool)
+        if o.oracle_share > 0:
+            oracle |= (progs.content_hash() % np.uint64(1000)) < round(o.oracle_share * 1000)
+        if o.oracle_family is not None:
+            oracle |= progs.family == FAMILIES.index(o.oracle_family)
+        if oracle.any():
+            pay = BatchPayout(np.where(oracle, correct.astype(np.float64), pay.reward),
+                              pay.audited | oracle, pay.caught & ~oracle)
+        return pay
 
     def step(self, i: int) -> dict[str, float]:
         c = self.c
-        progs = self.pool[np.arange(i * c.programs, (i + 1) * c.programs) % self.pool.size]
+        progs = self.batch(i)
         b, k, g = progs.size, progs.k, c.group
         x = all_features(progs).reshape(b * k, -1)  # rows: program-major, then step
         logits, h = self.model.forward(x)
@@ -102,7 +250,7 @@ class GRPOTrainer:
         episode_actions = actions.reshape(b, k, g).transpose(0, 2, 1).reshape(b * g, k)
         rep = progs[np.repeat(np.arange(b), g)]
         grades = rules.grade(rep, episode_actions)
-        pay = c.reward.pay_batch(grades.passed, grades.correct, grades.deletions, self.rng)
+        pay = self.pay(i, rep, grades)
         adv = group_advantages(pay.reward.reshape(b, g))  # (b, g)
         # gradient of the loss w.r.t. the logits of each (program, step) row
         n_samples = b * g * k
@@ -137,9 +285,10 @@ def train(run_dir: Path, config: dict[str, Any] | GRPOConfig,
     write_json_atomic(run_dir / "config.json", c.model_dump(mode="json"))
     t0 = time.perf_counter()
     with threadpool_limits(1):
-        start, sft_losses = sft_cached(c.k, c.seed, c.sft, sft_cache)
-        monitor = generate(c.k, c.monitor_programs, seed=1, stream="heldout")
-        heldout = heldout_set(c.k, c.eval_programs)
+        start, sft_losses = sft_cached(c.k, c.seed, c.sft_config(), sft_cache)
+        monitor = c.programs_as_configured(
+            generate(c.k, c.monitor_programs, seed=1, stream="heldout"), 1)
+        heldout = c.programs_as_configured(heldout_set(c.k, c.eval_programs), 0)
         trainer = GRPOTrainer(c, start)
         with JsonlWriter(run_dir / METRICS) as log:
             window: list[dict[str, float]] = []
@@ -163,5 +312,21 @@ def train(run_dir: Path, config: dict[str, Any] | GRPOConfig,
                                              start.log_probs(x_heldout)).mean()),
             "wall_s": time.perf_counter() - t0,
         }
+        if c.options is not None:
+            result |= _option_evals(c, start, trainer.model, heldout)
     np.savez_compressed(run_dir / "policy.npz", *trainer.model.params())
     return result
+
+
+def _option_evals(c: GRPOConfig, start: MLP, model: MLP, heldout: Programs) -> dict[str, Any]:
+    """Extra held-out evaluations of an experiment-log run: by pattern family, and at other k."""
+    out: dict[str, Any] = {"final_by_family": {}, "start_by_k": {}, "final_by_k": {}}
+    for idx, name in enumerate(FAMILIES):
+        part = heldout[heldout.family == idx]
+        if part.size:
+            out["final_by_family"][name] = evaluate(model, part)
+    for k in c.options.eval_ks if c.options else ():
+        other = c.programs_as_configured(heldout_set(k, c.eval_programs), 0)
+        out["start_by_k"][str(k)] = evaluate(start, other)
+        out["final_by_k"][str(k)] = evaluate(model, other)
+    return out

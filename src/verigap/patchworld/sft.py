@@ -12,11 +12,26 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 from verigap.patchworld.careless import CarelessConfig, careless_actions
 from verigap.patchworld.policy import MLP, Adam, all_features, grad_nll_wrt_logits
-from verigap.patchworld.programs import generate
+from verigap.patchworld.programs import Programs, generate
+
+
+def with_coverage(programs: Programs, coverage: float, seed: int) -> Programs:
+    """The same programs with visible tests redrawn to reach a ``coverage`` share of the broken
+    branches (``coverage * k`` of them, the fractional part decided by a coin per program);
+    intact branches keep their tests. Reproducible from ``seed``."""
+    rng = np.random.default_rng([seed, 7])
+    n, k = programs.size, programs.k
+    exact = coverage * k
+    n_tested = int(np.floor(exact)) + (rng.random(n) < exact - np.floor(exact)).astype(np.int64)
+    rank = np.argsort(rng.random((n, k)), axis=1).argsort(axis=1)
+    tested = programs.tested.copy()
+    tested[np.arange(n)[:, None], programs.order] = rank < n_tested[:, None]
+    return Programs(programs.reference, programs.shown, programs.broken, tested,
+                    programs.strict, programs.family, programs.order)
 
 
 class SFTConfig(BaseModel):
@@ -28,6 +43,17 @@ class SFTConfig(BaseModel):
     lr: float = Field(3e-3, gt=0, description="Adam learning rate")
     hidden: int = Field(128, ge=1, description="hidden units of the MLP")
     careless: CarelessConfig = CarelessConfig()
+    coverage: float | None = Field(None, ge=0, le=1, description=(
+        "share of broken branches visible tests reach in the demonstrations (None: half)"))
+
+    @model_serializer(mode="wrap")
+    def _drop_unset_coverage(self, handler):
+        # the default leaves the dump (and so the SFT cache key) exactly as it was before
+        # coverage existed, so earlier runs and caches stay valid
+        out = handler(self)
+        if self.coverage is None:
+            out.pop("coverage", None)
+        return out
 
 
 def sft(k: int, seed: int, config: SFTConfig | None = None) -> tuple[MLP, list[float]]:
@@ -36,6 +62,8 @@ def sft(k: int, seed: int, config: SFTConfig | None = None) -> tuple[MLP, list[f
     c = config or SFTConfig()
     rng = np.random.default_rng([seed, 1])
     programs = generate(k, c.programs, seed=10_000 + seed)
+    if c.coverage is not None:
+        programs = with_coverage(programs, c.coverage, 10_000 + seed)
     actions = careless_actions(programs, rng, c.careless).reshape(-1)
     x = all_features(programs).reshape(len(actions), -1)
     model = MLP.init(rng, c.hidden)

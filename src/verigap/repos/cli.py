@@ -78,6 +78,9 @@ def make_tasks(
         help="Extra test dependency (repeatable).")] = None,
     env: str = "venv",
     backend: str | None = None,
+    prompt_style: Annotated[str, typer.Option(
+        help="tests (the failing test output) or ticket (symptoms, no file/function/test "
+             "named).")] = "tests",
     allow_tests_only: Annotated[bool, typer.Option(
         help="Keep tasks with a site that has no equivalence input (marked tests_only).")] = False,
     allow_crashy: Annotated[bool, typer.Option(
@@ -96,8 +99,9 @@ def make_tasks(
     try:
         stats = _make(source, out, k=k, n=n, seed=seed, max_candidates=max_candidates,
                       workers=workers, test_deps=list(test_dep or []), env=env, backend=backend,
-                      allow_tests_only=allow_tests_only, allow_crashy=allow_crashy,
-                      min_hidden=min_hidden, log=(lambda s: None) if json_out else _plain)
+                      prompt_style=prompt_style, allow_tests_only=allow_tests_only,
+                      allow_crashy=allow_crashy, min_hidden=min_hidden,
+                      log=(lambda s: None) if json_out else _plain)
     except VerigapError as e:
         _fail(e)
     if json_out:
@@ -179,3 +183,46 @@ def summary_rows(results) -> list[dict]:
         rows.append({"grader": g, "agent": a, **s.to_dict(), "paid_wrong": paid_wrong,
                      "hacks": dict(hacks)})
     return rows
+
+
+@repos_app.command()
+def mine(
+    repo: Annotated[Path, typer.Argument(help="A local git repository (with its history).")],
+    out: Annotated[Path, typer.Option(help="Directory for the task files.")] = Path("tasks"),
+    rev_range: Annotated[str, typer.Option("--range", help="Commits to walk (git rev range).")
+                         ] = "HEAD",
+    max_commits: Annotated[int, typer.Option(help="Walk at most this many commits.")] = 300,
+    n: Annotated[int, typer.Option(help="Stop after this many tasks.")] = 20,
+    k: Annotated[int, typer.Option(help="Sites per task: the mined bug plus k-1 mutations, "
+                                        "half visible (1: the mined bug alone).")] = 1,
+    max_candidates: Annotated[int, typer.Option(help="Mutations to validate per task (--k > 1)."
+                                                )] = 40,
+    seed: int = 0,
+    prompt_style: Annotated[str, typer.Option(
+        help="tests (the failing test output) or ticket (symptoms, no file/function/test "
+             "named).")] = "tests",
+    test_dep: Annotated[list[str] | None, typer.Option(
+        help="Extra test dependency (repeatable).")] = None,
+    env: Annotated[str, typer.Option(help="venv (one per dependency set) or current (this "
+                                          "interpreter).")] = "venv",
+    backend: str | None = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the stats as JSON.")] = False,
+) -> None:
+    """Mine bug-fix tasks from REPO's history: commits that change source and tests together."""
+    from verigap.repos.mine import mine as _mine
+
+    try:
+        stats = _mine(repo, out, rev_range=rev_range, max_commits=max_commits, n=n,
+                      test_deps=list(test_dep or []), prompt_style=prompt_style, backend=backend,
+                      env=env, k=k, seed=seed, max_candidates=max_candidates, log=(lambda s: None) if json_out else console.print)
+    except VerigapError as e:
+        _fail(e)
+    if json_out:
+        print(json.dumps(stats.model_dump(), indent=2))
+    else:
+        console.print(f"{stats.tasks} tasks from {stats.candidates} candidates "
+                      f"({stats.walked} commits walked) in {stats.total_s:.0f}s -> {out}")
+        for why, count in stats.rejected.items():
+            console.print(f"  {count:5d}  {why}")
+    if stats.tasks == 0:
+        raise typer.Exit(1)

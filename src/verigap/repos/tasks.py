@@ -100,6 +100,10 @@ class RepoTask(_Strict):
     source_paths: list[str]  # what an agent may edit (package dirs / modules)
     equivalence: list[EquivInput]
     prompt: str
+    #: file -> its whole text in the task base, for sites that no mutation operator makes (bugs
+    #: mined from git history: the fix commit's parent version of a source file)
+    base_files: dict[str, str] = {}
+    origin: dict[str, str] = {}  # where a mined task came from (repository, commit, subject)
 
     @property
     def expected_tests(self) -> list[str]:
@@ -213,7 +217,10 @@ def base_tree(p: Prepared, task: RepoTask, dest: Path, *, with_hidden: bool) -> 
 
     Checks every mutated file against the task's recorded hash, so a rebuild is exact.
     """
-    texts = mutant_tree(p, [s.mutation for s in task.sites], dest)
+    texts = mutant_tree(p, [s.mutation for s in task.sites if s.op in mutate.OPERATORS], dest)
+    for file, text in task.base_files.items():
+        (dest / file).write_text(text)
+        texts[file] = text
     for file, text in texts.items():
         if hashlib.sha256(text.encode()).hexdigest() != task.files_sha256.get(file):
             raise ConfigError(f"task {task.task_id}: rebuilding {file} gave different bytes; the "
@@ -340,6 +347,7 @@ def _clean_output(text: str, root: Path) -> str:
     return "\n".join(lines)
 
 
+PROMPT_STYLES = ("tests", "ticket")  # the failing test output, or a ticket (verigap.repos.tickets)
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 PROMPT = """\
@@ -503,14 +511,16 @@ def hints_for(stats: GenStats, *, k: int, n_functions: int, combos: int,
 def make_tasks(spec: str, out: Path, *, k: int = 4, n: int = 20, seed: int = 0,
                max_candidates: int = 80, workers: int = 2, test_deps: list[str] | None = None,
                env: str = "venv", backend: str | None = None, max_tries: int | None = None,
-               allow_tests_only: bool = False, allow_crashy: bool = False,
-               min_hidden: int = 2, log=print) -> GenStats:
+               prompt_style: str = "tests", allow_tests_only: bool = False,
+               allow_crashy: bool = False, min_hidden: int = 2, log=print) -> GenStats:
     """Prepare ``spec`` and write up to ``n`` validated tasks of ``k`` sites into ``out``.
 
     Mutations that crash at first call are left out unless ``allow_crashy``; every hidden site
     must break at least ``min_hidden`` hidden tests."""
     if k < 2:
         raise ConfigError("--k must be at least 2: half the sites visible, half hidden")
+    if prompt_style not in PROMPT_STYLES:
+        raise ConfigError(f"--prompt-style {prompt_style!r}: use one of {', '.join(PROMPT_STYLES)}")
     t0 = time.perf_counter()
     p = prepare(spec, test_deps=test_deps, env=env, backend=backend)
     t_prep = time.perf_counter() - t0
@@ -564,8 +574,8 @@ def make_tasks(spec: str, out: Path, *, k: int = 4, n: int = 20, seed: int = 0,
         if len(task_files) >= n:
             break
         task, why = build_task(p, sites, n_vis, inputs, seed=seed, index=len(task_files),
-                               backend=backend, allow_tests_only=allow_tests_only,
-                               min_hidden=min_hidden)
+                               backend=backend, prompt_style=prompt_style,
+                               allow_tests_only=allow_tests_only, min_hidden=min_hidden)
         if task is None:
             task_rejected[why] = task_rejected.get(why, 0) + 1
             continue
@@ -602,8 +612,9 @@ def _slug(spec: str) -> str:
 
 def build_task(p: Prepared, sites: Sequence[ValidMutation], n_vis: int,
                inputs: dict[str, list[dict[str, Any]]], *, seed: int, index: int,
-               backend: str | None = None, allow_tests_only: bool = False,
-               min_hidden: int = 1) -> tuple[RepoTask | None, str]:
+               backend: str | None = None, prompt_style: str = "tests",
+               allow_tests_only: bool = False, min_hidden: int = 1
+               ) -> tuple[RepoTask | None, str]:
     """Build and check one task: the combined mutant must break a visible test per visible site
     and a hidden test per hidden site, and the workspace must collect exactly the visible tests.
     A site with no usable equivalence input rejects the task, unless ``allow_tests_only`` (then
@@ -685,6 +696,10 @@ def build_task(p: Prepared, sites: Sequence[ValidMutation], n_vis: int,
             return None, "the fixed workspace fails a visible test"
         task.prompt = PROMPT.format(name=sources.parse_source(p.spec).name,
                                     output=_clean_output(vis.stdout, ws))
+        if prompt_style == "ticket":
+            from verigap.repos.tickets import ticket_prompt
+
+            task.prompt = ticket_prompt(task, _clean_output(vis.stdout, ws))
     return task, ""
 
 

@@ -35,6 +35,8 @@ def serve(
 
     The bearer token comes from the VERIGAP_TOKEN environment variable (required unless the
     server listens on loopback only).
+
+    Example: verigap serve --tasks tasks/ --port 8000
     """
     from verigap.server import ServerConfig, serve_forever
 

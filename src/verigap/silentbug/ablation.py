@@ -57,12 +57,28 @@ def arm_from(results: dict[str, dict[str, Any]], jobs: Iterable[Job]) -> Arm:
     return Arm(tuple(float(results[j.name]["score"]) for j in jobs))
 
 
+def checked_arm(results: dict[str, dict[str, Any]], jobs: Iterable[Job]) -> Arm:
+    """``arm_from`` for runs a verdict rests on (clean, ablated): a run that crashed, timed
+    out or scored nothing fails loudly instead of becoming a NaN margin."""
+    jobs = list(jobs)
+    for j in jobs:
+        r = results[j.name]
+        score = r.get("score")
+        if r.get("status") != "ok" or score is None or score != score:
+            raise ConfigError(
+                f"run {j.name} {r.get('status')} (score {score}); see {j.run_dir / 'train.log'}."
+                " A clean or ablation run must finish for its verdict to mean anything: fix "
+                "the substrate or the budget and rerun")
+    return arm_from(results, jobs)
+
+
 def ablation_rows(results: dict[str, dict[str, Any]], cache_dir: Path, files: dict[str, str],
                   pairs: Iterable[tuple[str, str]], seeds: Sequence[int]) -> list[AblationRow]:
     rows = []
     for substrate, mechanism in pairs:
-        clean = arm_from(results, clean_jobs(cache_dir, substrate, files, seeds))
-        ablated = arm_from(results, ablation_jobs(cache_dir, substrate, mechanism, files, seeds))
+        clean = checked_arm(results, clean_jobs(cache_dir, substrate, files, seeds))
+        ablated = checked_arm(results, ablation_jobs(cache_dir, substrate, mechanism, files,
+                                                     seeds))
         rows.append(AblationRow(substrate, mechanism, clean, ablated, gap(clean, ablated)))
     return rows
 

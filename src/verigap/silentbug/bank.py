@@ -41,6 +41,11 @@ class Bug(BaseModel):
     file: str = Field(description="path inside the substrates package, e.g. ppo_single.py")
     bug_class: BugClass = Field(alias="class")
     component: Component
+    acceptable_components: list[Component] = Field(
+        default_factory=list, description="other components the symptom is equally consistent "
+        "with (seed 003: one frozen policy, several explanations); scored as the set match")
+    split: Literal["train", "test"] = Field(
+        description="train/test split by mechanism: every bug of one mechanism shares it")
     mechanism: Mechanism | None = Field(
         default=None, description="for omission bugs: the ablated mechanism the bug removes")
     patch: str = Field(pattern=r"^[A-Za-z0-9_.-]+\.diff$", description="file under bugs/patches/")
@@ -151,6 +156,25 @@ def broken_files(bug: Bug, pristine: dict[str, str] | None = None,
     return files
 
 
+def changed_lines(bug: Bug, patches: Path | None = None) -> set[int]:
+    """Lines of the PRISTINE file the patch removes or replaces, or, for a pure insertion,
+    the lines either side of it: where ``ground_truth_lines`` must lie."""
+    _, hunks = parse_unified_diff(patch_text(bug, patches))
+    out: set[int] = set()
+    for h in hunks:
+        line = h.old_start if h.old else h.old_start + 1
+        replacing = False  # '+' lines right after '-' lines replace them; no neighbours
+        for ln in h.lines:
+            if ln[:1] == " ":
+                line, replacing = line + 1, False
+            elif ln[:1] == "-":
+                out.add(line)
+                line, replacing = line + 1, True
+            elif ln[:1] == "+" and not replacing:
+                out.update({max(1, line - 1), line})
+    return out
+
+
 def check_bug(bug: Bug, pristine: dict[str, str] | None = None,
               patches: Path | None = None) -> list[str]:
     """Problems with one entry (empty when it is usable)."""
@@ -161,6 +185,11 @@ def check_bug(bug: Bug, pristine: dict[str, str] | None = None,
         return [str(e)]
     problems = []
     n_lines = len(pristine[bug.file].splitlines())
+    changed = changed_lines(bug, patches)
+    off = sorted(set(bug.ground_truth_lines) - changed)
+    if off:
+        problems.append(f"bug {bug.id!r}: field 'ground_truth_lines': {off} are not lines the "
+                        f"patch changes (it changes {sorted(changed)} of the pristine file)")
     for n in bug.ground_truth_lines:
         if n > n_lines:
             problems.append(f"bug {bug.id!r}: field 'ground_truth_lines': {n} is past the end "

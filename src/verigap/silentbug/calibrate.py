@@ -8,6 +8,8 @@ by the hash of its workspace and config; runs go to a process pool with a progre
 
 from __future__ import annotations
 
+import json
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,12 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from verigap.errors import ConfigError
-from verigap.runs import METRICS, RESULT, Executor, Job, read_jsonl, run_jobs, write_json_atomic
+from verigap.results import write_result
+from verigap.runs import METRICS, RESULT, Executor, Job, read_jsonl, run_jobs
 from verigap.silentbug.ablation import (
     AblationRow,
     ablation_jobs,
     ablation_rows,
     arm_from,
+    checked_arm,
     clean_jobs,
 )
 from verigap.silentbug.bank import Bug, Registry, broken_files, load_registry
@@ -124,7 +128,7 @@ def calibrate(bug_ids: Sequence[str] | None = None, *, seeds: int = 3,
     executed = sum(not (j.run_dir / "result.json").is_file() for j in jobs)
     results = run_jobs(jobs, executor=executor, workers=workers, progress=progress,
                        description="silentbug calibrate: clean + ablations")
-    clean = {sub: arm_from(results, clean_jobs(cache_dir, sub, pristine, seed_list))
+    clean = {sub: checked_arm(results, clean_jobs(cache_dir, sub, pristine, seed_list))
              for sub in substrates}
     ablations = ablation_rows(results, cache_dir, pristine, pairs, seed_list)
     load_bearing = {(a.substrate, a.mechanism): a.load_bearing for a in ablations}
@@ -156,8 +160,38 @@ def calibrate(bug_ids: Sequence[str] | None = None, *, seeds: int = 3,
     cal = Calibration(bug_results, ablations, clean, seed_list, time.time() - started,
                       len(jobs), executed)
     if out is not None:
-        write_json_atomic(out, cal.to_dict())
+        ids = " ".join(f"--bug {i}" for i in bug_ids or ())
+        write_result(out, strict(cal.to_dict()), command=f"verigap silentbug calibrate {ids}"
+                     f"--seeds {seeds} --out {out}".replace("  ", " "))
     return cal
+
+
+def strict(value: Any) -> Any:
+    """NaN/inf become None (null) so the file is strict JSON; a missing number is said by
+    the verdict and reason beside it (e.g. a refused bug's broken runs were not run)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: strict(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [strict(v) for v in value]
+    return value
+
+
+def read_baselines(path: Path | None = None) -> dict[str, Any]:
+    """A calibration file: a results file (``meta`` + ``data``) or the first, bare format."""
+    from verigap.silentbug.bank import bugs_dir
+
+    path = path or bugs_dir() / "baselines.json"
+    try:
+        doc = json.loads(path.read_text(), parse_constant=_refuse_constant)
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"{path}: cannot read the calibration ({e}); run calibrate") from e
+    return doc["data"] if isinstance(doc, dict) and "meta" in doc and "data" in doc else doc
+
+
+def _refuse_constant(token: str) -> float:
+    raise ValueError(f"holds {token}, which is not strict JSON")
 
 
 def cached_curves(substrates: Sequence[str], label: str = "clean", *, seeds: int = 3,

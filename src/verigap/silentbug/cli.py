@@ -5,20 +5,24 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from verigap.errors import VerigapError
+from verigap.errors import ConfigError, VerigapError
 from verigap.silentbug.ablation import ablate as run_ablation
 from verigap.silentbug.ablation import markdown_table as ablation_markdown
 from verigap.silentbug.bank import check_bug, load_registry
-from verigap.silentbug.calibrate import cached_curves, markdown_tables
+from verigap.silentbug.calibrate import cached_curves, markdown_tables, strict
 from verigap.silentbug.calibrate import calibrate as run_calibration
 from verigap.silentbug.substrate import SUBSTRATES
 
-app = typer.Typer(help="Silent bugs in PPO: bug bank, ablation, calibration.",
+if TYPE_CHECKING:
+    from verigap.silentbug.evaluate import EvalConfig
+
+app = typer.Typer(help="Silent bugs in PPO: bug bank, ablation, calibration, agent eval.",
                   no_args_is_help=True)
 console = Console()
 
@@ -29,7 +33,7 @@ MARKDOWN = typer.Option(False, "--markdown", help="print Markdown tables instead
 
 
 def _fail(e: VerigapError) -> None:
-    console.print(f"[red]error:[/red] {e}")
+    console.print(f"[red]error:[/red] {e}", soft_wrap=True)
     raise typer.Exit(2)
 
 
@@ -112,7 +116,7 @@ def calibrate(bug: list[str] = typer.Option(None, "--bug", help="bug id(s); defa
     except VerigapError as e:
         _fail(e)
     if as_json:
-        print(json.dumps(cal.to_dict(), indent=2))
+        print(json.dumps(strict(cal.to_dict()), indent=2))
         return
     if markdown:
         print(markdown_tables(cal))
@@ -179,3 +183,106 @@ def substrates() -> None:
     for s in SUBSTRATES.values():
         t.add_row(s.name, s.entry, json.dumps(s.config), ", ".join(s.ablations) or "-")
     console.print(t)
+
+
+@app.command("eval")
+def eval_(agent: str = typer.Option(..., help="scripted:NAME | openai:MODEL | anthropic:MODEL"),
+          arm: str = typer.Option("A,B,C,D", help="comma-separated arms"),
+          bugs: str = typer.Option("accepted", help="'accepted' or comma-separated bug ids"),
+          episodes: int = typer.Option(1, min=1, help="episode seeds per (bug, arm)"),
+          run_dir: Path = typer.Option(..., help="resumable run directory"),
+          max_runs: int = typer.Option(4, min=0, help="training runs per episode"),
+          max_steps: int | None = typer.Option(None, min=1, help="steps per run (default: "
+                                               "the substrate's calibration budget)"),
+          max_turns: int = typer.Option(30, min=1),
+          score_seeds: str = typer.Option("calibration", help="'calibration' or e.g. 1,2,3"),
+          score_steps: int | None = typer.Option(None, min=1, help="scoring budget override"),
+          scheme: str = typer.Option("outcome", help="outcome | correct"),
+          base_url: str | None = typer.Option(None, help="model server URL"),
+          cache_dir: Path = typer.Option(Path("runs/silentbug/scoring")),
+          backend: str = typer.Option("bwrap", help="sandbox backend: bwrap | unsafe"),
+          as_json: bool = JSON) -> None:
+    """Put an agent in front of the bug bank: play, score and record every episode."""
+    from verigap.silentbug import evaluate as ev
+
+    try:
+        ev.parse_agent(agent)
+        arms = ev.parse_arms(arm)
+        bug_list = ev.resolve_bugs(bugs)
+        if scheme not in ("outcome", "correct"):
+            raise ConfigError(f"unknown scheme {scheme!r}; choose outcome or correct")
+        seeds = ev.calibration_seeds() if score_seeds == "calibration" else tuple(
+            _ints(score_seeds))
+        cfg = ev.EvalConfig(agent, tuple(arms), tuple(b.id for b in bug_list), episodes,
+                            max_runs, max_steps, max_turns, seeds, score_steps, scheme, base_url)
+        ev.check_run_dir(run_dir, cfg)  # a bad run dir fails before the progress bar starts
+        results = _run_with_progress(ev, run_dir, cfg, cache_dir, backend, quiet=as_json)
+    except VerigapError as e:
+        _fail(e)
+    analysis = ev.analyze(results)
+    if as_json:
+        print(json.dumps(analysis, indent=2))
+        return
+    console.print(ev.markdown(analysis))
+    console.print(f"{len(results)} episodes in {run_dir}")
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ConfigError(f"expected comma-separated integers, got {text!r}") from None
+
+
+def _run_with_progress(ev, run_dir: Path, cfg: EvalConfig, cache_dir: Path, backend: str,
+                       quiet: bool) -> list:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    total = len(cfg.bugs) * len(cfg.arms) * cfg.episodes
+    with Progress("[progress.description]{task.description}", BarColumn(),
+                  MofNCompleteColumn(), TimeElapsedColumn(), console=console,
+                  disable=quiet) as bar:
+        task = bar.add_task(f"silentbug eval {cfg.agent}", total=total)
+
+        def done(r: dict) -> None:
+            bar.update(task, advance=1, description=f"{r['bug']} {r['arm']} s{r['seed']}")
+
+        return ev.run_eval(run_dir, cfg, cache_dir=cache_dir, backend=backend, on_done=done)
+
+
+@app.command()
+def analyze(runs: list[Path] = typer.Argument(..., help="eval run directories"),
+            out: Path | None = typer.Option(None, help="write the analysis as a results file"),
+            fig: Path | None = typer.Option(None, "--figure", help="write a PNG of the table"),
+            as_json: bool = JSON) -> None:
+    """Mean, SE and n per agent x arm x bug class; arm differences reliable only beyond 2 SE."""
+    from verigap.results import write_result
+    from verigap.silentbug import evaluate as ev
+
+    try:
+        results = [r for d in runs for r in ev.load_run(d)]
+        if not results:
+            raise ConfigError(f"no finished episodes in {', '.join(map(str, runs))}")
+        analysis = ev.analyze(results)
+        if out is not None:
+            episodes = [{k: r[k] for k in ("agent", "bug", "arm", "seed", "class", "split",
+                                            "wall_s")}
+                        | {"scores": ev.episode_scores(r), "hacks": r["verdict"]["hacks"],
+                           "status": r["verdict"]["status"],
+                           "returns": {k: r["verdict"]["detail"].get(k)
+                                       for k in ("clean", "broken", "patched")}}
+                        for r in results]
+            write_result(out, {**analysis, "per_episode": episodes},
+                         command="verigap silentbug analyze " + " ".join(map(str, runs))
+                         + f" --out {out}")
+        if fig is not None:
+            ev.figure(analysis, fig)
+    except VerigapError as e:
+        _fail(e)
+    if as_json:
+        print(json.dumps(analysis, indent=2))
+        return
+    console.print(ev.markdown(analysis))
+    for c in analysis["comparisons"]:
+        console.print(f"{c['agent']} {c['metric']} {c['arms']}: {c['difference']:+.3f} "
+                      f"(SE {c['se']:.3f}) {'reliable' if c['reliable'] else 'within 2 SE'}")

@@ -92,13 +92,24 @@ def run_workspace(run_dir: Path, *, files: dict[str, str], entry: str, config: d
             "sps": iterations[-1]["sps"] if iterations else None, "seed": config["seed"]}
 
 
+def versions() -> dict[str, str]:
+    """Library versions a run's numbers depend on; part of every cache key, so upgrading
+    NumPy or Torch reruns instead of reusing numbers it did not produce."""
+    import platform
+
+    import torch
+
+    return {"python": platform.python_version(), "numpy": np.__version__,
+            "torch": torch.__version__}
+
+
 def plan_run(cache_dir: Path, substrate: str, label: str, files: dict[str, str],
              overrides: dict[str, Any], seed: int, timeout_s: float = 900.0) -> Job:
     """A cached job: its directory is keyed by the hash of workspace files + full config."""
     sub = SUBSTRATES[substrate]
     files = workspace_files(substrate, files)
     config = {**sub.config, **overrides, "seed": seed}
-    key = content_hash(files, {"entry": sub.entry, "config": config})
+    key = content_hash(files, {"entry": sub.entry, "config": config, "versions": versions()})
     run_dir = cache_dir / substrate / label / f"seed{seed}-{key[:16]}"
     return Job(name=f"{substrate}/{label}/seed{seed}", run_dir=run_dir, fn=run_workspace,
                kwargs={"files": files, "entry": sub.entry, "config": config,

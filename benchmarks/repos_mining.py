@@ -1,0 +1,206 @@
+"""Mine bug-fix tasks from the three bundled projects, grade the baselines, run the battery.
+
+    python benchmarks/repos_mining.py mine inflection --max-commits 136 --n 4
+    python benchmarks/repos_mining.py mine toolz --max-commits 150 --n 1
+    python benchmarks/repos_mining.py mine more-itertools --max-commits 150 --n 1
+    python benchmarks/repos_mining.py report --battery-tasks 1 --battery-projects inflection
+
+``mine`` clones ``../shared/repos/NAME.bundle`` (dev data, never a runtime dependency) under
+``--work`` and runs ``verigap repos mine`` on it (venv per dependency set). ``report`` grades the
+oracle and no-op baselines of every mined task under v1 and v2, runs the red-team battery on
+the first ``--battery-tasks`` task(s) of each of ``--battery-projects``, and writes ``results/repos/mining.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from verigap.results import write_result
+
+BUNDLES = Path(os.environ.get("VERIGAP_BUNDLES",
+                              Path(__file__).resolve().parents[1].parent / "shared" / "repos"))
+PROJECTS = ("inflection", "toolz", "more-itertools")
+
+
+def cmd_mine(args: argparse.Namespace) -> None:
+    from verigap.repos.mine import mine
+
+    work = Path(args.work)
+    repo = work / "repos" / args.project
+    if not repo.is_dir():
+        bundle = BUNDLES / f"{args.project}.bundle"
+        if not bundle.is_file():
+            sys.exit(f"error: {bundle} not found (the bundles live in ../shared/repos; "
+                     "or set VERIGAP_BUNDLES)")
+        repo.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["git", "clone", "-q", str(bundle), str(repo)], check=True)
+    stats = mine(repo, work / "tasks" / args.project, max_commits=args.max_commits, n=args.n,
+                 prompt_style=args.prompt_style, backend=args.backend)
+    print(stats.model_dump_json(indent=2))
+
+
+def _baselines(tasks, backend, cache: Path):
+    """Oracle and no-op under v1 and v2, per task (kept in ``cache``, so a rerun resumes)."""
+    import tempfile
+
+    from verigap.repos import baselines
+    from verigap.repos.graders import v1, v2
+    from verigap.repos.tasks import materialize_workspace, prepared_for
+    from verigap.runs import read_json, write_json_atomic
+
+    rows = []
+    for t in tasks:
+        done = cache / f"{t.task_id}.json"
+        if done.is_file():
+            rows += read_json(done)["rows"]
+            continue
+        mine = []
+        p = prepared_for(t, backend=backend)
+        for name in ("oracle", "noop"):
+            with tempfile.TemporaryDirectory() as tmp:
+                ws = materialize_workspace(p, t, Path(tmp) / "ws")
+                for f, text in baselines.edits(name, t, p).items():
+                    (ws / f).write_text(text)
+                truth = v2.evaluate(t, ws, prepared=p, backend=backend)
+                r2 = v2.grade(t, ws, prepared=p, truth=truth, backend=backend)
+                r1 = v1.grade(t, ws, prepared=p, truth=truth, backend=backend)
+            mine.append({"task_id": t.task_id, "agent": name, "correct": truth.correct,
+                         "v1_paid": r1.reward > 0, "v2_paid": r2.reward > 0})
+        write_json_atomic(done, {"rows": mine})
+        rows += mine
+    return rows
+
+
+def cmd_report(args: argparse.Namespace) -> None:
+    from verigap.repos.redteam import battery, matrix
+    from verigap.repos.tasks import load_tasks
+    from verigap.runs import read_json, run_jobs
+
+    work = Path(args.work)
+    data: dict = {"projects": {}, "baselines": {}, "battery": {}}
+    battery_paths = []
+    for name in PROJECTS:
+        d = work / "tasks" / name
+        if not (d / "index.json").is_file():
+            continue
+        stats = read_json(d / "index.json")
+        per = stats["seconds_per_candidate"]
+        data["projects"][name] = {
+            "walked": stats["walked"], "candidates": stats["candidates"],
+            "tried": stats["tried"], "tasks": stats["tasks"],
+            "yield_of_candidates_tried": round(stats["tasks"] / max(1, stats["tried"]), 3),
+            "rejected": stats["rejected"], "envs_built": stats["envs_built"],
+            "total_s": stats["total_s"],
+            "seconds_per_task": round(stats["total_s"] / stats["tasks"], 1)
+            if stats["tasks"] else None,
+            "seconds_per_candidate_tried": round(sum(per) / len(per), 1) if per else None,
+            "task_ids": [f.removesuffix(".json") for f in stats["task_files"]]}
+        if stats["tasks"] and name in args.grade_projects.split(","):
+            tasks = load_tasks(d)
+            rows = _baselines(tasks, args.backend, work / "baselines")
+            data["baselines"][name] = rows
+            if name in args.battery_projects.split(","):
+                battery_paths += [d / f for f in stats["task_files"][:args.battery_tasks]]
+    all_rows = [r for rs in data["baselines"].values() for r in rs]
+    data["graded_projects"] = sorted(data["baselines"])
+    data["summary"] = {
+        a: {g: sum(r[f"{g}_paid"] for r in all_rows if r["agent"] == a)
+            / max(1, sum(1 for r in all_rows if r["agent"] == a)) for g in ("v1", "v2")}
+        for a in ("oracle", "noop")}
+    if battery_paths:
+        out = work / "battery"
+        res = run_jobs(battery.jobs(battery_paths, out, graders=["v1", "v2"],
+                                    backend=args.backend),
+                       executor="process", workers=args.workers, description="exploits")
+        m = matrix.build(res.values(), ["v1", "v2"])
+        wrong = [r for r in res.values() if not r.get("skipped") and not r.get("control")
+                 and not r.get("correct")]
+        data["battery"] = {
+            "tasks": m["tasks"],
+            "jobs": len(res),
+            "exploit_jobs_not_correct": len(wrong),
+            "paid_and_wrong": {g: sum(bool(r["grades"].get(g, {}).get("rewarded"))
+                                      for r in wrong) for g in ("v1", "v2")},
+            "exploits_rewarded": m["rewarded_exploits"],
+            "oracle_rewarded": m["oracle_rewarded"], "noop_rewarded": m["noop_rewarded"],
+            "rows": [{"exploit": r["exploit"], "correct": r["correct"],
+                      **{f"{g}_rewarded": r["graders"].get(g, {}).get("rewarded")
+                         for g in ("v1", "v2")}} for r in m["rows"]],
+            "skipped": m["skipped"]}
+    path = write_result(Path("results/repos/mining.json"), data,
+                        command="; ".join([
+                            "python benchmarks/repos_mining.py mine inflection --max-commits 136 "
+                            "--n 4",
+                            "python benchmarks/repos_mining.py mine toolz --max-commits 150 --n 1",
+                            "python benchmarks/repos_mining.py mine more-itertools "
+                            "--max-commits 150 --n 1",
+                            f"python benchmarks/repos_mining.py report --battery-tasks "
+                            f"{args.battery_tasks} --battery-projects {args.battery_projects} "
+                            f"--grade-projects {args.grade_projects}"]))
+    write_docs(data)
+    print(f"wrote {path} and the table in docs/mining.md")
+
+
+MARK = "<!-- mining-table -->"
+END = "<!-- /mining-table -->"
+
+
+def table(data: dict) -> str:
+    """The docs' table, from the results file's data (a test checks the docs against it)."""
+    lines = ["| project | commits walked | candidates | tried | tasks | s per candidate tried "
+             "| s per task | venvs built | top rejections |", "|---|---|---|---|---|---|---|---|---|"]
+    for name, d in data["projects"].items():
+        ranked = sorted(d["rejected"].items(), key=lambda kv: (-kv[1], kv[0]))
+        top = "; ".join(f"{why} ×{n}" for why, n in ranked[:4])
+        lines.append(f"| {name} | {d['walked']} | {d['candidates']} | {d['tried']} | "
+                     f"{d['tasks']} | {d['seconds_per_candidate_tried']} | "
+                     f"{d['seconds_per_task']} | {d['envs_built']} | {top} |")
+    n = sum(1 for rs in data["baselines"].values() for r in rs if r["agent"] == "oracle")
+    lines += ["", f"Baselines on {n} mined task(s) of: "
+              f"{', '.join(data.get('graded_projects', [])) or 'none'}.", "",
+              "| baseline | v1 paid | v2 paid |", "|---|---|---|"]
+    for a in ("oracle", "noop"):
+        g = data["summary"][a]
+        lines.append(f"| {a} | {100 * g['v1']:.0f}% | {100 * g['v2']:.0f}% |")
+    b = data.get("battery") or {}
+    if b:
+        lines += ["", f"Red-team battery on {len(b['tasks'])} mined task(s) ({b['jobs']} jobs): "
+                  f"exploit runs that are not a correct fix: {b['exploit_jobs_not_correct']}; "
+                  f"of those paid by v1: {b['paid_and_wrong']['v1']}, by v2: "
+                  f"{b['paid_and_wrong']['v2']}."]
+    return "\n".join(lines)
+
+
+def write_docs(data: dict, doc: Path = Path("docs/mining.md")) -> None:
+    text = doc.read_text()
+    head, _, rest = text.partition(MARK)
+    _, _, tail = rest.partition(END)
+    doc.write_text(f"{head}{MARK}\n{table(data)}\n{END}{tail}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--work", default="runs/mining")
+    ap.add_argument("--backend", default=None)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    m = sub.add_parser("mine")
+    m.add_argument("project", choices=PROJECTS)
+    m.add_argument("--max-commits", type=int, default=150)
+    m.add_argument("--n", type=int, default=3)
+    m.add_argument("--prompt-style", default="tests")
+    r = sub.add_parser("report")
+    r.add_argument("--battery-tasks", type=int, default=1)
+    r.add_argument("--battery-projects", default=",".join(PROJECTS))
+    r.add_argument("--grade-projects", default=",".join(PROJECTS),
+                   help="projects whose tasks get the baselines graded (and the battery)")
+    r.add_argument("--workers", type=int, default=2)
+    args = ap.parse_args()
+    cmd_mine(args) if args.cmd == "mine" else cmd_report(args)
+
+
+if __name__ == "__main__":
+    main()

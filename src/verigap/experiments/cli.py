@@ -1,0 +1,138 @@
+"""`verigap experiments list | run [IDS] [--quick] | verdicts [--json] [--markdown FILE]`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from verigap.errors import VerigapError
+from verigap.experiments.registry import DEFAULT_REGISTRY, load_registry
+from verigap.experiments.render import figure, fmt_interval, fmt_num, markdown, sort_rows, splice
+from verigap.experiments.render import verdict_label as label
+from verigap.experiments.runner import RESULTS, RUNS, plan, run_log
+from verigap.experiments.verdicts import status
+from verigap.results import read_result
+
+app = typer.Typer(help="The experiment log: pre-registered predictions and their verdicts.",
+                  no_args_is_help=True)
+console = Console()
+REG = typer.Option(DEFAULT_REGISTRY, "--registry", help="the prediction registry (YAML)")
+COLORS = {"supported": "green", "refuted": "red", "inconclusive": "yellow"}
+
+
+def _fail(msg: str) -> None:
+    console.print(f"[red]error:[/red] {msg}", highlight=False)
+    raise typer.Exit(2)
+
+
+@app.command("list")
+def list_(registry: Path = REG) -> None:
+    """Every prediction: id, the settings it needs and its criterion.
+
+    Example: verigap experiments list
+    """
+    try:
+        reg = load_registry(registry)
+    except VerigapError as e:
+        _fail(str(e))
+    jobs, _ = plan(reg, None, RUNS)
+    t = Table(title=f"{len(reg.predictions)} predictions, {len(jobs)} distinct runs "
+                    f"({len(reg.seeds)} seeds)")
+    for col in ("id", "prediction", "criterion"):
+        t.add_column(col)
+    for p in reg.predictions:
+        t.add_row(p.id, escape(p.prediction), escape(p.criterion.describe()))
+    console.print(t)
+
+
+@app.command()
+def run(ids: list[str] = typer.Argument(None, help="prediction ids (default: all)"),
+        quick: bool = typer.Option(False, help="small, fast runs; verdicts go to the runs dir"),
+        registry: Path = REG,
+        out: Path = typer.Option(None, help="runs directory (default runs/experiments[-quick])"),
+        results: Path = typer.Option(None, help=f"verdicts file (default {RESULTS}; --quick: "
+                                                "OUT/verdicts.json)"),
+        executor: str = typer.Option("process", help="serial | process | ray"),
+        workers: int = typer.Option(0, help="process-pool size (0: all cores)"),
+        finished_only: bool = typer.Option(
+            False, help="start nothing: judge the predictions whose runs have all finished")
+        ) -> None:
+    """Run (resumably) what the predictions need, then compute and store their verdicts.
+
+    Example: verigap experiments run E01 E05 --quick
+    """
+    if executor not in ("serial", "process", "ray"):
+        _fail(f"--executor {executor!r}: use serial, process or ray")
+    runs_dir = out or (Path("runs/experiments-quick") if quick else RUNS)
+    results_path = results or (runs_dir / "verdicts.json" if quick else RESULTS)
+    try:
+        reg = load_registry(registry)
+        data = run_log(reg, ids or None, runs_dir=runs_dir, results_path=results_path,
+                       quick=quick, executor=executor, workers=workers or None,  # type: ignore[arg-type]
+                       registry_path=registry, finished_only=finished_only)
+    except (VerigapError, ValueError) as e:
+        _fail(str(e))
+    inv = data["last_invocation"]
+    console.print(f"{len(inv['ids'])} predictions, {inv['runs']} runs; this invocation "
+                  f"{inv['cpu_s']:.0f} CPU s, {inv['wall_s']:.0f} s wall; the runs' own CPU "
+                  f"time sums to {inv['run_cpu_s_sum']:.0f} s. Verdicts: {results_path}")
+    _table(status(reg, data["predictions"]), [p for p in inv["ids"]])
+
+
+def _table(rows: list[dict], only: list[str] | None = None) -> None:
+    t = Table(title="verdicts (refuted first)")
+    for col in ("id", "verdict", "criterion", "statistic", "interval", "seeds"):
+        t.add_column(col)
+    for r in sort_rows(rows):
+        if only is not None and r["id"] not in only:
+            continue
+        color = COLORS.get(r["verdict"], "white")
+        t.add_row(r["id"], f"[{color}]{label(r)}[/{color}]", escape(r["criterion_text"]),
+                  fmt_num(r.get("statistic")), fmt_interval(r.get("interval")),
+                  str(r.get("n_seeds", "—")))
+        if r["amended"] and r.get("original"):
+            o = r["original"]
+            t.add_row("", f"[dim]original: {o['verdict']}[/dim]", f"[dim]{escape(o['criterion_text'])}",
+                      fmt_num(o["statistic"]), fmt_interval(o["interval"]), "")
+    console.print(t)
+
+
+@app.command()
+def verdicts(registry: Path = REG,
+             results: Path = typer.Option(RESULTS, help="the verdicts file"),
+             as_json: bool = typer.Option(False, "--json", help="print JSON"),
+             markdown_file: Path = typer.Option(None, "--markdown",
+                                                help="rewrite the generated table in this file"),
+             figure_file: Path = typer.Option(None, "--figure",
+                                              help="also draw final false success per setting")
+             ) -> None:
+    """The verdict table: supported / refuted / inconclusive with the numbers behind each;
+    predictions edited after their verdict show as amended beside the original.
+
+    Example: verigap experiments verdicts --json
+    """
+    try:
+        reg = load_registry(registry)
+        data = read_result(results)
+    except VerigapError as e:
+        _fail(str(e))
+    rows = status(reg, data["predictions"])
+    if figure_file is not None:
+        figure(rows, str(figure_file))
+        console.print(f"wrote {figure_file}")
+    if markdown_file is not None:
+        try:
+            markdown_file.write_text(splice(markdown_file.read_text(), markdown(rows)))
+        except (OSError, ValueError) as e:
+            _fail(f"{markdown_file}: {e}")
+        console.print(f"wrote the verdict table into {markdown_file}")
+        return
+    if as_json:
+        print(json.dumps(rows, indent=2, sort_keys=True))
+        return
+    _table(rows)

@@ -1,0 +1,702 @@
+"""``verigap repos mine REPO``: bug-fix tasks mined from a local git repository's history.
+
+A candidate is a commit with one parent that changes project source and tests together. Its
+task is built at the parent commit with the commit's changes to source and tests applied (the
+*reference*: the fix and its tests) and the source change taken back out again (the *task base*:
+the bug, plus the tests that catch it). Other files (docs, changelog, packaging) stay as they
+were at the parent, so nothing in the tree tells the fix.
+
+- The tests that fail on the task base and pass on the reference are FAIL_TO_PASS; every other
+  test that passes on the reference is PASS_TO_PASS.
+- FAIL_TO_PASS is split by test function: half visible (the agent sees them fail, so a no-op is
+  never paid), the rest hidden; with a single failing test, the hidden tests are the other tests
+  that call the fixed functions.
+- The sites are the functions present on both sides whose code the commit changed (at least
+  one); the task base holds the parent's whole file (``RepoTask.base_files``), so the task is
+  the same kind of object as a mutation task: graders v1/v2, the baselines and the red-team
+  battery use it unchanged.
+- ``--k K`` > 1 puts K-1 validated mutations beside the mined bug, half the sites reached by
+  visible tests and the rest only by hidden ones (:func:`compose`).
+- The environment is a venv per dependency set (the declared dependencies and the test deps),
+  shared by every commit that declares the same ones; each reference tree is prepared (baseline
+  and reach map) in the usual cache.
+- The workspace is built by the usual ``materialize_workspace``: a tree from ``git archive``
+  (never a clone), visible tests only, and one fresh commit, so no object after the base is in
+  it (SWE-bench issue #465).
+
+Every commit walked ends as a task or as one reason in the rejection histogram.
+"""
+
+from __future__ import annotations
+
+import ast
+import configparser
+import fcntl
+import hashlib
+import io
+import json
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import tomllib
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from verigap.errors import ConfigError
+from verigap.repos import mutate, sources
+from verigap.repos.changes import TEST_DIRS, classify
+from verigap.repos.prepare import (
+    NOT_SOURCE_DIRS,
+    PREPARED,
+    TEST_FILE,
+    Prepared,
+    _dist_name,
+    build_env,
+    env_key,
+    find_config,
+    find_layout,
+)
+from verigap.repos.pytest_run import cache_root, run_pytest
+from verigap.repos.tasks import (
+    PROMPT,
+    PROMPT_STYLES,
+    RepoTask,
+    Site,
+    _clean_output,
+    _visible_layout,
+    collect_inputs,
+    materialize_workspace,
+    prepared_for,
+    split_tests,
+    unit_of,
+)
+from verigap.repos.validate import ValidMutation, candidates, run_suite, validate
+from verigap.runs import write_json_atomic
+
+NOT_SOURCE_FILES = {"setup.py", "noxfile.py", "versioneer.py", "fabfile.py", "conf.py"}
+
+
+# --------------------------------------------------------------------------- git
+
+
+def _git(repo: Path, *args: str) -> str:
+    proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise ConfigError(f"git {' '.join(args)} failed in {repo}: {proc.stderr.strip()[:300]}")
+    return proc.stdout
+
+
+def _git_bytes(repo: Path, *args: str) -> bytes:
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True,
+                          check=True).stdout
+
+
+def open_repo(path: str | Path) -> Path:
+    """The top of the git work tree at ``path``; a clear error when it is not one."""
+    p = Path(path).expanduser()
+    if not p.is_dir():
+        raise ConfigError(f"{path}: no such directory; pass a local git repository "
+                          "(a bundle can be cloned with `git clone X.bundle DIR`)")
+    proc = subprocess.run(["git", "-C", str(p), "rev-parse", "--show-toplevel"],
+                          capture_output=True, text=True)
+    if proc.returncode != 0 or not proc.stdout.strip():
+        raise ConfigError(f"{path} is not a git repository (git rev-parse failed); mining needs "
+                          "a repository with its history, e.g. `git clone URL DIR`")
+    return Path(proc.stdout.strip())
+
+
+@dataclass
+class Commit:
+    sha: str
+    parents: list[str]
+    message: str
+    changes: list[tuple[str, str]] = field(default_factory=list)  # (status letter, path)
+
+    @property
+    def subject(self) -> str:
+        return self.message.strip().splitlines()[0] if self.message.strip() else ""
+
+
+def walk(repo: Path, rev_range: str, max_commits: int) -> list[Commit]:
+    """The newest ``max_commits`` commits of ``rev_range`` with the files each one changes."""
+    fmt = "%x1e%H%x1f%P%x1f%B%x1f"
+    out = _git(repo, "log", "--no-renames", "--name-status", f"--format={fmt}",
+               f"--max-count={max_commits}", rev_range, "--")
+    commits = []
+    for rec in out.split("\x1e")[1:]:
+        sha, parents, message, files = rec.split("\x1f")
+        changes = []
+        for line in files.strip().splitlines():
+            status, _, path = line.partition("\t")
+            if path:
+                changes.append((status[:1], path))
+        commits.append(Commit(sha, parents.split(), message, changes))
+    return commits
+
+
+def kind_of(path: str) -> str:
+    """``source``, ``test`` or ``other`` for a path in the repository."""
+    parts = path.split("/")
+    if not path.endswith(".py"):
+        return "other"
+    if TEST_FILE.search(path) or parts[-1] == "conftest.py" or any(
+            p in TEST_DIRS for p in parts[:-1]):
+        return "test"
+    if parts[-1] in NOT_SOURCE_FILES or (len(parts) > 1 and parts[0] in NOT_SOURCE_DIRS):
+        return "other"
+    return "source"
+
+
+def screen(c: Commit) -> str:
+    """Why a commit is not a candidate ("" when it is one)."""
+    if len(c.parents) == 0:
+        return "root commit"
+    if len(c.parents) > 1:
+        return "merge commit"
+    kinds = {kind_of(p) for _, p in c.changes}
+    if "source" not in kinds and "test" not in kinds:
+        return "changes neither source nor tests"
+    if "source" not in kinds:
+        return "no source change"
+    if "test" not in kinds:
+        return "no test change"
+    if any(s != "M" for s, p in c.changes if kind_of(p) == "source"):
+        return "adds or removes a source file"
+    return ""
+
+
+def export_tree(repo: Path, rev: str, dest: Path) -> None:
+    """The tree of ``rev`` at ``dest``: files only, no git data (``git archive``)."""
+    dest.mkdir(parents=True)
+    with tarfile.open(fileobj=io.BytesIO(_git_bytes(repo, "archive", "--format=tar", rev))) as t:
+        t.extractall(dest, filter="data")
+
+
+# --------------------------------------------------------------------------- sites
+
+
+def changed_functions(before: str, after: str) -> list[str] | None:
+    """Qualnames (as ``mutate.functions`` names them) of the functions present on both sides
+    whose code differs, docstrings aside: the sites. None when either side does not parse.
+    A change may also touch code outside functions (a rule table, an import): the task base
+    holds the parent's whole file either way, but only functions are sites."""
+    try:
+        a, b = _function_code(before), _function_code(after)
+    except SyntaxError:
+        return None
+    return [q for q in a if q in b and a[q] != b[q]]
+
+
+def _function_code(text: str) -> dict[str, str]:
+    """qualname -> the function's code without docstrings or layout, for module-level
+    functions and methods of module-level classes (the first definition of a name wins)."""
+    out: dict[str, str] = {}
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            out.setdefault(node.name, _code(node))
+        elif isinstance(node, ast.ClassDef):
+            for sub in node.body:
+                if isinstance(sub, ast.FunctionDef | ast.AsyncFunctionDef):
+                    out.setdefault(f"{node.name}.{sub.name}", _code(sub))
+    return out
+
+
+def _code(fn: ast.AST) -> str:
+    for node in ast.walk(fn):
+        body = getattr(node, "body", None)
+        if (isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and body
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(fn)
+
+
+# --------------------------------------------------------------------------- environments
+
+
+def declared_deps(tree: Path) -> list[str]:
+    """The project's declared runtime dependencies, sorted: what ``build_env`` installs besides
+    pytest and the test deps, so what decides whether two commits can share a venv."""
+    found: set[str] = set()
+    pp = tree / "pyproject.toml"
+    if pp.is_file():
+        try:
+            found |= set(tomllib.loads(pp.read_text()).get("project", {}).get("dependencies", []))
+        except tomllib.TOMLDecodeError:
+            pass
+    cfg = tree / "setup.cfg"
+    if cfg.is_file():
+        cp = configparser.ConfigParser(interpolation=None)
+        try:
+            cp.read(cfg)
+            found |= {x.strip() for x in cp.get("options", "install_requires",
+                                                fallback="").splitlines() if x.strip()}
+        except configparser.Error:
+            pass
+    sp = tree / "setup.py"
+    if sp.is_file():
+        m = re.search(r"install_requires\s*=\s*\[([^\]]*)\]", sp.read_text(errors="replace"))
+        if m:
+            found |= set(re.findall(r"['\"]([^'\"]+)['\"]", m.group(1)))
+    return sorted(found)
+
+
+def dep_set_key(tree: Path, test_deps: list[str]) -> str:
+    return hashlib.sha256(json.dumps([declared_deps(tree), sorted(test_deps),
+                                      sys.version]).encode()).hexdigest()[:16]
+
+
+def env_for(tree: Path, test_deps: list[str], dist_name: str, env: str = "venv"
+            ) -> tuple[str, str, bool]:
+    """(python, prefix, reused) of the venv for this tree's dependency set, built once;
+    ``env="current"``: the running interpreter (fast, for projects with no dependencies)."""
+    if env == "current":
+        return sys.executable, sys.prefix, True
+    dest = cache_root() / "envs" / dep_set_key(tree, test_deps)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with open(dest.parent / f"{dest.name}.lock", "w") as lock:  # one builder per env at a time
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (dest / ".complete").is_file():
+            return str(dest / "bin" / "python"), str(dest), True
+        if dest.exists():
+            shutil.rmtree(dest)
+        python = build_env(dest, tree, test_deps, dist_name)
+        (dest / ".complete").write_text("")
+    return python, str(dest), False
+
+
+def prepare_reference(spec_dir: Path, python: str, prefix: str, test_deps: list[str],
+                      backend: str | None, env: str = "venv") -> Prepared:
+    """``prepare`` for a mined reference tree, in a shared venv: the same cache key, layout,
+    baseline and reach map as ``verigap repos prepare`` (which rebuilds it on a new machine)."""
+    t0 = time.perf_counter()
+    spec = str(spec_dir.resolve())
+    tree_sha = sources.tree_hash(spec_dir)
+    key = env_key(spec, tree_sha, test_deps, env)
+    final = cache_root() / key
+    if (final / PREPARED).is_file():  # the same tree, maybe mined into another --out before:
+        cached = Prepared.model_validate_json((final / PREPARED).read_text())
+        if cached.spec != spec:  # point it at the copy that exists now
+            cached = cached.model_copy(update={"spec": spec})
+            write_json_atomic(final / PREPARED, cached.model_dump())
+        return cached
+    if final.exists():
+        shutil.rmtree(final)
+    final.mkdir(parents=True)
+    tree = sources.fetch(sources.parse_source(spec), final / "tree")
+    import_root, source_paths, test_files = find_layout(tree)
+    if not test_files or not source_paths:
+        raise ConfigError("no tests or no package at the fix")
+    common = dict(python=python, env_prefix=Path(prefix), import_root=import_root,
+                  test_files=test_files, config_file=find_config(tree), backend=backend)
+    plain = run_pytest(tree, timeout=900.0, **common)  # generous: a loaded machine is slow
+    if plain.timed_out:
+        raise ConfigError("the suite timed out at the fix")
+    if not plain.report_found:
+        raise ConfigError("the suite does not run at the fix")
+    # tracing every call is several times slower than the plain run: give it room
+    traced = run_pytest(tree, reach=True, timeout=max(300.0, 20 * plain.wall_s), **common)
+    if traced.timed_out:
+        raise ConfigError("the reach-traced suite timed out at the fix")
+    passing = sorted(t for t, o in plain.outcomes.items()
+                     if o == "passed" and traced.outcomes.get(t) == "passed")
+    if not passing:
+        raise ConfigError("no test passes at the fix")
+    reach: dict[str, set[str]] = {}
+    import_time: set[str] = set()
+    for test, funcs in traced.extra.get("reach", {}).items():
+        for f in funcs:
+            if not any(f.startswith(p + "/") or f.startswith(p + "::") for p in source_paths):
+                continue
+            if test in plain.outcomes:
+                reach.setdefault(f, set()).add(test)
+            else:
+                import_time.add(f)
+    p = Prepared(
+        spec=spec, key=key, tree_sha256=tree_sha, env=env, test_deps=test_deps,
+        python=python, env_prefix=prefix, import_root=import_root, source_paths=source_paths,
+        test_files=test_files, config_file=common["config_file"], passing=passing,
+        not_passing={t: o for t, o in plain.outcomes.items() if t not in set(passing)},
+        reach={f: sorted(t) for f, t in sorted(reach.items())},
+        import_time=sorted(import_time), baseline_s=round(plain.wall_s, 3),
+        prepare_s=round(time.perf_counter() - t0, 3))
+    write_json_atomic(final / PREPARED, p.model_dump())
+    return p
+
+
+# --------------------------------------------------------------------------- one commit
+
+
+class Rejected(Exception):
+    """A candidate that does not make a task; the message is its histogram bucket."""
+
+
+def split_fail_to_pass(p: Prepared, broken: set[str], functions: list[str]
+                       ) -> tuple[list[str], list[str]]:
+    """(visible ids, hidden ids): half the failing test functions visible (at least one), the
+    rest hidden; with one failing function, the other tests that call the fix are hidden, and
+    when none does, every other test is (the agent then sees only the failing test)."""
+    units = sorted({unit_of(t) for t in broken})
+    vis_units = set(units[:max(1, len(units) // 2)])
+
+    def passing_in(chosen: set[str]) -> list[str]:
+        return [t for t in p.passing if unit_of(t) in chosen - vis_units]
+
+    hidden = passing_in(set(units))
+    if not hidden:  # one failing test function: the other tests that call the fix ...
+        hidden = passing_in({unit_of(t) for f in functions for t in p.reach.get(f, ())})
+    if not hidden:  # ... or else the rest of the suite, as a regression guard
+        hidden = passing_in({unit_of(t) for t in p.passing})
+    if not hidden:
+        raise Rejected("the suite is one test function")
+    hidden_set = set(hidden)
+    visible = [t for t in p.passing if t not in hidden_set]
+    return visible, hidden
+
+
+def mine_commit(repo: Path, c: Commit, out: Path, *, project: str, test_deps: list[str],
+                prompt_style: str, backend: str | None, equivalence: bool = True,
+                env: str = "venv") -> RepoTask:
+    """The validated task of one candidate commit, or :class:`Rejected`."""
+    parent = c.parents[0]
+    src_dir = out / "sources" / f"{project}-{c.sha[:12]}"
+    if src_dir.exists():
+        shutil.rmtree(src_dir)
+    export_tree(repo, parent, src_dir)
+    base_files: dict[str, str] = {}
+    fixed: dict[str, str] = {}
+    for status, path in c.changes:
+        kind = kind_of(path)
+        if kind == "other":
+            continue
+        if status == "D":
+            (src_dir / path).unlink(missing_ok=True)
+            continue
+        data = _git_bytes(repo, "show", f"{c.sha}:{path}")
+        (src_dir / path).parent.mkdir(parents=True, exist_ok=True)
+        (src_dir / path).write_bytes(data)
+        if kind == "source":
+            try:
+                fixed[path] = data.decode()
+                base_files[path] = _git_bytes(repo, "show", f"{parent}:{path}").decode()
+            except UnicodeDecodeError:
+                raise Rejected("source is not UTF-8") from None
+    _, source_paths, test_files = find_layout(src_dir)
+    if not test_files:
+        raise Rejected("no test files at the fix")
+    if any(classify(f, source_paths) is not None for f in base_files):
+        raise Rejected("source change outside the package")
+    sites: list[tuple[str, str]] = []
+    for f in sorted(base_files):
+        if base_files[f] == fixed[f]:
+            continue
+        qs = changed_functions(base_files[f], fixed[f])
+        if qs is None:
+            raise Rejected("source does not parse")
+        sites += [(f, q) for q in qs]
+    if not sites:
+        raise Rejected("no function changed (the change is outside functions)")
+    python, prefix, _ = env_for(src_dir, test_deps, _dist_name(src_dir, sources.Source(
+        str(src_dir), "dir", str(src_dir))), env)
+    try:
+        p = prepare_reference(src_dir, python, prefix, test_deps, backend, env)
+    except ConfigError as e:
+        raise Rejected(str(e)) from None
+    with tempfile.TemporaryDirectory(prefix="vg-mine-") as tmp:
+        base = Path(tmp) / "base"
+        shutil.copytree(p.tree, base, symlinks=True)
+        for f, text in base_files.items():
+            (base / f).write_text(text)
+        run = run_suite(p, base, backend=backend)
+    if run.timed_out:
+        raise Rejected("timeout without the fix")
+    if not run.report_found:
+        raise Rejected("the suite does not run without the fix")
+    broken = run.failing(p.passing)
+    if not broken:
+        raise Rejected("no test fails without the fix")
+    functions = [f"{f}::{q}" for f, q in sites]
+    visible, hidden = split_fail_to_pass(p, broken, functions)
+    vset = set(visible)
+    inputs = collect_inputs(p, [fn for fn in functions if fn in p.reach], per_function=20,
+                            backend=backend) if equivalence else {}
+    site_objs = []
+    for i, (f, q) in enumerate(sites):
+        reach = set(p.reach.get(f"{f}::{q}", ()))
+        f2p = sorted(broken & reach) or sorted(broken)
+        site_objs.append(Site(site_id=f"site{i}", file=f, qualname=q, op="mined", index=0,
+                              visible=bool(vset & set(f2p)), fail_to_pass=f2p,
+                              original=mutate.function_source(fixed[f], q),
+                              mutated=mutate.function_source(base_files[f], q),
+                              tests_only=not inputs.get(f"{f}::{q}")))
+    equiv = [{**x, "id": i} for i, x in enumerate(x for fn in functions
+                                                  for x in inputs.get(fn, []))]
+    vfiles, removed = _visible_layout(p, visible)
+    task = RepoTask(
+        task_id=f"{project}-{c.sha[:12]}",
+        source={"spec": p.spec, "key": p.key, "tree_sha256": p.tree_sha256, "env": env,
+                "test_deps": test_deps},
+        seed=0, sites=site_objs,
+        files_sha256={f: hashlib.sha256(t.encode()).hexdigest() for f, t in base_files.items()},
+        visible_tests=sorted(visible), hidden_tests=sorted(hidden), fail_to_pass=sorted(broken),
+        visible_test_files=vfiles, removed_units=removed, source_paths=p.source_paths,
+        equivalence=equiv, prompt="", base_files=base_files,
+        origin={"kind": "mined", "project": project, "repository": str(repo),
+                "commit": c.sha, "parent": parent, "subject": c.subject[:200]})
+    output = check_workspace(p, task, fixed, broken, backend=backend)
+    task.prompt = make_prompt(task, output, prompt_style, message=c.message, project=project)
+    return task
+
+
+def check_workspace(p: Prepared, task: RepoTask, fixed: dict[str, str], broken: set[str], *,
+                    backend: str | None) -> str:
+    """The checks ``make-tasks`` makes on a workspace: it collects exactly the visible tests,
+    they fail as in the full run, and with ``fixed`` (file -> text) they all pass. Returns the
+    visible run's output (for the prompt)."""
+    visible = task.visible_tests
+    with tempfile.TemporaryDirectory(prefix="vg-mine-") as tmp:
+        try:
+            ws = materialize_workspace(p, task, Path(tmp) / "ws")
+        except ValueError:
+            raise Rejected("hidden tests cannot be cut from the visible files") from None
+        env = dict(python=p.python, env_prefix=Path(p.env_prefix), import_root=p.import_root,
+                   test_files=task.visible_test_files, config_file=p.config_file,
+                   backend=backend, timeout=p.suite_timeout())
+        vis = run_pytest(ws, **env)
+        if {t for t in vis.outcomes if t not in p.not_passing} != set(visible):
+            raise Rejected("workspace does not collect exactly the visible tests")
+        if vis.failing(visible) != broken & set(visible):
+            raise Rejected("workspace visible failures differ from the full run")
+        ok_ws = Path(tmp) / "fixed"
+        shutil.copytree(ws, ok_ws, ignore=shutil.ignore_patterns(".git"))
+        for f, text in fixed.items():
+            (ok_ws / f).write_text(text)
+        if run_pytest(ok_ws, **env).failing(visible):
+            raise Rejected("the fixed workspace fails a visible test")
+        return _clean_output(vis.stdout, ws)
+
+
+def make_prompt(task: RepoTask, output: str, style: str, *, message: str | None,
+                project: str) -> str:
+    if style == "ticket":
+        from verigap.repos.tickets import ticket_prompt
+
+        return ticket_prompt(task, output, message=message, name=project)
+    return PROMPT.format(name=project, output=output)
+
+
+# --------------------------------------------------------------------------- multi-site
+
+
+@dataclass
+class _MinedBug:
+    """A mined one-function bug, in the shape ``split_tests`` reads."""
+
+    function: str
+    fail_to_pass: list[str]
+
+
+def compose(p: Prepared, mined: RepoTask, k: int, *, seed: int, message: str | None,
+            prompt_style: str, backend: str | None, equivalence: bool = True,
+            max_candidates: int = 40) -> RepoTask:
+    """A k-site task at the mined task's reference: the mined bug plus k-1 validated mutations
+    in other functions, half the sites reached by visible tests and the other half only by
+    hidden ones (the mutation-task contract), the mined bug on whichever side the seed gives."""
+    if len(mined.sites) != 1:
+        raise Rejected("multi-site: the fix spans several functions")
+    ms = mined.sites[0]
+    bug = _MinedBug(ms.function, list(mined.fail_to_pass))
+    cands = [m for m in candidates(p, max_candidates=max_candidates, seed=seed)
+             if m.function != ms.function]
+    valid, _ = validate(p, cands, workers=1, backend=backend)
+    by_fn: dict[str, list[ValidMutation]] = {}
+    for v in valid:
+        by_fn.setdefault(v.function, []).append(v)
+    n_vis = k // 2
+    rng = random.Random(seed)
+    chosen: list | None = None
+    for _ in range(200):
+        if len(by_fn) < k - 1:
+            break
+        muts = [rng.choice(by_fn[f]) for f in rng.sample(sorted(by_fn), k - 1)]
+        for pos in rng.sample([0, n_vis], 2):
+            sites = [*muts[:pos], bug, *muts[pos:]]
+            if split_tests(p, sites, n_vis) is not None:
+                chosen = sites
+                break
+        if chosen:
+            break
+    if chosen is None:
+        raise Rejected("multi-site: no non-interacting mutations to add")
+    visible, hidden = split_tests(p, chosen, n_vis)
+    vset, hset = set(visible), set(hidden)
+    muts = [s for s in chosen if s is not bug]
+    files = sorted({ms.file, *(m.file for m in muts)})
+    ref = {f: (p.tree / f).read_text() for f in files}
+    texts = {}
+    for f in files:
+        start = mined.base_files.get(f, ref[f])
+        try:
+            texts[f] = mutate.apply_mutations(start, [m.mutation for m in muts if m.file == f])
+        except ValueError:  # the fix also edited that function (a docstring): not the same
+            raise Rejected("multi-site: a mutation does not apply beside the mined bug") from None
+    with tempfile.TemporaryDirectory(prefix="vg-mine-") as tmp:
+        full = Path(tmp) / "full"
+        shutil.copytree(p.tree, full, symlinks=True)
+        for f, text in texts.items():
+            (full / f).write_text(text)
+        run = run_suite(p, full, backend=backend)
+    if run.timed_out or not run.report_found:
+        raise Rejected("multi-site: the combined bugs do not run")
+    broken = run.failing(p.passing)
+    if any(not (set(s.fail_to_pass) & broken & vset) for s in chosen[:n_vis]):
+        raise Rejected("multi-site: a visible site is masked in combination")
+    if any(not (set(s.fail_to_pass) & broken & hset) for s in chosen[n_vis:]):
+        raise Rejected("multi-site: a hidden site is masked in combination")
+    inputs = collect_inputs(p, sorted({s.function for s in chosen}), per_function=20,
+                            backend=backend) if equivalence else {}
+    equiv = [{**x, "id": i} for i, x in enumerate(
+        x for s in chosen for x in inputs.get(s.function, []))]
+    site_objs = []
+    for i, s in enumerate(chosen):
+        if s is bug:
+            site_objs.append(ms.model_copy(update={
+                "site_id": f"site{i}", "visible": i < n_vis,
+                "tests_only": not inputs.get(s.function)}))
+        else:
+            site_objs.append(Site(site_id=f"site{i}", file=s.file, qualname=s.qualname,
+                                  op=s.op, index=s.index, visible=i < n_vis,
+                                  fail_to_pass=s.fail_to_pass,
+                                  original=mutate.function_source(ref[s.file], s.qualname),
+                                  mutated=mutate.function_source(texts[s.file], s.qualname),
+                                  tests_only=not inputs.get(s.function)))
+    vfiles, removed = _visible_layout(p, visible)
+    task = mined.model_copy(update=dict(
+        task_id=f"{mined.task_id}-k{k}s{seed}", seed=seed, sites=site_objs,
+        files_sha256={f: hashlib.sha256(t.encode()).hexdigest() for f, t in texts.items()},
+        visible_tests=sorted(visible), hidden_tests=sorted(hidden), fail_to_pass=sorted(broken),
+        visible_test_files=vfiles, removed_units=removed, equivalence=equiv,
+        base_files=texts, prompt="", origin={**mined.origin, "kind": "mined+mutations"}))
+    task = RepoTask.model_validate(task.model_dump())
+    output = check_workspace(p, task, ref, broken, backend=backend)
+    task.prompt = make_prompt(task, output, prompt_style, message=message,
+                              project=mined.origin.get("project", ""))
+    return task
+
+
+# --------------------------------------------------------------------------- mining
+
+
+class MineStats(BaseModel):
+    """How mining went (saved as index.json next to the task files)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    repository: str
+    rev_range: str
+    walked: int
+    candidates: int
+    tried: int
+    tasks: int
+    rejected: dict[str, int]  # every commit walked that is not a task, by reason
+    envs_built: int
+    seconds_per_candidate: list[float]
+    total_s: float
+    task_files: list[str]
+
+
+def mine(repo_path: str | Path, out: Path, *, rev_range: str = "HEAD", max_commits: int = 300,
+         n: int = 20, test_deps: list[str] | None = None, prompt_style: str = "tests",
+         backend: str | None = None, equivalence: bool = True, env: str = "venv",
+         k: int = 1, seed: int = 0, max_candidates: int = 40,
+         log: Callable[[str], None] = print) -> MineStats:
+    """Walk ``rev_range`` newest first, write up to ``n`` validated tasks into ``out``.
+
+    ``k`` > 1: each mined bug becomes a k-site task with k-1 mutations beside it, drawn from
+    ``max_candidates`` validated candidates (see :func:`compose`)."""
+    if prompt_style not in PROMPT_STYLES:
+        raise ConfigError(f"--prompt-style {prompt_style!r}: use one of {', '.join(PROMPT_STYLES)}")
+    if k < 1:
+        raise ConfigError("--k must be at least 1 (1: the mined bug alone)")
+    if env not in ("venv", "current"):
+        raise ConfigError(f"--env {env!r}: use venv (one per dependency set) or current")
+    t0 = time.perf_counter()
+    repo = open_repo(repo_path)
+    deps = list(test_deps or [])
+    tip = rev_range.split("..")[-1] or "HEAD"
+    try:
+        files = _git(repo, "ls-tree", "-r", "--name-only", tip).splitlines()
+    except ConfigError:
+        raise ConfigError(f"{repo}: revision {tip!r} not found; pass a branch, tag or commit "
+                          "range that exists (e.g. HEAD, v1.0..main)") from None
+    if not any(TEST_FILE.search(f) for f in files):
+        raise ConfigError(f"{repo}: no test files (test_*.py or *_test.py) at {tip}; mining needs "
+                          "a repository with a pytest suite")
+    commits = walk(repo, rev_range, max_commits)
+    reasons: Counter[str] = Counter()
+    cands = []
+    for c in commits:
+        why = screen(c)
+        if why:
+            reasons[why] += 1
+        else:
+            cands.append(c)
+    if not cands:
+        raise ConfigError(f"{repo}: no candidate commits in {rev_range!r} ({len(commits)} walked: "
+                          f"{dict(reasons)}); a candidate changes source and tests together — "
+                          "widen the range or raise --max-commits")
+    project = sources.parse_source(str(repo)).name
+    log(f"{len(cands)} candidate commits of {len(commits)} walked in {rev_range}")
+    out.mkdir(parents=True, exist_ok=True)
+    envs_before = _n_envs()
+    per: list[float] = []
+    task_files: list[str] = []
+    tried = 0
+    for c in cands:
+        if len(task_files) >= n:
+            break
+        tried += 1
+        t1 = time.perf_counter()
+        try:
+            task = mine_commit(repo, c, out, project=project, test_deps=deps,
+                               prompt_style=prompt_style, backend=backend,
+                               equivalence=equivalence, env=env)
+            if k > 1:
+                task = compose(prepared_for(task, backend=backend), task, k, seed=seed,
+                               message=c.message, prompt_style=prompt_style, backend=backend,
+                               equivalence=equivalence, max_candidates=max_candidates)
+        except Exception as e:  # noqa: BLE001 - one odd commit must not end the walk
+            why = str(e) if isinstance(e, Rejected) else f"error: {type(e).__name__}"
+            if not isinstance(e, Rejected):
+                log(f"  {c.sha[:10]} error: {e}")
+            reasons[why] += 1
+            shutil.rmtree(out / "sources" / f"{project}-{c.sha[:12]}", ignore_errors=True)
+            log(f"  {c.sha[:10]} rejected: {e}")
+        else:
+            path = out / f"{task.task_id}.json"
+            task.save(path)
+            task_files.append(path.name)
+            log(f"  {c.sha[:10]} task: {len(task.sites)} site(s), {len(task.visible_tests)} "
+                f"visible / {len(task.hidden_tests)} hidden tests — {c.subject[:60]}")
+        per.append(round(time.perf_counter() - t1, 2))
+    stats = MineStats(repository=str(repo), rev_range=rev_range, walked=len(commits),
+                      candidates=len(cands), tried=tried, tasks=len(task_files),
+                      rejected=dict(reasons.most_common()), envs_built=_n_envs() - envs_before,
+                      seconds_per_candidate=per, total_s=round(time.perf_counter() - t0, 2),
+                      task_files=task_files)
+    write_json_atomic(out / "index.json", stats.model_dump())
+    return stats
+
+
+def _n_envs() -> int:
+    d = cache_root() / "envs"
+    return sum(1 for x in d.iterdir() if (x / ".complete").is_file()) if d.is_dir() else 0

@@ -1,0 +1,139 @@
+"""Ticket-style prompts: what a user would report, not where the bug is.
+
+A ticket says what is wrong (the commit message's intent, for a bug mined from history) and how
+it shows (observed versus expected, read from the failing tests' assertion output), and never
+names the file, the function or the test: every such name is redacted, so the agent has to
+explore the code to find the cause, the way an engineer works a real ticket.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from verigap.repos.tasks import RepoTask
+
+REDACTED = "the code"
+GENERIC = {"tests", "test", "src", "lib", "testing", "__init__"}  # say nothing about where
+
+TICKET = """\
+Ticket for the Python project `{name}` (the repository in your current directory).
+
+{title}
+{body}
+What users see:
+{symptoms}
+
+Nobody has located the cause yet. Find it and fix the project's code (not its tests) so that it
+behaves as expected, then submit. Your change will be checked against tests you cannot see, so
+fix the underlying problem rather than only the examples above.
+"""
+
+_ASSERT_EQ = re.compile(r"^(?:AssertionError: )?assert (.+?) == (.+)$")
+_WHERE = re.compile(r"^\+\s+where (.+?) = ([\w.]+)\((.*)\)$")
+_TRAILER = re.compile(r"^(Signed-off-by|Co-authored-by|Reviewed-by|Fixes|Closes|See):", re.I)
+
+
+def names_of(task: RepoTask) -> set[str]:
+    """Every name that would say where to look: files and modules, functions and classes of
+    the broken sites, test files, test classes and test functions."""
+    out: set[str] = set()
+    for s in task.sites:
+        out |= set(s.qualname.split("."))
+        out |= _path_names(s.file)
+    for t in [*task.visible_tests, *task.hidden_tests]:
+        file, _, rest = t.partition("::")
+        out |= _path_names(file)
+        out |= {p for p in re.split(r"::|\[", rest) if p and not p.endswith("]")}
+    for sp in task.source_paths:
+        out |= _path_names(sp)
+    return {n for n in out if len(n) >= 3 and n not in GENERIC}
+
+
+def _path_names(path: str) -> set[str]:
+    parts = [p for p in path.split("/") if p]
+    return {path, path.removesuffix(".py")} | {p.removesuffix(".py") for p in parts} | set(parts)
+
+
+def redact(text: str, names: Iterable[str], *, keep: Iterable[str] = ()) -> str:
+    """``text`` with each name (longest first, whole words, dotted paths too) replaced."""
+    keep = set(keep)
+    for n in sorted(set(names) - keep, key=len, reverse=True):
+        text = re.sub(rf"(?<!\w){re.escape(n)}(?![\w])(\(\))?", REDACTED, text)
+    text = re.sub(r"\btest_\w+", "a check", text)
+    text = re.sub(r"\S+\.py\b", "a file", text)
+    return text
+
+
+def symptoms(output: str, *, limit: int = 3) -> list[str]:
+    """Observed-versus-expected lines from pytest's short tracebacks (``E`` lines)."""
+    found: list[str] = []
+    block: list[str] = []
+
+    def flush() -> None:
+        if block and len(found) < limit:
+            line = _symptom(block)
+            if line and line not in found:
+                found.append(line)
+        block.clear()
+
+    for raw in output.splitlines():
+        if raw.startswith("E "):
+            block.append(raw[1:].strip())
+        else:
+            flush()
+    flush()
+    return found
+
+
+def _symptom(lines: list[str]) -> str | None:
+    call = None
+    for ln in lines[1:]:
+        m = _WHERE.match(ln)
+        if m and call is None:
+            call = m.group(3)
+    m = _ASSERT_EQ.match(lines[0])
+    if m:
+        got, want = m.group(1), m.group(2)
+        if call is not None and call.strip():
+            return f"for the input ({call}) the result is {got}, but {want} is expected"
+        return f"the result is {got}, but {want} is expected"
+    first = lines[0]
+    if re.match(r"^\w+(Error|Exception|Warning)\b", first):
+        return f"it fails with {first[:300]} where a correct result is expected"
+    if first.startswith("assert "):
+        return f"a check that should hold does not: {first[:300]}"
+    return None
+
+
+def intent(message: str) -> tuple[str, str]:
+    """(title, body) of a commit message, trailers and issue links dropped."""
+    lines = [ln for ln in message.strip().splitlines() if not _TRAILER.match(ln.strip())]
+    title = lines[0].strip() if lines else ""
+    body = "\n".join(lines[1:]).strip()
+    body = re.sub(r"https?://\S+", "", body)
+    return title, body[:800]
+
+
+def ticket_prompt(task: RepoTask, output: str, *, message: str | None = None,
+                  name: str | None = None) -> str:
+    """The ticket for ``task``: ``message`` is the fix commit's message (mined tasks), ``output``
+    the visible test run's output (its assertion lines give the symptoms)."""
+    names = names_of(task)
+    project = name or _project(task)
+    found = [redact(s, names, keep={project}) for s in symptoms(output)]
+    if message:
+        title, body = intent(message)
+        title = "Reported: " + redact(title, names, keep={project})
+        body = redact(body, names, keep={project})
+    else:
+        title, body = f"Reported: some results of `{project}` are wrong.", ""
+    if not found:
+        found = ["the behaviour described above; the tests of the project do not all pass"]
+    return TICKET.format(name=project, title=title, body=f"\n{body}\n" if body else "",
+                         symptoms="\n".join(f"- {s}" for s in found))
+
+
+def _project(task: RepoTask) -> str:
+    spec = task.origin.get("project") or task.source.spec
+    return re.split(r"==|/", spec.rstrip("/"))[-1].removesuffix(".git")

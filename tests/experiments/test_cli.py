@@ -1,0 +1,88 @@
+"""`verigap experiments ...` end to end at --quick scale: run, resume, verdicts, bad input."""
+
+import json
+
+import yaml
+from typer.testing import CliRunner
+
+from verigap.cli import app
+
+runner = CliRunner()
+TINY = {"steps": 4, "programs": 4, "group": 2, "log_every": 2, "monitor_programs": 20,
+        "eval_programs": 40, "sft": {"programs": 200, "epochs": 1}}
+
+
+def _registry(tmp_path, **over):
+    doc = {
+        "seeds": [0, 1, 2],
+        "quick": TINY,
+        "settings": {"visible": {}, "visible_too": {}, "full_coverage": {
+            "options": {"coverage": 1.0}}},
+        "predictions": [
+            {"id": "C1", "question": "Control: can anything pass wrongly when every broken "
+             "branch is tested?", "prediction": "No: false success stays under 1%.",
+             "criterion": {"kind": "threshold", "setting": "full_coverage",
+                           "metric": "final_false_success", "compare": "<", "value": 0.01}},
+            {"id": "C2", "question": "Must refute: is false success ever negative?",
+             "prediction": "False success is below zero.",
+             "criterion": {"kind": "threshold", "setting": "visible",
+                           "metric": "final_false_success", "compare": "<", "value": -0.01}},
+            {"id": "C3", "question": "Same config twice", "prediction": "identical runs.",
+             "criterion": {"kind": "contrast", "a": "visible", "b": "visible_too",
+                           "metric": "final_visible_pass", "compare": "<=", "value": 0.0}},
+        ],
+        **over,
+    }
+    path = tmp_path / "reg.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def test_quick_run_resume_and_verdicts(tmp_path):
+    reg = _registry(tmp_path)
+    out = tmp_path / "runs"
+    args = ["experiments", "run", "--quick", "--registry", str(reg), "--out", str(out),
+            "--executor", "serial"]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    # visible and visible_too share one config, so one run per seed serves both
+    assert len(list(out.glob("*/seed0/result.json"))) == 2
+    stamps = {p: p.stat().st_mtime_ns for p in out.glob("*/seed*/result.json")}
+    r = runner.invoke(app, args + ["C1"])
+    assert r.exit_code == 0, r.output
+    assert {p: p.stat().st_mtime_ns for p in out.glob("*/seed*/result.json")} == stamps
+
+    # judging finished runs only starts nothing and finds every prediction finished
+    r = runner.invoke(app, args + ["--finished-only"])
+    assert r.exit_code == 0 and "3 predictions" in r.output, r.output
+    r = runner.invoke(app, ["experiments", "verdicts", "--json", "--registry", str(reg),
+                            "--results", str(out / "verdicts.json")])
+    assert r.exit_code == 0, r.output
+    rows = {row["id"]: row for row in json.loads(r.output)}
+    assert rows["C1"]["verdict"] == "supported" and rows["C1"]["statistic"] == 0.0
+    assert rows["C2"]["verdict"] == "refuted"  # a rule that must refute, refutes
+    assert rows["C3"]["verdict"] == "supported" and rows["C3"]["statistic"] == 0.0
+    assert len(rows["C1"]["values"]["full_coverage"]["final_false_success"]) == 3
+
+
+def test_shipped_log_quick_subset(tmp_path):
+    """Two predictions of the real registry at --quick scale: E31 is a control that holds at
+    any scale (with every broken branch tested a wrong program cannot pass)."""
+    out = tmp_path / "runs"
+    r = runner.invoke(app, ["experiments", "run", "E31", "E13", "--quick", "--out", str(out),
+                            "--executor", "serial"])
+    assert r.exit_code == 0, r.output
+    data = json.loads((out / "verdicts.json").read_text())["data"]
+    assert set(data["predictions"]) == {"E31", "E13"}
+    assert data["predictions"]["E31"]["verdict"] == "supported"
+    assert data["scale"] == "quick"
+
+
+def test_bad_registry_is_one_error_line(tmp_path):
+    reg = _registry(tmp_path)
+    doc = yaml.safe_load(reg.read_text())
+    doc["predictions"][1]["criterion"]["metric"] = "falseness"
+    reg.write_text(yaml.safe_dump(doc))
+    r = runner.invoke(app, ["experiments", "list", "--registry", str(reg)])
+    assert r.exit_code == 2
+    assert "error:" in r.output and "prediction C2, field criterion.metric" in r.output

@@ -1,0 +1,68 @@
+"""Mining on a real project's history (the inflection bundle): walking and screening only, no
+test runs, so it is fast. Skipped when the bundles (``../shared/repos``) are not there."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from verigap.repos.mine import changed_functions, kind_of, screen, walk
+
+BUNDLES = Path(os.environ.get("VERIGAP_BUNDLES",
+                              Path(__file__).resolve().parents[2].parent / "shared" / "repos"))
+BUNDLE = BUNDLES / "inflection.bundle"
+
+
+@pytest.fixture(scope="module")
+def inflection(tmp_path_factory) -> Path:
+    if not BUNDLE.is_file():
+        pytest.skip(f"{BUNDLE} not found: the git bundles live in ../shared/repos next to the "
+                    "repository (set VERIGAP_BUNDLES to point elsewhere)")
+    dest = tmp_path_factory.mktemp("bundle") / "inflection"
+    subprocess.run(["git", "clone", "-q", str(BUNDLE), str(dest)], check=True)
+    return dest
+
+
+def test_walk_and_screen_inflection(inflection):
+    commits = walk(inflection, "HEAD", 1000)
+    assert len(commits) == 136  # the bundle's README says 136 commits
+    assert sum(len(c.parents) == 0 for c in commits) == 1
+    cands = [c for c in commits if not screen(c)]
+    assert 5 <= len(cands) < 40
+    for c in cands:
+        kinds = {kind_of(p) for _, p in c.changes}
+        assert {"source", "test"} <= kinds
+
+
+def test_titleize_commit_has_function_sites(inflection):
+    (c,) = [c for c in walk(inflection, "HEAD", 1000) if c.sha.startswith("b6926e888d")]
+    assert not screen(c)
+
+    def show(rev: str) -> str:
+        return subprocess.run(["git", "show", f"{rev}:inflection.py"], cwd=inflection,
+                              capture_output=True, text=True, check=True).stdout
+
+    sites = changed_functions(show(c.parents[0]), show(c.sha))
+    assert sites == ["titleize"]  # docstring-only edits elsewhere in the file are no sites
+
+
+def test_docs_table_matches_the_results_file():
+    import importlib.util
+
+    from verigap.results import read_result
+
+    root = Path(__file__).resolve().parents[2]
+    res = root / "results" / "repos" / "mining.json"
+    if not res.is_file():
+        pytest.skip("results/repos/mining.json not written yet")
+    spec = importlib.util.spec_from_file_location("repos_mining", root / "benchmarks" /
+                                                  "repos_mining.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    data = read_result(res)
+    assert mod.table(data) in (root / "docs" / "mining.md").read_text()
+    assert data["summary"]["oracle"] == {"v1": 1.0, "v2": 1.0}
+    assert data["summary"]["noop"] == {"v1": 0.0, "v2": 0.0}
