@@ -47,7 +47,8 @@ def fixture_tasks(repo_cache, tmp_path_factory, backend):
     from verigap.repos.tasks import load_tasks, make_tasks, prepared_for
 
     out = tmp_path_factory.mktemp("fx-tasks")
+    # min_hidden=1: the fixture library's tasks the red-team battery's expectations were set on
     stats = make_tasks(str(FIXTURE_LIB), out, k=4, n=3, max_candidates=16, seed=0,
-                       env="current", backend=backend, log=lambda s: None)
+                       env="current", backend=backend, min_hidden=1, log=lambda s: None)
     tasks = load_tasks(out)
     return stats, tasks, prepared_for(tasks[0], backend=backend)

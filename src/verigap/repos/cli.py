@@ -20,8 +20,13 @@ console = Console()
 
 
 def _fail(e: Exception) -> None:
-    console.print(f"[red]error:[/red] {e}")
+    console.print("[red]error:[/red] ", end="")
+    console.print(str(e), markup=False, highlight=False, soft_wrap=True)  # their words, verbatim
     raise typer.Exit(2)
+
+
+def _plain(text: str) -> None:
+    console.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
 @repos_app.command()
@@ -44,7 +49,20 @@ def prepare(
     except VerigapError as e:
         _fail(e)
     console.print(f"prepared {p.spec} -> {p.dir}\n  {len(p.passing)} passing tests, "
-                  f"{len(p.reach)} reached functions, suite {p.baseline_s:.2f}s in the sandbox")
+                  f"{len(p.reach)} reached functions, suite {p.baseline_s:.2f}s in the sandbox",
+                  markup=False, highlight=False)
+    if p.not_passing:
+        by = Counter(p.not_passing.values())
+        console.print(f"  excluded from every task: {len(p.not_passing)} test(s) not passing on "
+                      "the unmodified project ("
+                      + ", ".join(f"{n} {o}" for o, n in sorted(by.items())) + ")",
+                      markup=False, highlight=False)
+    if p.stripped_addopts:
+        console.print("  dropped from the project's addopts (reporting only): "
+                      + " ".join(p.stripped_addopts), markup=False, highlight=False)
+    if p.plugins:
+        console.print("  pytest plugins loaded with -p: " + ", ".join(p.plugins),
+                      markup=False, highlight=False)
 
 
 @repos_app.command("make-tasks")
@@ -65,6 +83,11 @@ def make_tasks(
              "named).")] = "tests",
     allow_tests_only: Annotated[bool, typer.Option(
         help="Keep tasks with a site that has no equivalence input (marked tests_only).")] = False,
+    allow_crashy: Annotated[bool, typer.Option(
+        help="Keep mutations that only crash at first call (TypeError/AttributeError/"
+             "NameError).")] = False,
+    min_hidden: Annotated[int, typer.Option(
+        help="Hidden tests each hidden site must break.")] = 2,
     json_out: Annotated[bool, typer.Option("--json", help="Print the stats as JSON.")] = False,
 ) -> None:
     """Mutate, validate and combine into tasks; writes task files and index.json to OUT.
@@ -77,7 +100,8 @@ def make_tasks(
         stats = _make(source, out, k=k, n=n, seed=seed, max_candidates=max_candidates,
                       workers=workers, test_deps=list(test_dep or []), env=env, backend=backend,
                       prompt_style=prompt_style, allow_tests_only=allow_tests_only,
-                      log=(lambda s: None) if json_out else console.print)
+                      allow_crashy=allow_crashy, min_hidden=min_hidden,
+                      log=(lambda s: None) if json_out else _plain)
     except VerigapError as e:
         _fail(e)
     if json_out:

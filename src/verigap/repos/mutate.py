@@ -60,7 +60,8 @@ def _paren(e: cst.BaseExpression) -> cst.BaseExpression:
 
 def _plus(e: cst.BaseExpression, sign: int) -> cst.BaseExpression:
     if isinstance(e, cst.Integer) and e.value.isdigit():
-        return cst.Integer(str(int(e.value) + sign))
+        v = int(e.value) + sign  # 0 - 1 is written -1 (a unary minus: no negative literal)
+        return cst.Integer(str(v)) if v >= 0 else cst.UnaryOperation(cst.Minus(), cst.Integer(str(-v)))
     op = cst.Add() if sign > 0 else cst.Subtract()
     return cst.BinaryOperation(left=_paren(e), operator=op, right=cst.Integer("1"))
 

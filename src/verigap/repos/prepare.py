@@ -20,13 +20,14 @@ import sys
 import tempfile
 import time
 import tomllib
+from collections import Counter
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
 from verigap.errors import ConfigError
 from verigap.repos import sources
-from verigap.repos.pytest_run import cache_root, run_pytest
+from verigap.repos.pytest_run import PLUGINS_FILE, cache_root, run_pytest, stripped_addopts
 from verigap.runs import write_json_atomic
 
 PREPARED = "prepared.json"
@@ -50,6 +51,8 @@ class Prepared(BaseModel):
     source_paths: list[str]  # package dirs / modules an agent may edit (relative)
     test_files: list[str]
     config_file: str | None  # the project's own pytest config, pinned for every run
+    stripped_addopts: list[str] = []  # reporting options of its addopts every run drops
+    plugins: list[str] = []  # pytest plugins of the test deps, loaded with -p
     passing: list[str]  # test ids that pass on the pristine tree
     not_passing: dict[str, str]  # test id -> outcome, excluded from every task
     reach: dict[str, list[str]]  # function key ("file::qualname") -> test ids that call it
@@ -123,8 +126,36 @@ def _pip(python: str, *args: str) -> None:
     proc = subprocess.run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check",
                            *args], capture_output=True, text=True)
     if proc.returncode != 0:
-        raise ConfigError(f"pip install {' '.join(args)} failed:\n{proc.stderr.strip()[-800:]}\n"
+        raise ConfigError(f"pip install {' '.join(args)} failed; pip said:\n"
+                          f"{(proc.stdout + proc.stderr).strip()}\n"
                           "fix the test dependencies (--test-dep) or the source")
+
+
+_PLUGINS_OF = """
+import json, re, sys
+from importlib.metadata import entry_points
+norm = lambda n: re.sub(r"[-_.]+", "-", n).lower()
+want = {norm(n) for n in sys.argv[1:]}
+print(json.dumps(sorted({ep.value.split(":")[0] for ep in entry_points(group="pytest11")
+                         if ep.dist is not None and norm(ep.dist.name) in want})))
+"""
+
+
+def _req_name(req: str) -> str:
+    return re.split(r"[\s\[<>=!~;@]", req.strip(), maxsplit=1)[0]
+
+
+def declared_plugins(python: str, test_deps: list[str]) -> list[str]:
+    """Modules of the pytest plugins (``pytest11`` entry points) the test deps provide: the
+    autoload is off in every run, so these are loaded explicitly with ``-p``."""
+    if not test_deps:
+        return []
+    proc = subprocess.run([python, "-c", _PLUGINS_OF, *map(_req_name, test_deps)],
+                          capture_output=True, text=True)
+    try:
+        return list(json.loads(proc.stdout)) if proc.returncode == 0 else []
+    except json.JSONDecodeError:
+        return []
 
 
 def build_env(dest: Path, tree: Path, test_deps: list[str], dist_name: str | None) -> str:
@@ -138,6 +169,7 @@ def build_env(dest: Path, tree: Path, test_deps: list[str], dist_name: str | Non
             _pip(py, str(Path(tmp) / "src"))  # pulls the project's runtime dependencies ...
         subprocess.run([py, "-m", "pip", "uninstall", "-y", "-q", dist_name],
                        capture_output=True)  # ... then drops the project itself
+    (dest / PLUGINS_FILE).write_text(json.dumps(declared_plugins(py, test_deps)))
     return py
 
 
@@ -199,12 +231,17 @@ def prepare(spec: str, *, test_deps: list[str] | None = None, env: str = "venv",
     plain = run_pytest(tree, **common)
     traced = run_pytest(tree, reach=True, **common)
     if not plain.report_found:
-        raise ConfigError(f"{spec}: the test suite did not run (exit {plain.exit_code}):\n"
-                          f"{(plain.stdout + plain.stderr)[-1500:]}")
+        raise ConfigError(f"{spec}: the test suite did not run (exit {plain.exit_code}); "
+                          f"pytest said:\n{pytest_output(plain)}")
     passing = sorted(t for t, o in plain.outcomes.items()
                      if o == "passed" and traced.outcomes.get(t) == "passed")
     if not passing:
-        raise ConfigError(f"{spec}: no test passes on the unmodified project")
+        code = plain.extra.get("exit_code", plain.exit_code)
+        seen = ", ".join(f"{n} {o}" for o, n in sorted(
+            Counter(plain.outcomes.values()).items())) or "no test collected"
+        raise ConfigError(f"{spec}: no test passes on the unmodified project ({seen}; pytest "
+                          f"exit {code}{EXIT_MEANING.get(code, '')}); pytest said:\n"
+                          f"{pytest_output(plain)}\n{HINT}")
     reach: dict[str, set[str]] = {}
     import_time: set[str] = set()
     for test, funcs in traced.extra.get("reach", {}).items():
@@ -219,6 +256,9 @@ def prepare(spec: str, *, test_deps: list[str] | None = None, env: str = "venv",
         spec=spec, key=key, tree_sha256=tree_sha, env=env, test_deps=deps, python=python, env_prefix=prefix,
         import_root=import_root, source_paths=source_paths, test_files=test_files,
         config_file=config_file, passing=passing,
+        stripped_addopts=stripped_addopts(tree, config_file),
+        plugins=json.loads((Path(prefix) / PLUGINS_FILE).read_text())
+        if (Path(prefix) / PLUGINS_FILE).is_file() else [],
         not_passing={t: o for t, o in plain.outcomes.items() if t not in set(passing)},
         reach={f: sorted(t) for f, t in sorted(reach.items())},
         import_time=sorted(import_time), baseline_s=round(plain.wall_s, 3),
@@ -226,6 +266,22 @@ def prepare(spec: str, *, test_deps: list[str] | None = None, env: str = "venv",
     )
     write_json_atomic(final / PREPARED, prepared.model_dump())
     return prepared
+
+
+EXIT_MEANING = {1: ": tests failed", 2: ": interrupted (collection errors)",
+                3: ": internal error", 4: ": usage error (unknown option or plugin?)",
+                5: ": no tests collected"}
+HINT = ("declare what the tests need with --test-dep (pytest plugins among them are loaded with "
+        "-p), or pass a directory whose tests run under plain pytest")
+
+
+def pytest_output(run, limit: int = 4000) -> str:
+    """Pytest's own words (stdout then stderr), verbatim; only a very long text is shortened,
+    keeping its start (usage errors) and its end (summary)."""
+    text = "\n".join(x.strip("\n") for x in (run.stdout, run.stderr) if x.strip())
+    if len(text) <= limit:
+        return text
+    return text[:limit // 2] + "\n[... output shortened ...]\n" + text[-limit // 2:]
 
 
 def load_prepared(key: str) -> Prepared:

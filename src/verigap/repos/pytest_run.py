@@ -2,17 +2,29 @@
 
 The tree under test, the prepared environment and the harness are mounted read-only; the only
 writable path is a fresh scratch directory holding the run's config and report. Pytest runs
-under ``python -I -B`` with the plugin autoload off, no cache provider, a pinned config file and
-rootdir, so nothing in the tree's environment variables, user site or caches changes the run.
+with a clean environment (no user site, the script's directory not on the path, a fixed hash
+seed so test ids built from sets are the same in every run), the plugin autoload off, no cache
+provider, a pinned config file and rootdir, and the project root as working directory (tests that
+open files relative to it, or start ``python -m pkg``, find them), so nothing in the caller's
+environment variables, user site or caches changes the run.
+
+Options in the project's ``addopts`` that only report (coverage, colour, xdist, junit, html,
+benchmark) are dropped from every run, because their plugins are not loaded and they do not
+change outcomes; :func:`stripped_addopts` says which. Plugins of the declared test dependencies
+are loaded explicitly with ``-p`` (``pytest_plugins.json`` in a prepared venv).
 """
 
 from __future__ import annotations
 
+import configparser
 import hashlib
 import json
+import re
 import secrets
+import shlex
 import shutil
 import tempfile
+import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +34,78 @@ from verigap.repos import execution
 from verigap.repos.harness import EQUIV, HARNESS_DIR, RUNNER
 
 EMPTY_INI = "[pytest]\n"
+#: Interpreter flags of every harness process: like ``-I`` (no user site, script dir not on
+#: sys.path) but honouring the clean environment's PYTHONHASHSEED, which ``-I``/``-E`` ignore.
+PY_FLAGS = ("-s", "-P", "-B")
+PLUGINS_FILE = "pytest_plugins.json"
+#: addopts that only report or parallelize; the first group takes a value (``--opt VALUE``)
+_REPORTING_VALUE = re.compile(
+    r"^(--cov|--cov-report|--cov-config|--cov-fail-under|--cov-context|--color|-n"
+    r"|--numprocesses|--dist|--maxprocesses|--junitxml|--junit-xml|--html)$")
+_REPORTING = re.compile(
+    r"^(--cov(-[\w-]+)?(=.*)?|--no-cov(-on-fail)?|--color=.*|--code-highlight(=.*)?|-n\S+"
+    r"|--numprocesses=.*|--dist=.*|--maxprocesses=.*|--junit-?xml=.*|--html=.*"
+    r"|--self-contained-html|--benchmark-.*|--instafail|--sugar|--no-sugar)$")
+
+
+def config_addopts(tree: Path, config_file: str | None) -> str | None:
+    """The ``addopts`` string of the project's pytest config, or None when it has none."""
+    if not config_file or not (tree / config_file).is_file():
+        return None
+    path = tree / config_file
+    try:
+        if path.name == "pyproject.toml":
+            ini = tomllib.loads(path.read_text()).get("tool", {}).get("pytest", {}) \
+                .get("ini_options", {})
+            v = ini.get("addopts")
+            return " ".join(map(shlex.quote, v)) if isinstance(v, list) else v
+        cp = configparser.ConfigParser(interpolation=None)
+        cp.read(path)
+        section = "tool:pytest" if path.name == "setup.cfg" else "pytest"
+        return cp.get(section, "addopts", fallback=None)
+    except (tomllib.TOMLDecodeError, configparser.Error, OSError, UnicodeDecodeError):
+        return None
+
+
+def split_addopts(addopts: str) -> tuple[list[str], list[str]]:
+    """(kept, stripped) options: reporting/parallel options go, everything else stays."""
+    try:
+        words = shlex.split(addopts)
+    except ValueError:
+        return addopts.split(), []
+    kept: list[str] = []
+    stripped: list[str] = []
+    i = 0
+    while i < len(words):
+        w = words[i]
+        if _REPORTING_VALUE.match(w):
+            n = 2 if i + 1 < len(words) and not words[i + 1].startswith("-") else 1
+        elif _REPORTING.match(w):
+            n = 1
+        else:
+            kept.append(w)
+            i += 1
+            continue
+        stripped.append(" ".join(words[i:i + n]))
+        i += n
+    return kept, stripped
+
+
+def stripped_addopts(tree: Path, config_file: str | None) -> list[str]:
+    """Which of the project's addopts every run drops (to tell the user)."""
+    addopts = config_addopts(tree, config_file)
+    return split_addopts(addopts)[1] if addopts else []
+
+
+def env_plugins(env_prefix: Path) -> list[str]:
+    """Plugin modules the prepared environment loads explicitly (``-p``)."""
+    f = Path(env_prefix) / PLUGINS_FILE
+    if not f.is_file():
+        return []
+    try:
+        return [str(x) for x in json.loads(f.read_text())]
+    except (json.JSONDecodeError, TypeError):
+        return []
 
 
 def cache_root() -> Path:
@@ -70,10 +154,32 @@ class PytestRun:
         return {t for t in expected if self.outcomes.get(t) != "passed"}
 
 
-def pytest_args(tree: Path, test_files: Sequence[str], config_file: str | None) -> list[str]:
+def suite_options(tree: Path, config_file: str | None, env_prefix: Path) -> list[str]:
+    """What makes the project's suite run under plain pytest with autoload off: ``-p`` for the
+    test deps' plugins, and its addopts without the reporting options (when it has some)."""
+    args: list[str] = []
+    for plugin in env_plugins(env_prefix):
+        args += ["-p", plugin]
+    addopts = config_addopts(tree, config_file)
+    if addopts:
+        kept, stripped = split_addopts(addopts)
+        if stripped:
+            args += ["-o", "addopts=" + " ".join(map(shlex.quote, kept))]
+    return args
+
+
+def pytest_args(tree: Path, test_files: Sequence[str], config_file: str | None,
+                env_prefix: Path | None = None) -> list[str]:
     cfg = str(tree / config_file) if config_file else str(harness_dir() / "empty.ini")
-    return [*(str(tree / f) for f in test_files), "-c", cfg, "--rootdir", str(tree),
-            "-p", "no:cacheprovider", "-q", "--tb=short", "-o", "console_output_style=classic"]
+    args = [*(str(tree / f) for f in test_files), "-c", cfg, "--rootdir", str(tree),
+            "-p", "no:cacheprovider", "-q", "--tb=short", "-o", "console_output_style=classic",
+            "--color=no"]
+    return args + suite_options(tree, config_file, env_prefix) if env_prefix else args
+
+
+def _run_env(tree: Path, import_root: str) -> dict[str, str]:
+    """What a subprocess the tests start (``python -m pkg``) needs to import the tree."""
+    return {"PYTHONPATH": str(tree / import_root) if import_root not in ("", ".") else str(tree)}
 
 
 def run_pytest(
@@ -99,17 +205,18 @@ def run_pytest(
         cfg: dict[str, Any] = {
             "nonce": nonce,
             "import_root": str(tree / import_root) if import_root not in ("", ".") else str(tree),
-            "out": out.name,  # relative: the scratch dir is the sandbox's working directory
-            "pytest_args": pytest_args(tree, test_files, config_file),
+            "out": out.name,  # relative to the sandbox's starting directory (the scratch dir)
+            "cwd": str(tree),  # where the tests run: the project root, as they expect
+            "pytest_args": pytest_args(tree, test_files, config_file, env_prefix),
         }
         if reach:
             cfg["reach"] = {"root": str(tree)}
         if capture:
             cfg["capture"] = {"root": str(tree), **capture}
         (scratch / "run.json").write_text(json.dumps(cfg))
-        res = execution.run([python, "-I", "-B", str(hdir / RUNNER.name), "run.json"],
+        res = execution.run([python, *PY_FLAGS, str(hdir / RUNNER.name), "run.json"],
                             scratch=scratch, ro_binds=[tree, env_prefix, hdir, *extra_ro],
-                            timeout=timeout, backend=backend)
+                            timeout=timeout, backend=backend, env=_run_env(tree, import_root))
         report: dict[str, Any] = {}
         if out.is_file():
             try:
@@ -163,8 +270,8 @@ def run_equiv(
         nonce = secrets.token_hex(16)
         cfg: dict[str, Any] = {"nonce": nonce, "import_root": root, "inputs": "inputs.json",
                                "out": out.name, "mode": mode}
-        cmd = [python, "-I", "-B", str(hdir / EQUIV.name), "eq.json"]
-        env: dict[str, str] = {}
+        cmd = [python, *PY_FLAGS, str(hdir / EQUIV.name), "eq.json"]
+        env: dict[str, str] = _run_env(tree, import_root)
         if context == "agent":
             cfg["context"] = {"cwd": str(tree), "argv": [f"{python} -m pytest", "-q"],
                               "import_pytest": True, "depth": 40}

@@ -79,16 +79,24 @@ def fetch(source: Source, dest: Path) -> Path:
 
 
 def _fetch_sdist(requirement: str, dest: Path) -> None:
+    """Download the sdist with pip. Pip checks it by building its metadata, in an isolated
+    build environment holding the backend the sdist declares (setuptools_scm, flit_core,
+    hatchling, ...), which pip installs from wheels; only the project itself must be an sdist."""
+    name = requirement.split("==")[0]
     with tempfile.TemporaryDirectory() as tmp:
         proc = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "-q", "--no-binary", ":all:", "--no-deps",
-             "--no-build-isolation", requirement, "-d", tmp],
+            [sys.executable, "-m", "pip", "download", "--disable-pip-version-check",
+             "--no-deps", "--no-binary", name, requirement, "-d", tmp],
             capture_output=True, text=True)
-        files = [f for f in Path(tmp).iterdir() if f.suffix in (".gz", ".zip")]
+        files = [f for f in Path(tmp).iterdir() if f.name.endswith((".tar.gz", ".zip", ".tgz"))]
         if proc.returncode != 0 or not files:
+            said = "\n".join(x.strip() for x in (proc.stdout, proc.stderr) if x.strip())
+            why = ("pip's build of its metadata failed (the build backend said the above)"
+                   if "metadata" in said or "Traceback" in said or "backend" in said else
+                   "check the name and version on PyPI (it must have an sdist)")
             raise ConfigError(f"could not download the sdist of {requirement!r} with pip "
-                              f"({proc.stderr.strip()[-300:]}); check the name and version on "
-                              "PyPI, or pass a local directory instead")
+                              f"(exit {proc.returncode}); pip said:\n{said}\n{why}, or pass a "
+                              "local directory instead")
         archive = files[0]
         out = Path(tmp) / "x"
         if archive.suffix == ".zip":

@@ -11,6 +11,7 @@ bytecode or cache, and git holds one fresh commit, so no history leads to the fi
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import random
 import re
@@ -18,6 +19,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -27,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from verigap.errors import ConfigError
 from verigap.repos import mutate, sources
+from verigap.repos import validate as validate_mod
 from verigap.repos.prepare import Prepared, load_prepared, prepare
 from verigap.repos.pytest_run import run_equiv, run_pytest
 from verigap.repos.validate import ValidMutation, candidates, mutant_tree, run_suite, validate
@@ -139,12 +142,13 @@ class _DropUnits(cst.CSTTransformer):
         self.stack.append(node.name.value)
 
     def leave_ClassDef(self, original, updated):
-        # a hidden test this class inherits: shadow it with None so pytest does not collect it
+        # a hidden test this class inherits from outside the tree (its body is not readable
+        # here): shadow it with None so pytest does not collect it
         inherited = [n for n in self.names if n[:-1] == tuple(self.stack)
                      and n not in self.dropped]
         self.stack.pop()
         if inherited:
-            extra = [cst.parse_statement(f"{n[-1]} = None  # hidden test\n")
+            extra = [cst.parse_statement(f"{n[-1]} = None\n")
                      for n in sorted(inherited)]
             self.dropped.update(inherited)
             updated = updated.with_changes(body=updated.body.with_changes(
@@ -241,20 +245,98 @@ def materialize_workspace(p: Prepared, task: RepoTask, dest: Path) -> Path:
     return dest
 
 
+class SharedHiddenBody(ValueError):
+    """A hidden test's body is also a visible test's (or lives in editable project code)."""
+
+
+def _class_index(p: Prepared) -> dict[str, list[tuple[str, ast.ClassDef]]]:
+    """Every module-level class of the tree's Python files: name -> [(file, node)]."""
+    index: dict[str, list[tuple[str, ast.ClassDef]]] = {}
+    for rel in sources.tree_files(p.tree):
+        if not rel.endswith(".py"):
+            continue
+        try:
+            mod = ast.parse((p.tree / rel).read_text())
+        except (SyntaxError, UnicodeDecodeError, ValueError):
+            continue
+        for node in mod.body:
+            if isinstance(node, ast.ClassDef):
+                index.setdefault(node.name, []).append((rel, node))
+    return index
+
+
+def _defining_class(index, file: str, cls: str, name: str, depth: int = 0
+                    ) -> tuple[str, str] | None:
+    """(file, class) whose body defines method ``name`` for class ``cls`` of ``file``, following
+    base classes by name through the tree; None when it comes from outside the tree."""
+    cands = index.get(cls, [])
+    here = [c for c in cands if c[0] == file] or cands
+    if not here or depth > 12:
+        return None
+    f, node = here[0]
+    if any(isinstance(b, ast.FunctionDef | ast.AsyncFunctionDef | ast.Assign) and
+           (getattr(b, "name", None) == name or
+            any(isinstance(t, ast.Name) and t.id == name for t in getattr(b, "targets", [])))
+           for b in node.body):
+        return f, cls
+    for base in node.bases:
+        bname = base.id if isinstance(base, ast.Name) else \
+            base.attr if isinstance(base, ast.Attribute) else None
+        if bname and bname != cls:
+            found = _defining_class(index, f, bname, name, depth + 1)
+            if found:
+                return found
+    return None
+
+
 def _visible_layout(p: Prepared, visible: Sequence[str]) -> tuple[list[str], dict[str, list[str]]]:
+    """(visible test files, {file: test units to cut from it}).
+
+    A hidden test a class inherits (from a mixin or base class, in any file that stays in the
+    workspace) is cut where its body is defined, so the workspace never holds a readable hidden
+    test; raises :class:`SharedHiddenBody` when that body is also a visible test's."""
     vfiles = sorted({t.split("::", 1)[0] for t in visible})
     vunits = {unit_of(t) for t in visible}
     all_ids = list(p.passing) + list(p.not_passing)
-    removed: dict[str, list[str]] = {}
-    for f in vfiles:
-        units = sorted({unit_of(t) for t in all_ids if t.startswith(f + "::")} - vunits)
-        if units:
-            removed[f] = [u.split("::", 1)[1] for u in units]
-    return vfiles, removed
+    index = _class_index(p) if any(unit_of(t).count("::") == 2 for t in all_ids) else {}
+
+    def body_of(unit: str) -> tuple[str, str, str] | None:
+        parts = unit.split("::")
+        if len(parts) != 3:
+            return None
+        found = _defining_class(index, parts[0], parts[1], parts[2])
+        return (found[0], found[1], parts[2]) if found else None
+
+    visible_bodies = {body_of(u) for u in vunits} - {None}
+    kept = set(vfiles)
+    removed: dict[str, set[str]] = {}
+    for u in sorted({unit_of(t) for t in all_ids} - vunits):
+        file, rest = u.split("::", 1)
+        body = body_of(u)
+        if body is not None and body[0] != file:  # inherited from a class in another file
+            if body in visible_bodies:
+                raise SharedHiddenBody(u)
+            bfile = body[0]
+            if bfile in p.test_files and bfile not in kept:
+                continue  # that file is not in the workspace
+            from verigap.repos.changes import classify
+
+            if classify(bfile, p.source_paths) is None:
+                raise SharedHiddenBody(u)  # a test body in editable code: cannot hide it
+            removed.setdefault(bfile, set()).add(f"{body[1]}::{body[2]}")
+        elif body is not None and body[1] != rest.split("::")[0]:  # inherited, same file
+            if body in visible_bodies:
+                raise SharedHiddenBody(u)
+            if file in kept:
+                removed.setdefault(file, set()).add(f"{body[1]}::{body[2]}")
+        elif file in kept:
+            removed.setdefault(file, set()).add(rest)
+    return vfiles, {f: sorted(us) for f, us in sorted(removed.items())}
 
 
 def _clean_output(text: str, root: Path) -> str:
     """Pytest output with the build directory's paths made relative to the workspace."""
+    text = ANSI.sub("", text)
     tail = re.escape(f"{root.parent.name}/{root.name}")
     text = re.sub(rf"(?:\S*/)?{tail}/", "", text)
     text = re.sub(rf"(?:\S*/)?{tail}\b", ".", text)
@@ -266,6 +348,8 @@ def _clean_output(text: str, root: Path) -> str:
 
 
 PROMPT_STYLES = ("tests", "ticket")  # the failing test output, or a ticket (verigap.repos.tickets)
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
 PROMPT = """\
 You are working in the repository of the Python project `{name}` (your current directory).
 Some of its tests fail. Here is the output of running the test suite:
@@ -283,10 +367,15 @@ underlying bugs rather than the symptoms, and do not edit the tests. When you ar
 # --------------------------------------------------------------------------- equivalence
 
 def collect_inputs(p: Prepared, functions: Sequence[str], *, per_function: int = 40,
-                   backend: str | None = None) -> dict[str, list[dict[str, Any]]]:
+                   backend: str | None = None, why: dict[str, str] | None = None
+                   ) -> dict[str, list[dict[str, Any]]]:
     """Inputs for the equivalence check, per function: arguments captured while the pristine
     suite runs, plus generated neighbours, kept only when the reference gives the same encoded
-    result in two separate processes (so nondeterministic calls never fail a correct patch)."""
+    result in two separate processes (so nondeterministic calls never fail a correct patch).
+
+    A function whose calls kill the whole equivalence process costs only its own inputs: the
+    batch is retried one function per process. ``why`` receives, for each function left with
+    no input, the reason."""
     env = dict(python=p.python, env_prefix=Path(p.env_prefix), import_root=p.import_root,
                backend=backend)
     # every test that reaches a function (visible and hidden) contributes up to 3 calls
@@ -294,25 +383,59 @@ def collect_inputs(p: Prepared, functions: Sequence[str], *, per_function: int =
                      capture={"targets": list(functions), "limit": 4 * per_function,
                               "per_test": 3},
                      timeout=p.suite_timeout(), **env)
+    captured = cap.extra.get("captured", {})
     raw = []
-    for target, blobs in cap.extra.get("captured", {}).items():
+    for target, blobs in captured.items():
         file, q = target.split("::", 1)
         for b in blobs:
             raw.append({"id": len(raw), "target": target, "module": module_name(p, file),
                         "qualname": q, "blob": b, "generated": False})
-    expanded = run_equiv(p.tree, raw, mode="expand", **env) or {"inputs": []}
+
+    def equiv(items: list[dict[str, Any]], mode: str) -> dict[str, Any] | None:
+        out = run_equiv(p.tree, items, mode=mode, **env)
+        if out is not None or len({x["target"] for x in items}) < 2:
+            return out
+        merged: dict[str, Any] = {}  # the process died: one function per process
+        for t in sorted({x["target"] for x in items}):
+            part = run_equiv(p.tree, [x for x in items if x["target"] == t], mode=mode, **env)
+            for k, v in (part or {}).items():
+                if isinstance(v, list):
+                    merged.setdefault(k, []).extend(v)
+                elif isinstance(v, dict):
+                    merged.setdefault(k, {}).update(v)
+        return merged
+
+    expanded = equiv(raw, "expand") or {"inputs": []}
     items = [{**x, "id": i} for i, x in enumerate(expanded["inputs"])]
-    r1 = (run_equiv(p.tree, items, **env) or {}).get("results", {})
-    r2 = (run_equiv(p.tree, items, **env) or {}).get("results", {})
+    r1 = (equiv(items, "call") or {}).get("results", {})
+    r2 = (equiv(items, "call") or {}).get("results", {})
     out: dict[str, list[dict[str, Any]]] = {f: [] for f in functions}
+    drops: dict[str, Counter] = {f: Counter() for f in functions}
     for x in items:
         a, b = r1.get(str(x["id"])), r2.get(str(x["id"]))
-        if a is None or a != b or a[0] in ("unloadable", "timeout"):
-            continue
-        bucket = out[x["target"]]
-        n_gen = sum(1 for y in bucket if y["generated"])
-        if not x["generated"] or n_gen < per_function:  # captured ones are all kept
-            bucket.append(x)
+        if a is None or b is None:
+            drops[x["target"]]["the equivalence process died"] += 1
+        elif a != b:
+            drops[x["target"]]["nondeterministic result"] += 1
+        elif a[0] in ("unloadable", "timeout"):
+            drops[x["target"]][f"{a[0]} ({a[1]})" if len(a) > 1 else a[0]] += 1
+        else:
+            bucket = out[x["target"]]
+            n_gen = sum(1 for y in bucket if y["generated"])
+            if not x["generated"] or n_gen < per_function:  # captured ones are all kept
+                bucket.append(x)
+    if why is not None:
+        for f in functions:
+            if out[f]:
+                continue
+            if not captured.get(f):
+                why[f] = ("no call was captured (the suite did not run)" if not cap.report_found
+                          else "no call with picklable arguments was captured")
+            elif not any(x["target"] == f for x in items):
+                why[f] = "its captured arguments could not be loaded back"
+            else:
+                why[f] = "every input was dropped: " + ", ".join(
+                    f"{n} {r}" for r, n in drops[f].most_common())
     return out
 
 
@@ -335,15 +458,65 @@ class GenStats(BaseModel):
     tasks_s: float
     total_s: float
     task_files: list[str]
+    crashy_valid: int = 0  # valid mutations that crash at first call (dropped unless allowed)
+    warnings: list[str] = []  # e.g. a site with no equivalence input, and why
+    hints: list[str] = []  # what to try when fewer tasks than asked came out
     coverage: float = 1.0  # share of the tasks' sites with out-of-process (equivalence) inputs
+
+
+def rejection_lines(stats: GenStats) -> list[str]:
+    """The rejection histogram, one line per reason, most frequent first."""
+    lines = [f"  mutation rejected ({n}): {r}" for r, n in
+             sorted(stats.rejected.items(), key=lambda kv: (-kv[1], kv[0]))]
+    lines += [f"  task rejected ({n}): {r}" for r, n in
+              sorted(stats.task_rejected.items(), key=lambda kv: (-kv[1], kv[0]))]
+    return lines
+
+
+def hints_for(stats: GenStats, *, k: int, n_functions: int, combos: int,
+              min_hidden: int) -> list[str]:
+    """What to try when make-tasks made fewer tasks than asked, from where candidates went."""
+    h: list[str] = []
+    rej = stats.rejected
+    if stats.valid == 0 and rej.get("no test fails", 0) >= stats.candidates // 2:
+        h.append("most mutations break no test: the suite is thin here; raise --max-candidates")
+    if rej.get(validate_mod.CRASHY):
+        h.append(f"{rej[validate_mod.CRASHY]} valid mutation(s) only crash at first call "
+                 "(TypeError/AttributeError/NameError) and were dropped; --allow-crashy keeps "
+                 "them")
+    if rej.get("breaks unreached tests", 0) >= max(1, stats.candidates // 3):
+        h.append(f"{rej['breaks unreached tests']} mutation(s) broke tests that, per the reach "
+                 "map, never call the mutated function: results cached across tests "
+                 "(functools.lru_cache, module-level tables) hide the calls; such functions "
+                 "cannot be sites")
+    if rej.get("timeout"):
+        h.append("some suite runs timed out (machine load?): run make-tasks again, timeouts are "
+                 "retried")
+    if rej.get("no report (the suite crashed)"):
+        h.append("some mutants crash the whole suite (import-time code?); nothing to do, they "
+                 "are not bugs tests can localize")
+    if n_functions < k:
+        h.append(f"only {n_functions} function(s) have a valid mutation but --k is {k}: raise "
+                 f"--max-candidates or lower --k")
+    elif combos == 0:
+        h.append(f"no split of the tests where visible tests avoid the hidden sites and each "
+                 f"hidden site breaks >= {min_hidden} hidden test(s): try a smaller --k, "
+                 "--min-hidden 1, or more candidates")
+    if stats.task_rejected:
+        h.append("combinations were built but rejected (see the reasons above): try another "
+                 "--seed or more --max-candidates")
+    return h
 
 
 def make_tasks(spec: str, out: Path, *, k: int = 4, n: int = 20, seed: int = 0,
                max_candidates: int = 80, workers: int = 2, test_deps: list[str] | None = None,
                env: str = "venv", backend: str | None = None, max_tries: int | None = None,
                prompt_style: str = "tests", allow_tests_only: bool = False,
-               log=print) -> GenStats:
-    """Prepare ``spec`` and write up to ``n`` validated tasks of ``k`` sites into ``out``."""
+               allow_crashy: bool = False, min_hidden: int = 2, log=print) -> GenStats:
+    """Prepare ``spec`` and write up to ``n`` validated tasks of ``k`` sites into ``out``.
+
+    Mutations that crash at first call are left out unless ``allow_crashy``; every hidden site
+    must break at least ``min_hidden`` hidden tests."""
     if k < 2:
         raise ConfigError("--k must be at least 2: half the sites visible, half hidden")
     if prompt_style not in PROMPT_STYLES:
@@ -355,7 +528,10 @@ def make_tasks(spec: str, out: Path, *, k: int = 4, n: int = 20, seed: int = 0,
         f"suite {p.baseline_s:.2f}s")
     t1 = time.perf_counter()
     cands = candidates(p, max_candidates=max_candidates, seed=seed)
-    valid, rejected = validate(p, cands, workers=workers, backend=backend)
+    if p.stripped_addopts:
+        log(f"dropped from the project's addopts (reporting only): {' '.join(p.stripped_addopts)}")
+    valid, rejected = validate(p, cands, workers=workers, backend=backend,
+                               allow_crashy=allow_crashy)
     t_val = time.perf_counter() - t1
     log(f"validated {len(valid)}/{len(cands)} mutations in {t_val:.1f}s; rejected: {rejected}")
     t2 = time.perf_counter()
@@ -380,11 +556,17 @@ def make_tasks(spec: str, out: Path, *, k: int = 4, n: int = 20, seed: int = 0,
             if key in seen:
                 continue
             seen.add(key)
+            if any(len(s.fail_to_pass) < min_hidden for s in sites[n_vis:]):
+                continue
             if split_tests(p, sites, n_vis) is not None:
                 combos.append(sites)
     out.mkdir(parents=True, exist_ok=True)
-    inputs = collect_inputs(p, sorted({s.function for c in combos for s in c}), backend=backend) \
-        if combos else {}
+    no_input: dict[str, str] = {}
+    inputs = collect_inputs(p, sorted({s.function for c in combos for s in c}), backend=backend,
+                            why=no_input) if combos else {}
+    warnings = [f"no equivalence input for {f}: {w}" for f, w in sorted(no_input.items())]
+    for w in warnings:
+        log(f"warning: {w}")
     task_files: list[str] = []
     task_rejected: dict[str, int] = {}
     n_sites = n_covered = 0
@@ -393,7 +575,7 @@ def make_tasks(spec: str, out: Path, *, k: int = 4, n: int = 20, seed: int = 0,
             break
         task, why = build_task(p, sites, n_vis, inputs, seed=seed, index=len(task_files),
                                backend=backend, prompt_style=prompt_style,
-                               allow_tests_only=allow_tests_only)
+                               allow_tests_only=allow_tests_only, min_hidden=min_hidden)
         if task is None:
             task_rejected[why] = task_rejected.get(why, 0) + 1
             continue
@@ -409,7 +591,17 @@ def make_tasks(spec: str, out: Path, *, k: int = 4, n: int = 20, seed: int = 0,
                      prepare_s=round(t_prep, 2), validate_s=round(t_val, 2),
                      tasks_s=round(time.perf_counter() - t2, 2),
                      total_s=round(time.perf_counter() - t0, 2), task_files=task_files,
-                     coverage=round(n_covered / n_sites, 4) if n_sites else 1.0)
+                     coverage=round(n_covered / n_sites, 4) if n_sites else 1.0,
+                     crashy_valid=rejected.get(validate_mod.CRASHY, 0)
+                     + sum(1 for v in valid if v.crash), warnings=warnings)
+    if stats.tasks < n:
+        stats.hints = hints_for(stats, k=k, n_functions=len(fns), combos=len(combos),
+                                min_hidden=min_hidden)
+        log(f"{stats.tasks} of {n} tasks; where the candidates went:")
+        for line in rejection_lines(stats):
+            log(line)
+        for h in stats.hints:
+            log(f"  try: {h}")
     write_json_atomic(out / "index.json", stats.model_dump())
     return stats
 
@@ -421,7 +613,8 @@ def _slug(spec: str) -> str:
 def build_task(p: Prepared, sites: Sequence[ValidMutation], n_vis: int,
                inputs: dict[str, list[dict[str, Any]]], *, seed: int, index: int,
                backend: str | None = None, prompt_style: str = "tests",
-               allow_tests_only: bool = False) -> tuple[RepoTask | None, str]:
+               allow_tests_only: bool = False, min_hidden: int = 1
+               ) -> tuple[RepoTask | None, str]:
     """Build and check one task: the combined mutant must break a visible test per visible site
     and a hidden test per hidden site, and the workspace must collect exactly the visible tests.
     A site with no usable equivalence input rejects the task, unless ``allow_tests_only`` (then
@@ -445,13 +638,18 @@ def build_task(p: Prepared, sites: Sequence[ValidMutation], n_vis: int,
             return None, "a visible site is masked in combination"
         if any(not (set(s.fail_to_pass) & broken & hset) for s in sites[n_vis:]):
             return None, "a hidden site is masked in combination"
+        if any(len(set(s.fail_to_pass) & broken & hset) < min_hidden for s in sites[n_vis:]):
+            return None, f"a hidden site breaks fewer than {min_hidden} hidden tests"
         if (broken & vset) - {t for s in sites[:n_vis] for t in p.reach.get(s.function, ())}:
             return None, "visible failures not explained by visible sites"
         equiv = []
         for s in sites:
             for x in inputs.get(s.function, []):
                 equiv.append(EquivInput(**{**x, "id": len(equiv)}))
-        vfiles, removed = _visible_layout(p, visible)
+        try:
+            vfiles, removed = _visible_layout(p, visible)
+        except SharedHiddenBody:
+            return None, "a hidden test's body is shared with a visible test"
         src_texts = {s.file: (p.tree / s.file).read_text() for s in sites}
         name = _slug(p.spec)
         digest = hashlib.sha256("".join(sorted(s.sha256 + s.function for s in sites))

@@ -3,6 +3,11 @@
 A candidate is valid when, on the whole suite, it makes at least one passing test fail and every
 test it breaks is one that calls the mutated function (per the reach map): the bug is visible to
 tests, and only to the tests that reach it. Its FAIL_TO_PASS is exactly the tests it breaks.
+
+A valid mutation whose every broken test dies of a TypeError, AttributeError or NameError (per
+pytest's short summary) *crashes at first call*: a bug that announces itself rather than a
+silent, plausible one. Such mutations are dropped unless ``allow_crashy`` (counted as a
+rejection, so their share is reported).
 """
 
 from __future__ import annotations
@@ -10,12 +15,14 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import re
 import shutil
 import tempfile
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import libcst as cst
 from pydantic import BaseModel, ConfigDict
 
 from verigap.repos import mutate
@@ -33,6 +40,32 @@ class ValidMutation(BaseModel, mutate.MutationRecord):
     index: int
     fail_to_pass: list[str]
     sha256: str  # of the mutated file, to drop duplicates and check rebuilds
+    crash: str | None = None  # the error type every broken test dies of, when it crashes
+
+
+#: Errors that mean the code could not even run (a wrong call, attribute or name), not that it
+#: computed a wrong value.
+CRASH_TYPES = {"TypeError", "AttributeError", "NameError", "UnboundLocalError"}
+CRASHY = "crashes at first call"
+_SUMMARY = re.compile(r"^(?:FAILED|ERROR) (\S+?)(?: - ([\w.]+)(?::|$)|$)", re.M)
+
+
+def error_types(output: str) -> dict[str, str]:
+    """Test id -> exception type name, from pytest's short test summary ("FAILED id - T: msg")."""
+    out: dict[str, str] = {}
+    for m in _SUMMARY.finditer(output):
+        if m.group(2):
+            out[m.group(1)] = m.group(2).rsplit(".", 1)[-1]
+    return out
+
+
+def crash_type(broken: Sequence[str], output: str) -> str | None:
+    """The crash error every broken test dies of, or None when some test fails otherwise."""
+    types = error_types(output)
+    seen = {types.get(t) for t in broken}
+    if len(seen) == 1 and (t := seen.pop()) in CRASH_TYPES:
+        return t
+    return None
 
 
 def candidate_functions(p: Prepared) -> list[str]:
@@ -54,8 +87,12 @@ def candidates(p: Prepared, *, max_candidates: int, seed: int) -> list[mutate.Mu
     per_fn: dict[str, list[mutate.Mutation]] = {}
     for file, qs in sorted(by_file.items()):
         src = (p.tree / file).read_text()
-        known = set(mutate.functions(src))
-        for m in mutate.enumerate_mutations(file, src, [q for q in qs if q in known]):
+        try:
+            known = set(mutate.functions(src))
+            muts = mutate.enumerate_mutations(file, src, [q for q in qs if q in known])
+        except (cst.ParserSyntaxError, cst.CSTValidationError, RecursionError):
+            continue  # libcst cannot rewrite this file: no candidates from it
+        for m in muts:
             per_fn.setdefault(m.function, []).append(m)
     rng = random.Random(seed)
     for f, ms in per_fn.items():  # interleave operators so no single one dominates the sample
@@ -116,14 +153,16 @@ def validate_one(p: Prepared, m: mutate.Mutation, backend: str | None = None
         return None, f"breaks {len(stray)} test(s) that do not reach it"
     sha = hashlib.sha256(texts[m.file].encode()).hexdigest()
     return ValidMutation(file=m.file, qualname=m.qualname, op=m.op, index=m.index,
-                         fail_to_pass=broken, sha256=sha), ""
+                         fail_to_pass=broken, sha256=sha,
+                         crash=crash_type(broken, run.stdout)), ""
 
 
 def _cached_validate(p: Prepared, m: mutate.Mutation, backend: str | None
                      ) -> tuple[ValidMutation | None, str]:
     """validate_one, remembered per prepared environment (timeouts are not remembered: they
     depend on the machine's load, not on the mutation)."""
-    ops = hashlib.sha256(Path(mutate.__file__).read_bytes()).hexdigest()  # operators' version
+    ops = hashlib.sha256(Path(mutate.__file__).read_bytes()  # operators' and checks' version
+                         + Path(__file__).read_bytes()).hexdigest()
     path = p.dir / "validated" / (hashlib.sha256((ops + m.id).encode()).hexdigest()[:20] + ".json")
     if path.is_file():
         d = json.loads(path.read_text())
@@ -135,8 +174,10 @@ def _cached_validate(p: Prepared, m: mutate.Mutation, backend: str | None
 
 
 def validate(p: Prepared, muts: Sequence[mutate.Mutation], *, workers: int = 2,
-             backend: str | None = None) -> tuple[list[ValidMutation], dict[str, int]]:
-    """Validate candidates in parallel; return the valid ones (deduplicated) and reject counts."""
+             backend: str | None = None, allow_crashy: bool = False
+             ) -> tuple[list[ValidMutation], dict[str, int]]:
+    """Validate candidates in parallel; return the valid ones (deduplicated) and reject counts.
+    Mutations that crash at first call are rejected (reason ``CRASHY``) unless allowed."""
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         results = list(pool.map(lambda m: _cached_validate(p, m, backend), muts))
     valid: list[ValidMutation] = []
@@ -149,6 +190,9 @@ def validate(p: Prepared, muts: Sequence[mutate.Mutation], *, workers: int = 2,
             reasons[key] = reasons.get(key, 0) + 1
         elif v.sha256 in seen:
             reasons["duplicate"] = reasons.get("duplicate", 0) + 1
+        elif v.crash and not allow_crashy:
+            seen.add(v.sha256)
+            reasons[CRASHY] = reasons.get(CRASHY, 0) + 1
         else:
             seen.add(v.sha256)
             valid.append(v)

@@ -16,6 +16,7 @@ import numpy as np
 from verigap.repos import execution
 from verigap.repos.graders import v2
 from verigap.repos.prepare import Prepared
+from verigap.repos.pytest_run import suite_options
 from verigap.repos.tasks import RepoTask, prepared_for
 from verigap.rewards import RewardScheme, Visible
 from verigap.verdict import Verdict
@@ -24,7 +25,8 @@ from verigap.verdict import Verdict
 def run_visible(p: Prepared, workspace: Path, *, backend: str | None = None):
     """``python -m pytest`` in the workspace with the workspace's own everything."""
     env = {"PYTHONPATH": p.import_root or "."}  # relative to the workspace, wherever it is mounted
-    return execution.run([p.python, "-m", "pytest", "-q"], scratch=workspace,
+    opts = suite_options(workspace, p.config_file, Path(p.env_prefix))  # --cov addopts, plugins
+    return execution.run([p.python, "-m", "pytest", "-q", *opts], scratch=workspace,
                          ro_binds=[Path(p.env_prefix)], env=env, backend=backend,
                          timeout=p.suite_timeout())
 

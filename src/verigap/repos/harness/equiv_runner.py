@@ -133,12 +133,14 @@ def call_one(fn, args, kwargs):
             encoded = ["ok", enc(result)]
         except _Timeout:
             return ["timeout"]
-        except Exception as e:
+        except BaseException as e:  # SystemExit (argparse), KeyboardInterrupt: this input only
             encoded = ["raise", tname(type(e))]
         encoded.append(enc(list(args)))  # arguments after the call: in-place effects count
         return encoded
     except _Timeout:
         return ["timeout"]
+    except BaseException as e:  # encoding failed (e.g. recursion): this input only
+        return ["raise", tname(type(e))]
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
 
@@ -209,7 +211,7 @@ def compute(cfg: dict, inputs_path: str) -> dict:
             try:
                 resolve(item["module"], item["qualname"])
                 args, kwargs = pickle.loads(base64.b64decode(item["blob"]))
-            except Exception:
+            except BaseException:
                 continue
             for j, v in enumerate([(args, kwargs)] + variants(args, kwargs)):
                 try:
@@ -228,7 +230,7 @@ def compute(cfg: dict, inputs_path: str) -> dict:
             try:
                 fn = resolve(item["module"], item["qualname"])
                 args, kwargs = pickle.loads(base64.b64decode(item["blob"]))
-            except Exception as e:
+            except BaseException as e:  # an import that calls sys.exit loses this input only
                 results[str(item["id"])] = ["unloadable", tname(type(e))]
                 continue
             results[str(item["id"])] = call_one(fn, args, kwargs)

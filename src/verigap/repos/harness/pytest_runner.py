@@ -272,6 +272,9 @@ def main() -> int:
     nonce = cfg.pop("nonce", "")
     sys.dont_write_bytecode = True
     sys.path.insert(0, cfg["import_root"])
+    cfg["out"] = os.path.abspath(cfg["out"])
+    if cfg.get("cwd"):  # the project root: tests that read files relative to it expect it
+        os.chdir(cfg["cwd"])
     import pytest
 
     report = Report()

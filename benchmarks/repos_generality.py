@@ -1,0 +1,202 @@
+"""Do repo tasks work on the projects users bring? Fetch, prepare and make tasks from popular
+pure-Python PyPI projects that vary in build backend, pytest config and layout.
+
+    nice -n 10 python benchmarks/repos_generality.py [--only NAME ...] [--n 2] [--k 4]
+        [--max-candidates 24] [--parallel 2] [--out results/repos/generality.json]
+
+Per project: whether it fetched, prepared, how many tasks were built (at ``--k``; when none,
+once more at k=2), and otherwise the reason the user would see; what prepare dropped from the
+project's addopts; the share of valid mutations that only crash at first call (dropped by
+default, so no built task holds one); and, on the tasks built, how often v1 and v2 pay the
+oracle and the no-op baselines. Needs network (PyPI) and bubblewrap; results are written after
+every project, so an interrupted run keeps what finished.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from verigap.errors import VerigapError
+from verigap.repos import baselines
+from verigap.repos.graders import v1, v2
+from verigap.repos.prepare import prepare
+from verigap.repos.tasks import load_tasks, make_tasks, materialize_workspace
+from verigap.results import write_result
+
+#: (requirement, test deps, what makes it a different case)
+PROJECTS: list[tuple[str, list[str], str]] = [
+    ("semver==3.0.2", [], "setuptools_scm, src layout, setup.cfg addopts with --cov"),
+    ("wcwidth==0.2.13", [], "tox.ini addopts with --cov and --color=yes"),
+    ("tabulate==0.9.0", [], "setuptools_scm dynamic version, a CLI test runs python -m"),
+    ("cachetools==5.3.3", [], "setup.cfg metadata, src layout, tests shared through mixins"),
+    ("humanize==4.9.0", ["freezegun"], "hatchling + hatch-vcs, src layout, --color=yes"),
+    ("more-itertools==10.5.0", [], "flit_core backend, unittest-style tests"),
+    ("idna==3.7", [], "flit_core backend, unittest tests, data tables"),
+    ("inflection==0.5.1", [], "setup.py only, one test module, parametrized"),
+    ("toolz==1.0.0", [], "versioneer, tests inside the package"),
+    ("six==1.16.0", [], "single-module project, setup.py"),
+    ("parse==1.20.1", [], "pyproject setuptools, single module, dynamic version"),
+    ("jmespath==1.0.1", [], "setup.py, data-driven compliance tests"),
+]
+
+
+def grade_tasks(tasks_dir: Path, limit: int) -> dict:
+    """How v1 and v2 pay the oracle and the no-op on the first ``limit`` tasks."""
+    paid = {f"{g}/{a}": 0 for g in ("v1", "v2") for a in ("oracle", "noop")}
+    correct_oracle = 0
+    tasks = load_tasks(tasks_dir)[:limit]
+    from verigap.repos.tasks import prepared_for
+
+    for t in tasks:
+        p = prepared_for(t)
+        for agent in ("oracle", "noop"):
+            with tempfile.TemporaryDirectory() as tmp:
+                ws = materialize_workspace(p, t, Path(tmp) / "ws")
+                for f, text in baselines.edits(agent, t, p).items():
+                    (ws / f).write_text(text)
+                truth = v2.evaluate(t, ws, prepared=p)
+                g2 = v2.grade(t, ws, prepared=p, truth=truth)
+                g1 = v1.grade(t, ws, prepared=p, truth=truth)
+                paid[f"v2/{agent}"] += g2.reward > 0
+                paid[f"v1/{agent}"] += g1.reward > 0
+                correct_oracle += agent == "oracle" and g2.correct
+    return {"graded": len(tasks), "paid": paid, "oracle_correct": correct_oracle}
+
+
+def one(spec: str, deps: list[str], args, work: Path, log) -> dict:
+    rec: dict = {"spec": spec, "test_deps": deps, "fetched": False, "prepared": False,
+                 "tasks": 0, "reason": ""}
+    t0 = time.perf_counter()
+    try:
+        p = prepare(spec, test_deps=deps)
+    except VerigapError as e:
+        msg = str(e)
+        rec["fetched"] = not msg.startswith("could not download")
+        rec["reason"] = msg[:3000]
+        rec["stage"] = "fetch" if not rec["fetched"] else "prepare"
+        return rec
+    rec.update(fetched=True, prepared=True, passing=len(p.passing),
+               not_passing=len(p.not_passing), reached_functions=len(p.reach),
+               stripped_addopts=p.stripped_addopts, plugins=p.plugins,
+               suite_s=p.baseline_s, prepare_s=p.prepare_s)
+    for k in dict.fromkeys([args.k, 2]):
+        out = work / f"{spec.split('==')[0]}-k{k}"
+        stats = make_tasks(spec, out, k=k, n=args.n, max_candidates=args.max_candidates,
+                           seed=0, test_deps=deps, workers=2, log=log)
+        rec.update(k=k, tasks=stats.tasks, candidates=stats.candidates, valid=stats.valid,
+                   crashy_valid=stats.crashy_valid, rejected=stats.rejected,
+                   task_rejected=stats.task_rejected, warnings=stats.warnings,
+                   hints=stats.hints, make_tasks_s=stats.total_s)
+        if stats.tasks:
+            break
+    n_valid = rec["valid"] + rec["crashy_valid"]
+    rec["crash_share_valid"] = round(rec["crashy_valid"] / n_valid, 3) if n_valid else None
+    if rec["tasks"]:
+        rec["grading"] = grade_tasks(out, args.grade_limit)
+        rec["reason"] = ""
+    else:
+        rec["reason"] = "0 tasks: " + "; ".join(rec["hints"]) if rec["hints"] else "0 tasks"
+    rec["total_s"] = round(time.perf_counter() - t0, 1)
+    return rec
+
+
+def summary(rows: list[dict]) -> dict:
+    built = [r for r in rows if r["tasks"]]
+    paid = {}
+    for r in built:
+        for key, v in r["grading"]["paid"].items():
+            paid[key] = paid.get(key, 0) + v
+    graded = sum(r["grading"]["graded"] for r in built)
+    valid = sum(r.get("valid", 0) + r.get("crashy_valid", 0) for r in rows)
+    crashy = sum(r.get("crashy_valid", 0) for r in rows)
+    return {"projects": len(rows), "fetched": sum(r["fetched"] for r in rows),
+            "prepared": sum(r["prepared"] for r in rows), "with_tasks": len(built),
+            "tasks": sum(r["tasks"] for r in rows), "graded_tasks": graded,
+            "paid_rate": {k: round(v / graded, 3) for k, v in sorted(paid.items())}
+            if graded else {},
+            "crash_share_of_valid_mutations": round(crashy / valid, 3) if valid else None,
+            "crash_share_of_sites_in_tasks": 0.0 if built else None}
+
+
+def table(data: dict) -> str:
+    """The Markdown table docs/repos.md shows (a test checks the doc against the results)."""
+    lines = ["| project | case | fetched | prepared | tasks (k) | crash share | v1 / v2 pay "
+             "oracle | v1 / v2 pay no-op | reason |", "|---|---|---|---|---|---|---|---|---|"]
+    yes = {True: "yes", False: "no"}
+    for r in data["projects"]:
+        g = r.get("grading")
+        pay = {a: f"{g['paid'][f'v1/{a}']}/{g['graded']} / {g['paid'][f'v2/{a}']}/{g['graded']}"
+               if g else "-" for a in ("oracle", "noop")}
+        crash = "-" if r.get("crash_share_valid") is None else f"{r['crash_share_valid']:.0%}"
+        reason = r["reason"].splitlines()[0][:120] if r["reason"] else ""
+        tasks = f"{r['tasks']} ({r['k']})" if "k" in r else str(r["tasks"])
+        lines.append(f"| {r['spec']} | {r['case']} | {yes[r['fetched']]} | "
+                     f"{yes[r['prepared']]} | {tasks} | {crash} | {pay['oracle']} | "
+                     f"{pay['noop']} | {reason.replace('|', '/')} |")
+    sm = data["summary"]
+    share = sm["crash_share_of_valid_mutations"]
+    lines.append("")
+    lines.append(f"{sm['with_tasks']} of {sm['projects']} projects yield tasks "
+                 f"({sm['fetched']} fetched, {sm['prepared']} prepared); crash-at-first-call "
+                 f"share of valid mutations: {'-' if share is None else f'{share:.0%}'} (dropped "
+                 "by default, so none is a site of a built task).")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", nargs="*", default=None, help="project names to run")
+    ap.add_argument("--n", type=int, default=2, help="tasks per project")
+    ap.add_argument("--k", type=int, default=4)
+    ap.add_argument("--max-candidates", type=int, default=24)
+    ap.add_argument("--grade-limit", type=int, default=2)
+    ap.add_argument("--parallel", type=int, default=2, help="projects at a time")
+    ap.add_argument("--out", type=Path, default=Path("results/repos/generality.json"))
+    args = ap.parse_args()
+    command = "python benchmarks/repos_generality.py " + " ".join(
+        shlex.quote(a) for a in sys.argv[1:])
+    projects = [x for x in PROJECTS if not args.only or x[0].split("==")[0] in args.only]
+    rows: dict[str, dict] = {}
+    lock = threading.Lock()
+
+    def run_project(item: tuple[str, list[str], str], work: Path) -> None:
+        spec, deps, why = item
+        name = spec.split("==")[0]
+
+        def log(s: str) -> None:
+            print(f"[{name}] {s}", flush=True)
+
+        log(f"== {spec} ({why})")
+        try:
+            rec = one(spec, deps, args, work, log)
+        except Exception as e:  # a bug of ours: keep going, say so in the result
+            rec = {"spec": spec, "test_deps": deps, "fetched": False, "prepared": False,
+                   "tasks": 0, "reason": f"internal error: {e!r}",
+                   "traceback": traceback.format_exc()[-2000:]}
+        rec["case"] = why
+        log(f"-> tasks={rec['tasks']} reason={rec['reason'][:300]!r}")
+        with lock:
+            rows[spec] = rec
+            done = [rows[p[0]] for p in projects if p[0] in rows]  # in the list's order
+            write_result(args.out, {"summary": summary(done), "projects": done,
+                                    "settings": {"n": args.n, "k": args.k,
+                                                 "max_candidates": args.max_candidates,
+                                                 "grade_limit": args.grade_limit}},
+                         command=command)
+
+    with tempfile.TemporaryDirectory(prefix="vg-generality-") as tmp, \
+            ThreadPoolExecutor(max_workers=max(1, args.parallel)) as pool:
+        list(pool.map(lambda item: run_project(item, Path(tmp)), projects))
+    print(f"summary: {summary([rows[p[0]] for p in projects])}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
