@@ -51,7 +51,7 @@ def docs(files: list[Path] | None = typer.Argument(
                           "written": not check}, indent=2))
     elif check:
         for f in stale:
-            console.print(f"{f}: numbers disagree with results/; run `verigap docs`")
+            console.print(f"{f}: numbers disagree with results/; run `verigap docs`", soft_wrap=True)
         if not stale:
             console.print(f"{len(targets)} file(s) agree with results/")
     else:

@@ -208,7 +208,10 @@ def mine(
     backend: str | None = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the stats as JSON.")] = False,
 ) -> None:
-    """Mine bug-fix tasks from REPO's history: commits that change source and tests together."""
+    """Mine bug-fix tasks from REPO's history: commits that change source and tests together.
+
+    Example: verigap repos mine ../toolz --out tasks/mined --n 4 --prompt-style ticket
+    """
     from verigap.repos.mine import mine as _mine
 
     try:

@@ -202,7 +202,10 @@ def eval_(agent: str = typer.Option(..., help="scripted:NAME | openai:MODEL | an
           cache_dir: Path = typer.Option(Path("runs/silentbug/scoring")),
           backend: str = typer.Option("bwrap", help="sandbox backend: bwrap | unsafe"),
           as_json: bool = JSON) -> None:
-    """Put an agent in front of the bug bank: play, score and record every episode."""
+    """Put an agent in front of the bug bank: play, score and record every episode.
+
+    Example: verigap silentbug eval --agent scripted:oracle --arm A,B,C,D --bugs accepted
+    """
     from verigap.silentbug import evaluate as ev
 
     try:
@@ -255,7 +258,10 @@ def analyze(runs: list[Path] = typer.Argument(..., help="eval run directories"),
             out: Path | None = typer.Option(None, help="write the analysis as a results file"),
             fig: Path | None = typer.Option(None, "--figure", help="write a PNG of the table"),
             as_json: bool = JSON) -> None:
-    """Mean, SE and n per agent x arm x bug class; arm differences reliable only beyond 2 SE."""
+    """Mean, SE and n per agent x arm x bug class; arm differences reliable only beyond 2 SE.
+
+    Example: verigap silentbug analyze runs/silentbug/eval/*/ --out results/silentbug/eval.json
+    """
     from verigap.results import write_result
     from verigap.silentbug import evaluate as ev
 
