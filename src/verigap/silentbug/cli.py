@@ -204,7 +204,7 @@ def eval_(agent: str = typer.Option(..., help="scripted:NAME | openai:MODEL | an
           as_json: bool = JSON) -> None:
     """Put an agent in front of the bug bank: play, score and record every episode.
 
-    Example: verigap silentbug eval --agent scripted:oracle --arm A,B,C,D --bugs accepted
+    Example: verigap silentbug eval --agent scripted:oracle --arm A,B,C,D --run-dir runs/sb/oracle
     """
     from verigap.silentbug import evaluate as ev
 
