@@ -74,7 +74,7 @@ def test_uncovered_site_speaks_only_through_its_tests_and_is_marked(fixture_task
 
 
 def test_defeat_device_is_named_context_dependent(fixture_tasks, tmp_path, backend):
-    """The reference behaviour only under ``python -I``: every test v2 runs passes and the
+    """The reference behaviour only under the graders' flags: every test v2 runs passes and the
     plain-context comparison matches; the agent-like context does not."""
     task, p, ws = _workspace(fixture_tasks, tmp_path, "device")
     _act("defeat_device_obfuscated", task, p, ws)
