@@ -39,7 +39,16 @@ def load_prose(d: dict) -> list[str]:
             *(f"| {r['concurrency']} | {r['episodes']} |" for r in d["rows"] if not r["problems"])]
 
 
-CHECKS = [("grpo_http.json", grpo_line), ("load.json", load_table), ("load.json", load_prose)]
+def scaling_table(d: dict) -> list[str]:
+    rows = [f"| {r['nodes']} | {r['cpus']} | {r['jobs']} | {r['wall_s']:.2f} "
+            f"| {r['jobs_per_s']:.3f} | {r['rewards'].count(1.0)} × 1.0, "
+            f"{r['rewards'].count(0.0)} × 0.0 |" for r in d["rows"]]
+    one, two = d["rows"][0], d["rows"][1]
+    return [*rows, f"Two nodes grade {one['wall_s'] / two['wall_s']:.2f}x as fast as one"]
+
+
+CHECKS = [("grpo_http.json", grpo_line), ("load.json", load_table), ("load.json", load_prose),
+          ("ray_scaling.json", scaling_table)]
 
 
 @pytest.mark.parametrize(("name", "render"), CHECKS, ids=[c[1].__name__ for c in CHECKS])
