@@ -43,7 +43,7 @@ def test_the_cli_and_the_pilot_import_only_the_core() -> None:
     # `make pilot` installs the core package alone: nothing on its path may need an extra.
     code = ("import sys, verigap.cli, verigap.patchworld.pilot, verigap.report.site\n"
             "print(sorted(m for m in ('torch', 'libcst', 'openai', 'anthropic', 'hypothesis',"
-            " 'pytest') if m in sys.modules))")
+            " 'pytest', 'fastapi', 'uvicorn', 'httpx', 'ray') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120, cwd=ROOT)
     assert done.returncode == 0, done.stderr

@@ -1,30 +1,40 @@
 """Every verigap environment over HTTP, OpenEnv-style: ``verigap serve``, a client, and
-Gymnasium wrappers. See docs/serving.md."""
+Gymnasium wrappers. See docs/serving.md.
 
-from verigap.server._app import create_app
-from verigap.server._client import (
-    Client,
-    RemotePatchWorldEnv,
-    RemoteSession,
-    RemoteToolEnv,
-    ServerError,
-    ServerUnreachable,
-    patchworld_arrays,
-)
-from verigap.server._envs import public_verdict
-from verigap.server._models import (
-    Action,
-    Observation,
-    PatchWorldAction,
-    PatchWorldObservation,
-    State,
-    StepResult,
-    ToolAction,
-    ToolObservation,
-)
-from verigap.server._runner import BackgroundServer, serve_forever
-from verigap.server._sessions import ServerConfig, SessionManager
-from verigap.server._silentbug import grade_silentbug_episode
+The names below load on first use (PEP 562), so that ``verigap.server.cli`` — mounted by the
+root CLI — imports without the ``server`` extra (FastAPI, uvicorn, httpx): ``make pilot``
+installs the core alone.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_WHERE = {
+    "create_app": "_app",
+    "Client": "_client", "RemotePatchWorldEnv": "_client", "RemoteSession": "_client",
+    "RemoteToolEnv": "_client", "ServerError": "_client", "ServerUnreachable": "_client",
+    "patchworld_arrays": "_client",
+    "public_verdict": "_envs",
+    "Action": "_models", "Observation": "_models", "PatchWorldAction": "_models",
+    "PatchWorldObservation": "_models", "State": "_models", "StepResult": "_models",
+    "ToolAction": "_models", "ToolObservation": "_models",
+    "BackgroundServer": "_runner", "serve_forever": "_runner",
+    "ServerConfig": "_sessions", "SessionManager": "_sessions",
+    "grade_silentbug_episode": "_silentbug",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module 'verigap.server' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"verigap.server.{_WHERE[name]}"), name)
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_WHERE])
+
 
 __all__ = [
     "Action",
