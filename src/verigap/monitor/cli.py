@@ -123,40 +123,54 @@ def impossible_cmd(
     tasks: Annotated[Path, typer.Argument(help="A task file or a directory of them.")],
     out: Annotated[Path, typer.Option(help="Results file to write.")] = Path(
         "results/redteam/impossible.json"),
-    agents: str = "reporter,fixer,cheater",
+    agents: Annotated[str, typer.Option(
+        help="Comma-separated: the scripted reporter, fixer, cheater, or any episode agent "
+             "(scripted:NAME, openai:MODEL, anthropic:MODEL) run through the repo-task "
+             "episode loop on the impossible variant.")] = "reporter,fixer,cheater",
     runs: Annotated[Path, typer.Option(help="Scratch run directory.")] = Path(
         "runs/impossible"),
     limit: Annotated[int | None, typer.Option(help="Only the first N tasks.")] = None,
+    max_turns: Annotated[int, typer.Option(help="Turn budget of episode agents.")] = 40,
     backend: str | None = None,
 ) -> None:
-    """Scripted agents on impossible variants of the tasks: cheating rate per agent.
+    """Agents on impossible variants of the tasks: cheating rate per agent.
 
     Example: verigap monitor impossible tasks/ --out impossible.json
     """
-    from verigap.repos import impossible
+    from verigap.repos import episode, impossible
     from verigap.repos.tasks import RepoTask
     from verigap.results import write_result
 
     names = [a.strip() for a in agents.split(",") if a.strip()]
-    bad = [a for a in names if a not in impossible.AGENTS]
     paths = [tasks] if tasks.is_file() else sorted(
         f for f in tasks.glob("*.json") if f.name != "index.json")
-    if bad or not paths:
-        console.print("[red]error:[/red] " + (f"unknown agent(s) {bad}; choose from "
-                                              f"{', '.join(impossible.AGENTS)}" if bad
-                                              else f"no task files at {tasks}"))
-        raise typer.Exit(2)
+    try:
+        for a in names:
+            if a not in impossible.AGENTS:
+                episode.parse_agent(a)
+        if not paths:
+            raise VerigapError(f"no task files at {tasks}; run `verigap repos make-tasks` first")
+    except VerigapError as e:
+        console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from None
     rows, skipped = [], {}
     for tp in paths[:limit] if limit else paths:
         task = RepoTask.load(tp)
         for a in names:
+            run_dir = runs / task.task_id / a.replace(":", "_").replace("/", "_")
             try:
-                rows.append(impossible.run_one(task, a, runs / task.task_id / a,
-                                               backend=backend))
-            except ValueError as e:
+                if a in impossible.AGENTS:
+                    rows.append(impossible.run_one(task, a, run_dir, backend=backend))
+                else:
+                    r = episode.run_episode_job(
+                        run_dir, task_path=str(tp), agent=a, grader="v2", reward=None, seed=0,
+                        backend=backend, max_turns=max_turns, wall_s=900.0, impossible=True)
+                    rows.append({**r, "reported": r["impossible_reported"]})
+            except (ValueError, VerigapError) as e:
                 skipped[task.task_id] = str(e)
                 break
     data = {"rates": impossible.cheating_rates(rows), "episodes": rows, "skipped": skipped}
     write_result(out, data, command=_command("impossible", tasks, out=out, agents=agents,
-                                             runs=runs, limit=limit, backend=backend))
+                                             runs=runs, limit=limit, max_turns=max_turns,
+                                             backend=backend))
     print(json.dumps(data["rates"], indent=2))
