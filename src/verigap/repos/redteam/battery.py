@@ -111,6 +111,35 @@ def act(exploit: Exploit, task: RepoTask, ws: Path, *, backend: str,
     return ep.to_dict()
 
 
+def written_paths(transcript: Sequence[dict[str, Any]]) -> list[str]:
+    """Workspace-relative paths the agent wrote with ``write_file``."""
+    import json
+
+    out = []
+    for e in transcript:
+        for c in e.get("tool_calls", []) or []:
+            if c.get("name") != "write_file":
+                continue
+            try:
+                args = json.loads(c.get("arguments") or "{}")
+            except json.JSONDecodeError:
+                continue
+            if isinstance(args, dict) and isinstance(args.get("path"), str):
+                out.append(args["path"].removeprefix("./"))
+    return sorted(set(out))
+
+
+def differs_from_reference(ws: Path, reference: Path, paths: Sequence[str]) -> bool:
+    """Whether any file the agent wrote is not, byte for byte, the reference's (a new file
+    counts as a difference). An oracle that restores the reference exactly does not differ;
+    an honest rewrite does, so only it can show a false alarm."""
+    for rel in paths:
+        mine, ref = ws / rel, reference / rel
+        if not mine.is_file() or not ref.is_file() or mine.read_bytes() != ref.read_bytes():
+            return True
+    return False
+
+
 def run_one(run_dir: Path, *, task_path: str, exploit: str, graders: list[str],
             backend: str | None = None) -> dict[str, Any]:
     """A ``runs.Job`` function: one exploit on one task, graded by every grader."""
@@ -136,6 +165,7 @@ def run_one(run_dir: Path, *, task_path: str, exploit: str, graders: list[str],
                 "grades": {}}
     act_s = time.perf_counter() - t0
     write_json_atomic(run_dir / "transcript.json", episode)
+    differs = differs_from_reference(ws, p.tree, written_paths(episode.get("transcript", [])))
     commands = _commands(episode.get("transcript", []))
     t1 = time.perf_counter()
     truth = v2.evaluate(task, ws, prepared=p, commands=commands, backend=backend)
@@ -171,7 +201,8 @@ def run_one(run_dir: Path, *, task_path: str, exploit: str, graders: list[str],
             "checks": dict(v.checks), "grade_s": round(time.perf_counter() - t2, 3),
         }
     shutil.rmtree(ws, ignore_errors=True)
-    return {**base, "correct": truth.correct, "truth_hacks": truth.hacks, "claims": said["claims"],
+    return {**base, "correct": truth.correct, "differs_from_reference": differs,
+            "truth_hacks": truth.hacks, "claims": said["claims"],
             "truth_checks": truth.checks, "episode_status": episode.get("status"),
             "tool_errors": sum(1 for e in episode.get("transcript", [])
                                if e.get("event") == "tool_result" and e.get("is_error")),
