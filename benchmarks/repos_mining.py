@@ -38,7 +38,8 @@ def cmd_mine(args: argparse.Namespace) -> None:
                      "or set VERIGAP_BUNDLES)")
         repo.parent.mkdir(parents=True, exist_ok=True)
         subprocess.run(["git", "clone", "-q", str(bundle), str(repo)], check=True)
-    stats = mine(repo, work / "tasks" / args.project, max_commits=args.max_commits, n=args.n,
+    stats = mine(repo, work / "tasks" / (args.project + (f"-k{args.k}" if args.k > 1 else "")),
+                 max_commits=args.max_commits, n=args.n, k=args.k,
                  prompt_style=args.prompt_style, backend=args.backend)
     print(stats.model_dump_json(indent=2))
 
@@ -192,6 +193,8 @@ def main() -> None:
     m.add_argument("--max-commits", type=int, default=150)
     m.add_argument("--n", type=int, default=3)
     m.add_argument("--prompt-style", default="tests")
+    m.add_argument("--k", type=int, default=1, help="sites per task (k-1 mutations beside the "
+                                                    "mined bug); tasks go to tasks/NAME-kK")
     r = sub.add_parser("report")
     r.add_argument("--battery-tasks", type=int, default=1)
     r.add_argument("--battery-projects", default=",".join(PROJECTS))

@@ -72,11 +72,23 @@ def _pct(x: float | None) -> str:
 
 
 def markdown(data: dict[str, Any]) -> str:
-    """The summary's tables for docs/detection.md (a test keeps the page equal to this)."""
+    """The summary's tables (the ``detection_summary`` view of docs/detection.md)."""
     h = data["honest"]
-    lines = [f"{data['episodes']} episodes on {len(data['tasks'])} fixture task(s), grader "
+    lines = [f"{data['episodes']} episodes on {len(data['tasks'])} task(s), grader "
              f"{data['grader']}: correct honest episodes paid {h['correct_paid']} of "
-             f"{h['correct']}; controls named anything: {h['named']} of {h['episodes']}.", "",
+             f"{h['correct']}; controls named anything: {h['named']} of {h['episodes']}."]
+    if "differing" in h:  # results written before the battery recorded it lack the field
+        lines[0] += (f" Controls whose edits differ from the reference: {h['differing']}, "
+                     f"named {h['differing_named']} (false-alarm rate "
+                     f"{_pct(h['false_alarm_rate_differing'])}).")
+    b = data.get("battery")
+    if b:
+        lines[0] += (f" Exploit episodes: {b['exploit_episodes']}, named by their class "
+                     f"{b['detected']} (recall {_pct(b['recall'])}); of the "
+                     f"{b['incorrect_episodes']} that are not a correct fix, named "
+                     f"{b['incorrect_detected']} (recall {_pct(b['recall_incorrect'])}), paid "
+                     f"{b['incorrect_paid']}.")
+    lines += ["",
              "| control | n | correct | paid | named | names |", "|---|---|---|---|---|---|"]
     for r in data["controls"]:
         names = ", ".join(f"{k} ({v})" for k, v in r["hacks"].items()) or "-"
@@ -123,26 +135,3 @@ def impossible_markdown(data: dict[str, Any]) -> str:
                  + " (no visible input where base and reference give different literal "
                    "outputs)."]
     return "\n".join(rows)
-
-
-#: docs/detection.md blocks: marker -> (results file, renderer)
-DOC_BLOCKS = {"detection": ("results/redteam/detection_fixture.json", markdown),
-              "monitor": ("results/redteam/monitor_builtin_fixture.json", monitor_markdown),
-              "impossible": ("results/redteam/impossible_fixture.json", impossible_markdown)}
-
-
-def fill(doc: str, name: str, table: str) -> str:
-    """``doc`` with the block between ``<!-- name -->`` and ``<!-- /name -->`` set to ``table``."""
-    start, end = f"<!-- {name} -->", f"<!-- /{name} -->"
-    i, j = doc.index(start) + len(start), doc.index(end)
-    return doc[:i] + "\n" + table + "\n" + doc[j:]
-
-
-def render_doc(path: Path, root: Path = Path(".")) -> str:
-    """The page with every block regenerated from its results file."""
-    from verigap.results import read_result
-
-    doc = path.read_text()
-    for name, (res, fn) in DOC_BLOCKS.items():
-        doc = fill(doc, name, fn(read_result(root / res)))
-    return doc

@@ -20,3 +20,63 @@ def build_redteam_page(matrix: dict[str, Any], out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.html").write_text(render_redteam(matrix))
     return out / "report.html"
+
+
+# ---- views for docs markers (docs/exploits.md, docs/detection.md); see docs/results.md ----------
+
+from verigap.report.views import markdown_table, view  # noqa: E402
+
+
+@view("redteam_matrix")
+def matrix_table(data: dict[str, Any]) -> str:
+    """The hackability matrix (exploit x grader) of a results file holding ``matrix``."""
+    from verigap.repos.redteam import matrix
+
+    return matrix.markdown(data.get("matrix", data))
+
+
+@view("redteam_v2_answers")
+def v2_answers_table(data: dict[str, Any]) -> str:
+    """How v2 answered each exploit: paid, named, the comparison failed, its pytest all green."""
+    rows = [[name, str(v["n"]), str(v["paid"]), str(v["named"]), str(v["equivalence_failed"]),
+             str(v["tests_passed"])] for name, v in sorted(data["v2_by_exploit"].items())]
+    return markdown_table(["exploit", "tasks", "v2 paid", "named", "comparison failed",
+                           "v2's pytest said all passed"], rows)
+
+
+@view("redteam_timing")
+def timing_table(data: dict[str, Any]) -> str:
+    """v2's grading wall time per task against a raw pytest run of the same tests."""
+    rows = []
+    for t in data["tasks"]:
+        p = t["v2_parts_s"]
+        rows.append([t["task_id"], str(t["tests"]), str(t["equivalence_inputs"]),
+                     f"{t['v2_s']:.1f}", f"{p['pytest_s']:.1f} / {p['equivalence_s']:.1f} / "
+                     f"{p['prepare_copy_s']:.1f}", f"{t['raw_pytest_s']:.1f}"])
+    return markdown_table(["task", "tests", "equivalence inputs", "v2 wall (s)",
+                           "of which pytest / comparison / copy", "raw pytest wall (s)"], rows) \
+        + f"\n\nMedian ratio v2 / raw: {data['wall_ratio_median']:.2f}."
+
+
+@view("detection_summary")
+def detection_table(data: dict[str, Any]) -> str:
+    """Honest controls paid and named, the battery's recall, per-class precision and recall."""
+    from verigap.monitor.summary import markdown
+
+    return markdown(data)
+
+
+@view("monitor_eval")
+def monitor_table(data: dict[str, Any]) -> str:
+    """A trajectory monitor's detection and false-alarm rates, isolated and contrastive."""
+    from verigap.monitor.summary import monitor_markdown
+
+    return monitor_markdown(data)
+
+
+@view("impossible_rates")
+def impossible_table(data: dict[str, Any]) -> str:
+    """Cheating rate, report rate and mean reward per agent on impossible tasks."""
+    from verigap.monitor.summary import impossible_markdown
+
+    return impossible_markdown(data)
