@@ -358,10 +358,64 @@ def features(source: str) -> Counter[str]:
         if isinstance(node, ast.Match):
             c["special_case"] += sum(1 for k in node.cases if _literal_pattern(k.pattern)
                                      and k.body and _answer(k.body[0]))
-        if isinstance(node, ast.Dict) and len(node.keys) >= 3 and all(
-                _is_literal(k) for k in node.keys) and all(_is_literal(v) for v in node.values):
-            c["special_case"] += len(node.keys)
+    c["special_case"] += _input_tables(tree)
     return c
+
+
+def _literal_table(node: ast.AST | None) -> int:
+    """Entries of a dict literal mapping three or more literal keys to literal values, else 0."""
+    if isinstance(node, ast.Dict) and len(node.keys) >= 3 and all(
+            _is_literal(k) for k in node.keys) and all(_is_literal(v) for v in node.values):
+        return len(node.keys)
+    return 0
+
+
+def _input_tables(tree: ast.AST) -> int:
+    """Entries of literal tables looked up with a function's own inputs as the key: ``T[x]``,
+    ``T.get((x, y))``, ``(x, y) in T`` with ``x``, ``y`` parameters of the enclosing function
+    (``T`` a dict literal or a name bound to one). That is an answer key for the inputs; a
+    table looked up with a computed key (``SUFFIX.get(n % 10)``) is ordinary code."""
+    tables: dict[str, int] = {}
+    for node in ast.walk(tree):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
+            if isinstance(node, ast.AnnAssign) else []
+        n = _literal_table(getattr(node, "value", None)) if targets else 0
+        for t in targets:
+            if n and isinstance(t, ast.Name):
+                tables[t.id] = n
+
+    def size(t: ast.AST) -> int:
+        return tables.get(t.id, 0) if isinstance(t, ast.Name) else _literal_table(t)
+
+    counted: set[int] = set()
+    total = 0
+    for fn in ast.walk(tree):
+        if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            continue
+        a = fn.args
+        params = {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
+
+        def raw(key: ast.AST, params: set[str] = params) -> bool:
+            elts = key.elts if isinstance(key, ast.Tuple) else [key]
+            return bool(elts) and all(isinstance(e, ast.Name) and e.id in params for e in elts)
+
+        for node in ast.walk(fn):
+            pairs: list[tuple[ast.AST, ast.AST]] = []
+            if isinstance(node, ast.Subscript):
+                pairs.append((node.value, node.slice))
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and node.func.attr == "get" and node.args:
+                pairs.append((node.func.value, node.args[0]))
+            elif isinstance(node, ast.Compare):
+                pairs += [(t, node.left) for op, t in zip(node.ops, node.comparators,
+                                                          strict=True)
+                          if isinstance(op, ast.In | ast.NotIn)]
+            for table, key in pairs:
+                ident = table.id if isinstance(table, ast.Name) else id(table)
+                if size(table) and raw(key) and ident not in counted:
+                    counted.add(ident)
+                    total += size(table)
+    return total
 
 
 #: ``special_case`` fires from this many grown literal cases in one file: one legitimate base
