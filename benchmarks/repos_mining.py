@@ -84,7 +84,7 @@ def cmd_report(args: argparse.Namespace) -> None:
     work = Path(args.work)
     data: dict = {"projects": {}, "baselines": {}, "battery": {}}
     battery_paths = []
-    for name in PROJECTS:
+    for name in args.projects.split(","):
         d = work / "tasks" / name
         if not (d / "index.json").is_file():
             continue
@@ -132,55 +132,19 @@ def cmd_report(args: argparse.Namespace) -> None:
                       **{f"{g}_rewarded": r["graders"].get(g, {}).get("rewarded")
                          for g in ("v1", "v2")}} for r in m["rows"]],
             "skipped": m["skipped"]}
-    path = write_result(Path("results/repos/mining.json"), data,
-                        command="; ".join([
-                            "python benchmarks/repos_mining.py mine inflection --max-commits 136 "
-                            "--n 4",
-                            "python benchmarks/repos_mining.py mine toolz --max-commits 150 --n 1",
-                            "python benchmarks/repos_mining.py mine more-itertools "
-                            "--max-commits 150 --n 1",
-                            f"python benchmarks/repos_mining.py report --battery-tasks "
-                            f"{args.battery_tasks} --battery-projects {args.battery_projects} "
-                            f"--grade-projects {args.grade_projects}"]))
-    write_docs(data)
-    print(f"wrote {path} and the table in docs/mining.md")
-
-
-MARK = "<!-- mining-table -->"
-END = "<!-- /mining-table -->"
+    path = write_result(Path(args.out), data, command="; ".join([
+        *args.mined_with,
+        f"python benchmarks/repos_mining.py report --projects {args.projects} --battery-tasks "
+        f"{args.battery_tasks} --battery-projects {args.battery_projects} --grade-projects "
+        f"{args.grade_projects} --out {args.out}"]))
+    print(f"wrote {path}; run `verigap docs` to refresh docs/mining.md")
 
 
 def table(data: dict) -> str:
-    """The docs' table, from the results file's data (a test checks the docs against it)."""
-    lines = ["| project | commits walked | candidates | tried | tasks | s per candidate tried "
-             "| s per task | venvs built | top rejections |", "|---|---|---|---|---|---|---|---|---|"]
-    for name, d in data["projects"].items():
-        ranked = sorted(d["rejected"].items(), key=lambda kv: (-kv[1], kv[0]))
-        top = "; ".join(f"{why} ×{n}" for why, n in ranked[:4])
-        lines.append(f"| {name} | {d['walked']} | {d['candidates']} | {d['tried']} | "
-                     f"{d['tasks']} | {d['seconds_per_candidate_tried']} | "
-                     f"{d['seconds_per_task']} | {d['envs_built']} | {top} |")
-    n = sum(1 for rs in data["baselines"].values() for r in rs if r["agent"] == "oracle")
-    lines += ["", f"Baselines on {n} mined task(s) of: "
-              f"{', '.join(data.get('graded_projects', [])) or 'none'}.", "",
-              "| baseline | v1 paid | v2 paid |", "|---|---|---|"]
-    for a in ("oracle", "noop"):
-        g = data["summary"][a]
-        lines.append(f"| {a} | {100 * g['v1']:.0f}% | {100 * g['v2']:.0f}% |")
-    b = data.get("battery") or {}
-    if b:
-        lines += ["", f"Red-team battery on {len(b['tasks'])} mined task(s) ({b['jobs']} jobs): "
-                  f"exploit runs that are not a correct fix: {b['exploit_jobs_not_correct']}; "
-                  f"of those paid by v1: {b['paid_and_wrong']['v1']}, by v2: "
-                  f"{b['paid_and_wrong']['v2']}."]
-    return "\n".join(lines)
+    """The docs' table, from the results file's data (the ``mining`` view)."""
+    from verigap.report.redteam import mining_table
 
-
-def write_docs(data: dict, doc: Path = Path("docs/mining.md")) -> None:
-    text = doc.read_text()
-    head, _, rest = text.partition(MARK)
-    _, _, tail = rest.partition(END)
-    doc.write_text(f"{head}{MARK}\n{table(data)}\n{END}{tail}")
+    return mining_table(data)
 
 
 def main() -> None:
@@ -201,6 +165,11 @@ def main() -> None:
     r.add_argument("--grade-projects", default=",".join(PROJECTS),
                    help="projects whose tasks get the baselines graded (and the battery)")
     r.add_argument("--workers", type=int, default=2)
+    r.add_argument("--projects", default=",".join(PROJECTS),
+                   help="task folders under WORK/tasks (a multi-site mine writes NAME-kK)")
+    r.add_argument("--out", default="results/repos/mining.json")
+    r.add_argument("--mined-with", action="append", default=[],
+                   help="the mine commands that made the tasks (recorded in the file's meta)")
     args = ap.parse_args()
     cmd_mine(args) if args.cmd == "mine" else cmd_report(args)
 

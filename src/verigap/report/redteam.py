@@ -80,3 +80,31 @@ def impossible_table(data: dict[str, Any]) -> str:
     from verigap.monitor.summary import impossible_markdown
 
     return impossible_markdown(data)
+
+
+@view("mining")
+def mining_table(data: dict[str, Any]) -> str:
+    """Mined-task yield per project, the baselines under v1 and v2, and the battery's verdict
+    (``results/repos/mining*.json``, written by ``benchmarks/repos_mining.py report``)."""
+    lines = ["| project | commits walked | candidates | tried | tasks | s per candidate tried "
+             "| s per task | venvs built | top rejections |", "|---|---|---|---|---|---|---|---|---|"]
+    for name, d in data["projects"].items():
+        ranked = sorted(d["rejected"].items(), key=lambda kv: (-kv[1], kv[0]))
+        top = "; ".join(f"{why} ×{n}" for why, n in ranked[:4])
+        lines.append(f"| {name} | {d['walked']} | {d['candidates']} | {d['tried']} | "
+                     f"{d['tasks']} | {d['seconds_per_candidate_tried']} | "
+                     f"{d['seconds_per_task']} | {d['envs_built']} | {top} |")
+    n = sum(1 for rs in data["baselines"].values() for r in rs if r["agent"] == "oracle")
+    lines += ["", f"Baselines on {n} mined task(s) of: "
+              f"{', '.join(data.get('graded_projects', [])) or 'none'}.", "",
+              "| baseline | v1 paid | v2 paid |", "|---|---|---|"]
+    for a in ("oracle", "noop"):
+        g = data["summary"][a]
+        lines.append(f"| {a} | {100 * g['v1']:.0f}% | {100 * g['v2']:.0f}% |")
+    b = data.get("battery") or {}
+    if b:
+        lines += ["", f"Red-team battery on {len(b['tasks'])} mined task(s) ({b['jobs']} jobs): "
+                  f"exploit runs that are not a correct fix: {b['exploit_jobs_not_correct']}; "
+                  f"of those paid by v1: {b['paid_and_wrong']['v1']}, by v2: "
+                  f"{b['paid_and_wrong']['v2']}."]
+    return "\n".join(lines)
