@@ -57,8 +57,9 @@ def parse_agent(agent: str) -> tuple[str, str]:
         return kind, name
     if kind in ("openai", "anthropic") and name:
         return kind, name
-    raise ConfigError(f"--agent {agent!r}: use scripted:NAME (oracle, noop, careless, a red-team "
-                      "agent such as honest_rename or claim_unrun, or reporter/fixer/cheater), "
+    raise ConfigError(f"--agent {agent!r}: use scripted:oracle, scripted:noop, scripted:careless, "
+                      "scripted:NAME for any red-team or impossible-task agent (e.g. "
+                      "scripted:honest_rename, scripted:claim_unrun, scripted:reporter), "
                       "openai:MODEL or anthropic:MODEL")
 
 
