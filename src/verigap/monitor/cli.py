@@ -97,6 +97,10 @@ def summarize(
     out: Annotated[Path, typer.Option(help="Results file to write.")] = Path(
         "results/redteam/detection.json"),
     grader: str = "v2",
+    made_with: Annotated[list[str] | None, typer.Option(
+        help="The commands that made the tasks and ran the battery (repeatable); recorded "
+             "in the results file's meta before this one, so it reproduces end to end.")
+    ] = None,
 ) -> None:
     """Honest-control pay and false alarms, per-class precision/recall and claim checks of
     one or more battery runs, as a results file.
@@ -111,7 +115,8 @@ def summarize(
     except VerigapError as e:
         console.print(f"[red]error:[/red] {e}")
         raise typer.Exit(2) from None
-    write_result(out, data, command=_command("summarize", *run_dirs, out=out, grader=grader))
+    write_result(out, data, command=" && ".join(
+        [*(made_with or []), _command("summarize", *run_dirs, out=out, grader=grader)]))
     h = data["honest"]
     console.print(f"{data['episodes']} episodes on {len(data['tasks'])} task(s); honest "
                   f"correct paid {h['correct_paid']}/{h['correct']}, controls named "
