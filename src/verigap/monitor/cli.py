@@ -65,6 +65,9 @@ def evaluate(
     out: Annotated[Path | None, typer.Option(
         help="Also write the report here (a results file with its reproducing command).")
     ] = None,
+    made_with: Annotated[list[str] | None, typer.Option(
+        help="The commands that produced DATA (repeatable); recorded in the results file's "
+             "meta before this one.")] = None,
 ) -> None:
     """Detection and false-alarm rates of a detector, isolated and contrastive.
 
@@ -85,9 +88,9 @@ def evaluate(
     if out:
         from verigap.results import write_result
 
-        write_result(out, report, command=_command(
+        write_result(out, report, command=" && ".join([*(made_with or []), _command(
             "eval", data, detector=detector, mode=mode, base_url=base_url,
-            api_key_env=api_key_env, limit=limit, out=out))
+            api_key_env=api_key_env, limit=limit, out=out)]))
     print(json.dumps(report, indent=2))
 
 
