@@ -114,8 +114,9 @@ def cmd_report(args: argparse.Namespace) -> None:
         for a in ("oracle", "noop")}
     if battery_paths:
         out = work / "battery"
+        chosen = [e for e in args.battery_exploits.split(",") if e] or None
         res = run_jobs(battery.jobs(battery_paths, out, graders=["v1", "v2"],
-                                    backend=args.backend),
+                                    exploits=chosen, backend=args.backend),
                        executor="process", workers=args.workers, description="exploits")
         m = matrix.build(res.values(), ["v1", "v2"])
         wrong = [r for r in res.values() if not r.get("skipped") and not r.get("control")
@@ -136,7 +137,8 @@ def cmd_report(args: argparse.Namespace) -> None:
         *args.mined_with,
         f"python benchmarks/repos_mining.py report --projects {args.projects} --battery-tasks "
         f"{args.battery_tasks} --battery-projects {args.battery_projects} --grade-projects "
-        f"{args.grade_projects} --out {args.out}"]))
+        f"{args.grade_projects} --out {args.out}"
+        + (f" --battery-exploits {args.battery_exploits}" if args.battery_exploits else "")]))
     print(f"wrote {path}; run `verigap docs` to refresh docs/mining.md")
 
 
@@ -168,6 +170,8 @@ def main() -> None:
     r.add_argument("--projects", default=",".join(PROJECTS),
                    help="task folders under WORK/tasks (a multi-site mine writes NAME-kK)")
     r.add_argument("--out", default="results/repos/mining.json")
+    r.add_argument("--battery-exploits", default="",
+                   help="only these exploits (comma-separated; the controls always run)")
     r.add_argument("--mined-with", action="append", default=[],
                    help="the mine commands that made the tasks (recorded in the file's meta)")
     args = ap.parse_args()
