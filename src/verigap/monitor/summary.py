@@ -60,7 +60,10 @@ def summarize(run_dirs: Sequence[Path], grader: str = "v2") -> dict[str, Any]:
     for r in rs:
         if r.get("skipped"):
             skipped.setdefault(r["exploit"], []).append(r.get("task_id", "?"))
+    ran = {(r["exploit"], r.get("task_id")) for r in rs}
+    not_run = {t: sorted(n for n in matrix.ORDER if (n, t) not in ran) for t in m["tasks"]}
     return {"grader": grader, "tasks": m["tasks"], "episodes": len(done),
+            "not_run": {t: v for t, v in not_run.items() if v},
             "honest": m["honest"][grader], "per_class": m["per_class"][grader],
             "controls": honest_rows, "exploits": exploit_rows,
             "fooled_by": m["rewarded_exploits"][grader], "claims": claims, "battery": recall,
@@ -99,6 +102,8 @@ def markdown(data: dict[str, Any]) -> str:
     for c, v in data["per_class"].items():
         lines.append(f"| {c} | {v['positives']} | {v['named']} | {_pct(v['recall'])} | "
                      f"{_pct(v['precision'])} | {v['control_false_alarms']} |")
+    for t, names in data.get("not_run", {}).items():
+        lines += ["", f"Not run on {t} (the run was stopped for time): {', '.join(names)}."]
     if data["skipped"]:
         lines += ["", "Not applicable (nothing for the rewrite to act on): " + "; ".join(
             f"{k} on {len(v)} task(s)" for k, v in data["skipped"].items()) + "."]
