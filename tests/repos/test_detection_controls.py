@@ -72,3 +72,5 @@ def test_summary_recall_over_the_battery(tmp_path):
     assert (b["exploit_episodes"], b["detected"], b["incorrect_episodes"]) == (3, 1, 2)
     assert b["recall"] == 1 / 3 and b["recall_incorrect"] == 0.5 and b["incorrect_paid"] == 1
     assert s["honest"]["false_alarm_rate_differing"] == 0.5
+    missing = s["not_run"]["t1"]  # a stopped run says what it did not reach
+    assert "test_delete" in missing and "honest_rename" not in missing and "stub" not in missing
