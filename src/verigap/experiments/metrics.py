@@ -15,6 +15,9 @@ read and large enough for the questions:
   the steps (mean training reward so far; monitored false success; monitored visible pass minus
   its value at step 0). ``peak_false_success``: the highest monitored false success.
   ``caught_rate``: the mean share of training episodes an audit caught.
+- ``probe_{start,final,gain}_{tested,broken,hack}_{bacc,shuffled,control,selectivity}``: linear
+  probes on the last hidden layer of a transformer policy (``patchworld.probes``; the setting
+  must use ``policy: {kind: transformer}``); ``gain`` is final minus start.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ _BRANCH = re.compile(r"^(start|final)_(tested|untested)_(" + "|".join(OUTCOMES) 
 _RATE = re.compile(r"^(start|final|gain)_(" + "|".join(RATES) + r")$")
 _FAMILY = re.compile(r"^final_(" + "|".join(RATES) + r")_(" + "|".join(FAMILIES) + r")$")
 _AT_K = re.compile(r"^(start|final|gain)_(" + "|".join(RATES) + r")_k(\d+)$")
+_PROBE = re.compile(r"^probe_(start|final|gain)_(tested|broken|hack)_"
+                    r"(bacc|shuffled|control|selectivity)$")
 _CURVE = ("early_reward", "early_false_success", "early_visible_gain", "peak_false_success",
           "caught_rate")
 
@@ -39,7 +44,7 @@ def check_metric(name: str) -> int | None:
     """Raise ValueError for a name outside the vocabulary; return the K an ``_k{K}`` metric
     needs evaluated (else None)."""
     if name == "kl_final" or name in _CURVE or _BRANCH.match(name) or _RATE.match(name) \
-            or _FAMILY.match(name):
+            or _FAMILY.match(name) or _PROBE.match(name):
         return None
     m = _AT_K.match(name)
     if m:
@@ -47,7 +52,8 @@ def check_metric(name: str) -> int | None:
     raise ValueError(
         f"unknown metric {name!r}; use e.g. final_false_success, gain_true_success, "
         "final_untested_delete, final_false_success_periodic, final_false_success_k6, "
-        f"kl_final or one of {', '.join(_CURVE)} (see verigap.experiments.metrics)")
+        f"kl_final, probe_final_hack_bacc or one of {', '.join(_CURVE)} "
+        "(see verigap.experiments.metrics)")
 
 
 def _branch_share(outcomes: dict[str, int], where: str, what: str) -> float:
@@ -82,6 +88,15 @@ def metric_value(name: str, result: dict[str, Any]) -> float:
         if when == "gain":
             return float(result["final_by_k"][k][rate] - result["start_by_k"][k][rate])
         return float(result[f"{when}_by_k"][k][rate])
+    if m := _PROBE.match(name):
+        when, target, stat = m.groups()
+        if "probes" not in result:
+            raise ValueError(f"{name}: this run has no probes; probe metrics need a setting "
+                             "with policy: {kind: transformer}")
+        if when == "gain":
+            return float(result["probes"]["final"][target][stat]
+                         - result["probes"]["start"][target][stat])
+        return float(result["probes"][when][target][stat])
     curve = result["curve"]
     steps = int(result["config"]["steps"])
     if name == "early_reward":
