@@ -65,8 +65,11 @@ def predict(model: tuple[np.ndarray, np.ndarray, np.ndarray], x: np.ndarray) -> 
 
 
 def balanced_accuracy(y: np.ndarray, pred: np.ndarray) -> float:
-    """Mean recall over the classes present in ``y`` (0.5 for a constant guess)."""
-    return float(np.mean([(pred[y == c] == c).mean() for c in (False, True) if (y == c).any()]))
+    """Mean of the two classes' recalls (0.5 for a constant guess). Labels of a single class
+    leave nothing to tell apart: 0.5, chance, whatever the prediction."""
+    if y.min() == y.max():
+        return 0.5
+    return float(np.mean([(pred[y == c] == c).mean() for c in (False, True)]))
 
 
 def probe_scores(x_tr: np.ndarray, y_tr: np.ndarray, x_te: np.ndarray, y_te: np.ndarray,
