@@ -183,7 +183,8 @@ def sft_start(c: GRPOConfig, cache_dir: Path | None) -> tuple[TransformerPolicy,
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".pt")
     with os.fdopen(fd, "wb") as f:
-        torch.save({"state": model.state(), "losses": torch.tensor(losses)}, f)
+        torch.save({"state": model.state(),
+                    "losses": torch.tensor(losses, dtype=torch.float64)}, f)
     os.replace(tmp, path)
     return model, losses
 
