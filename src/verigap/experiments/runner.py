@@ -161,5 +161,11 @@ def run_log(reg: Registry, ids: list[str] | None = None, *, runs_dir: Path = RUN
                          "ones to another file")
     if results_path is not None:
         cmd = COMMAND + (" --quick" if quick else "") + (" " + " ".join(ids) if ids else "")
+        # a registry, results file or runs dir other than the defaults is part of the command
+        for flag, given, default in (("--registry", registry_path, DEFAULT_REGISTRY),
+                                     ("--results", results_path, RESULTS),
+                                     ("--out", runs_dir, RUNS)):
+            if Path(given).resolve() != Path(default).resolve():
+                cmd += f" {flag} {given}"
         write_result(results_path, data, command=cmd)
     return data
