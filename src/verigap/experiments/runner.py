@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from verigap.experiments.metrics import metric_value
+from verigap.experiments.metrics import AGENT_KEYS, metric_value
 from verigap.experiments.registry import DEFAULT_REGISTRY, Registry
 from verigap.experiments.verdicts import Values, merge_entries, verdict_entry
 from verigap.patchworld.grpo import train
@@ -24,7 +24,8 @@ from verigap.runs import METRICS, Executor, Job, is_complete, read_jsonl, run_jo
 RUNS = Path("runs/experiments")
 RESULTS = Path("results/experiments/verdicts.json")
 COMMAND = "verigap experiments run"
-CURVE_KEYS = ("step", "visible_pass", "true_success", "false_success", "reward", "caught")
+CURVE_KEYS = ("step", "visible_pass", "true_success", "false_success", "reward", "caught",
+              *AGENT_KEYS)
 
 
 def run_experiment(run_dir: Path, config: dict[str, Any], sft_cache: Path) -> dict[str, Any]:
