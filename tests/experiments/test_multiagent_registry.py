@@ -17,6 +17,7 @@ from verigap.experiments.multiagent import (
 )
 from verigap.experiments.registry import load_registry, parse_registry
 from verigap.experiments.runner import run_log
+from verigap.results import read_meta
 
 REGISTRY = Path(__file__).parents[2] / "src/verigap/experiments/predictions_multiagent.yaml"
 TINY = {"steps": 4, "programs": 4, "group": 2, "log_every": 2, "monitor_programs": 20,
@@ -57,6 +58,9 @@ def test_agent_predictions_run_end_to_end(tmp_path):
     data = run_log(reg, ids, runs_dir=tmp_path / "runs", results_path=tmp_path / "v.json",
                    quick=True, executor="serial", progress=False, registry_path=REGISTRY)
     assert set(data["predictions"]) == set(ids)
+    cmd = read_meta(tmp_path / "v.json")["command"]
+    assert "--registry" in cmd and cmd.split("--registry ")[1].startswith(
+        str(REGISTRY.relative_to(Path.cwd())) if REGISTRY.is_relative_to(Path.cwd()) else "/")
     for e in data["predictions"].values():
         assert e["verdict"] in ("supported", "refuted", "inconclusive")
         for metrics in e["values"].values():
