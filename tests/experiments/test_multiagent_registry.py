@@ -10,6 +10,7 @@ from verigap.errors import ConfigError
 from verigap.experiments.multiagent import (
     auditors_table,
     cost_table,
+    dynamics_table,
     summarize,
     verdicts_table,
     weights_table,
@@ -74,5 +75,7 @@ def test_agent_predictions_run_end_to_end(tmp_path):
     assert "hacks caught per audit" in auditors_table(summary)
     assert "writer_learned_seen" in writers_table(summary)
     assert "passed*deleted" in weights_table(summary)
+    assert len(summary["curves"]["learned_audit_10"]["auditor_precision"]["4"]) == 3
+    assert "learned_audit_10" in dynamics_table(summary)
     with pytest.raises(ConfigError, match="has not finished"):
         summarize(reg, tmp_path / "elsewhere", quick=True)

@@ -28,6 +28,10 @@ from verigap.results import write_result
 REGISTRY = Path(__file__).with_name("predictions_multiagent.yaml")
 SUMMARY = Path("results/experiments/multiagent_settings.json")
 COMMAND = "python -m verigap.experiments.multiagent"
+#: the training curves kept (per logged step, one value per seed)
+CURVE_KEYS = ("false_success", "train_false_success", "auditor_precision",
+              "auditor_random_precision", "writer_catch_rate", "writer_random_catch_rate")
+DYNAMICS_STEPS = ("50", "100", "200", "400", "600", "800", "1000")
 METRICS = ("start_false_success", "final_visible_pass", "final_true_success",
            "final_false_success", "final_untested_hack", "auditor_precision",
            "auditor_random_precision", "late_auditor_precision", "late_auditor_random_precision",
@@ -39,7 +43,7 @@ def summarize(reg: Registry, runs_dir: Path = RUNS, quick: bool = False) -> dict
     """{settings: {name: {metric: [per seed]}}, cpu_s: {name: [per seed]}, weights: ...}."""
     _, where = plan(reg, None, runs_dir, quick)
     out: dict[str, Any] = {"seeds": reg.seeds, "order": [],
-                           "settings": {}, "cpu_s": {}, "weights": {}}
+                           "settings": {}, "cpu_s": {}, "weights": {}, "curves": {}}
     for name in reg.settings:
         vals: dict[str, list[float]] = {}
         for seed in reg.seeds:
@@ -55,6 +59,12 @@ def summarize(reg: Registry, runs_dir: Path = RUNS, quick: bool = False) -> dict
                     continue  # a metric of an agent this setting does not have
                 vals.setdefault(m, []).append(value)
             out["cpu_s"].setdefault(name, []).append(float(result.get("cpu_s", 0.0)))
+            curves = out["curves"].setdefault(name, {})
+            for rec in result["curve"]:
+                for key in CURVE_KEYS:
+                    if key in rec:
+                        curves.setdefault(key, {}).setdefault(str(rec["step"]), []).append(
+                            rec[key])
             for key in ("auditor_weights", "writer_weights"):
                 if key in result:
                     out["weights"].setdefault(name, {}).setdefault(key, []).append(result[key])
@@ -105,6 +115,23 @@ def writers_table(data: dict[str, Any]) -> str:
         ("late_writer_catch_rate", "per test, last 20%"),
         ("late_train_false_success", "training false success, last 20%"),
     ))
+
+
+@view("multiagent_dynamics")
+def dynamics_table(data: dict[str, Any]) -> str:
+    """The arms race over training (mean over seeds): the coder's monitored false success and
+    the auditors' hacks caught per audit, learned against random at 10%."""
+    rows = []
+    for name in ("random_audit_10", "learned_audit_10", "writer_learned_hidden"):
+        if name not in data["curves"]:
+            continue
+        curves = data["curves"][name]
+        for key in ("false_success", "auditor_precision", "auditor_random_precision",
+                    "writer_catch_rate"):
+            if key in curves:
+                rows.append([name, key, *(f"{mean(curves[key][st]):.3f}" if st in curves[key]
+                                          else "—" for st in DYNAMICS_STEPS)])
+    return markdown_table(["setting", "curve", *(f"step {s}" for s in DYNAMICS_STEPS)], rows)
 
 
 @view("multiagent_weights")
