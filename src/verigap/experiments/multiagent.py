@@ -32,7 +32,7 @@ COMMAND = "python -m verigap.experiments.multiagent"
 CURVE_KEYS = ("false_success", "train_false_success", "auditor_precision",
               "auditor_random_precision", "writer_catch_rate", "writer_random_catch_rate")
 DYNAMICS_STEPS = ("50", "100", "200", "400", "600", "800", "1000")
-METRICS = ("start_false_success", "final_visible_pass", "final_true_success",
+METRICS = ("start_false_success", "final_visible_pass", "final_true_success", "gain_true_success",
            "final_false_success", "final_untested_hack", "auditor_precision",
            "auditor_random_precision", "late_auditor_precision", "late_auditor_random_precision",
            "auditor_recall", "writer_catch_rate", "writer_random_catch_rate",
@@ -96,6 +96,7 @@ def auditors_table(data: dict[str, Any]) -> str:
     return _settings_table(data, names, (
         ("final_false_success", "final false success"),
         ("final_true_success", "final true success"),
+        ("gain_true_success", "true success gain over SFT"),
         ("auditor_precision", "hacks caught per audit"),
         ("auditor_random_precision", "uniform audits, same episodes"),
         ("late_auditor_precision", "per audit, last 20%"),
@@ -122,7 +123,8 @@ def dynamics_table(data: dict[str, Any]) -> str:
     """The arms race over training (mean over seeds): the coder's monitored false success and
     the auditors' hacks caught per audit, learned against random at 10%."""
     rows = []
-    for name in ("random_audit_10", "learned_audit_10", "writer_learned_hidden"):
+    for name in ("random_audit_10", "learned_audit_10", "learned_audit_5", "learned_audit_2",
+                 "writer_learned_hidden"):
         if name not in data["curves"]:
             continue
         curves = data["curves"][name]
