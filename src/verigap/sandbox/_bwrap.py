@@ -34,7 +34,7 @@ from pathlib import Path, PurePosixPath
 from verigap.errors import ConfigError, SandboxUnavailable
 from verigap.sandbox._base import DEFAULT_PATH, Sandbox, base_python
 from verigap.sandbox._exec import _kill_group, run_capped
-from verigap.sandbox._limits import Limits, wrapper_argv
+from verigap.sandbox._limits import Limits, launcher_argv
 
 WORKSPACE_MOUNT = "/workspace"
 """Where commands see the workspace under bubblewrap."""
@@ -77,12 +77,16 @@ def _supports_tmpfs_size(bwrap: str) -> bool:
     return "--size" in done.stdout + done.stderr
 
 
-def _walk_no_links(root: Path) -> list[Path]:
-    """Every path under ``root``, never descending through a symlink (unlike rglob on 3.11)."""
-    out = [root]
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        out += [Path(dirpath, n) for n in (*dirnames, *filenames)]
-    return out
+def _chown_tree(root: Path, uid: int) -> None:
+    """``lchown`` ``root`` and everything under it to ``uid``, never following a symlink."""
+    os.lchown(root, uid, uid)
+    stack = [str(root)]
+    while stack:
+        with os.scandir(stack.pop()) as entries:
+            for entry in entries:
+                os.lchown(entry.path, uid, uid)
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(entry.path)
 
 
 def _child_pid(info_fd: int) -> int | None:
@@ -157,10 +161,12 @@ class BwrapSandbox(Sandbox):
                 raise ConfigError(
                     f"ro_binds: {p} overlaps the workspace {self.root}; bind paths outside it"
                 )
+        # _bwrap_args costs ~1 ms of path checks and gives the same answer every exec
+        self._args_cache: dict[tuple, list[str]] = {}
         self.uid: int | None = None
         if os.geteuid() == 0:
             self.uid = _UID_RANGE[0] + secrets.randbelow(_UID_RANGE[1] - _UID_RANGE[0])
-            self._adopt(_walk_no_links(self.root))
+            _chown_tree(self.root, self.uid)
         self._probe()
 
     def _adopt(self, paths: list[Path]) -> None:
@@ -261,9 +267,15 @@ class BwrapSandbox(Sandbox):
                 _kill_group(pid)
 
         try:
-            bwrap, *opts = self._bwrap_args(rel_cwd)
+            key = (rel_cwd, self.limits, self.network, self.ro_binds)
+            if key not in self._args_cache:
+                self._args_cache[key] = self._bwrap_args(rel_cwd)
+            bwrap, *opts = self._args_cache[key]
             opts += [*ident_args, "--info-fd", str(info_w)]
-            command = ["--", *wrapper_argv(self._python, argv, self.limits, env, uid=self.uid)]
+            launcher = launcher_argv(
+                self._python, argv, self.limits, env, uid=self.uid, visible=_SYSTEM_DIRS
+            )
+            command = ["--", *launcher]
             # the options travel through a pipe (--args), not the command line: the sandbox's
             # pid 1 is a copy of bwrap, and its /proc/1/cmdline would otherwise show the host
             # path of every mount to the code inside (bwrap wants the command itself on the line)
