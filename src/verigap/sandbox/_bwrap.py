@@ -34,7 +34,8 @@ from pathlib import Path, PurePosixPath
 from verigap.errors import ConfigError, SandboxUnavailable
 from verigap.sandbox._base import DEFAULT_PATH, Sandbox, base_python
 from verigap.sandbox._exec import _kill_group, run_capped
-from verigap.sandbox._limits import Limits, launcher_argv
+from verigap.sandbox._limits import Limits, launcher_argv, native_argv
+from verigap.sandbox._session import Session
 
 WORKSPACE_MOUNT = "/workspace"
 """Where commands see the workspace under bubblewrap."""
@@ -147,10 +148,13 @@ class BwrapSandbox(Sandbox):
         *,
         ro_binds: Sequence[Path] = (),
         network: bool = False,
+        persistent: bool = False,
     ) -> None:
         super().__init__(root, limits)
         self.workdir = WORKSPACE_MOUNT
         self.network = network
+        self.persistent = persistent
+        self._session = Session() if persistent else None
         self._bwrap = _bwrap_path()
         self._python = base_python()
         self.ro_binds = tuple(Path(p).absolute() for p in ro_binds)
@@ -243,7 +247,65 @@ class BwrapSandbox(Sandbox):
             args += ["--perms", "0644", "--ro-bind-data", str(r), dest]
         return args, fds
 
+    def close(self) -> None:
+        """Stop the persistent sandbox, if any (also done when the object is collected)."""
+        if self._session is not None:
+            self._session.close()
+
+    def _cached_args(self, rel_cwd: str) -> list[str]:
+        key = (rel_cwd, self.limits, self.network, self.ro_binds)
+        if key not in self._args_cache:
+            self._args_cache[key] = self._bwrap_args(rel_cwd)
+        return self._args_cache[key]
+
+    def _launch_server(self, sock_fd: int, server_argv: list[str]) -> tuple:
+        """Start bwrap running the session's command server (see ``_session``)."""
+        ident_args, fds = self._identity_files()
+        info_r, info_w = os.pipe()
+        bwrap, *opts = self._cached_args(".")
+        opts += [*ident_args, "--info-fd", str(info_w)]
+        blob = b"".join(a.encode() + b"\0" for a in opts)
+        if len(blob) > 60_000:  # would not fit the pipe before bwrap reads it
+            raise ConfigError("persistent sandbox: too many mounts; use persistent=False")
+        args_r, args_w = os.pipe()
+        os.write(args_w, blob)
+        os.close(args_w)
+        try:
+            proc = subprocess.Popen(
+                [bwrap, "--args", str(args_r), "--", *server_argv],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                env={"PATH": DEFAULT_PATH},
+                start_new_session=True,
+                pass_fds=(*fds, info_w, args_r, sock_fd),
+            )
+        except BaseException:
+            os.close(info_r)
+            raise
+        finally:
+            for fd in (*fds, info_w, args_r):
+                os.close(fd)
+        return proc, info_r
+
     def _run(self, argv: list[str], env: dict[str, str], rel_cwd: str, timeout: float) -> tuple:
+        if self._session is not None:
+            request = {
+                "launcher": native_argv(argv, self.limits, uid=self.uid, visible=_SYSTEM_DIRS),
+                "argv": argv,
+                "rlimits": self.limits.rlimits(),
+                "env": env,
+                "cwd": str(PurePosixPath(WORKSPACE_MOUNT) / rel_cwd),
+            }
+            return self._session.run(
+                (self.limits, self.network, self.ro_binds),
+                self._launch_server,
+                self._python,
+                self.uid,
+                request,
+                timeout=timeout,
+                output_bytes=self.limits.output_bytes,
+            )
         ident_args, fds = self._identity_files()
         # bwrap reports the host pid of the sandbox's init on --info-fd. Killing that init
         # (not the launcher) on a timeout makes the kernel kill and reap the whole PID
@@ -267,10 +329,7 @@ class BwrapSandbox(Sandbox):
                 _kill_group(pid)
 
         try:
-            key = (rel_cwd, self.limits, self.network, self.ro_binds)
-            if key not in self._args_cache:
-                self._args_cache[key] = self._bwrap_args(rel_cwd)
-            bwrap, *opts = self._args_cache[key]
+            bwrap, *opts = self._cached_args(rel_cwd)
             opts += [*ident_args, "--info-fd", str(info_w)]
             launcher = launcher_argv(
                 self._python, argv, self.limits, env, uid=self.uid, visible=_SYSTEM_DIRS

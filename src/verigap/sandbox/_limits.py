@@ -139,6 +139,31 @@ def native_launcher(visible: tuple[str, ...] | None = None) -> tuple[str, str] |
     return paths  # type: ignore[return-value]
 
 
+def native_argv(
+    cmd: list[str],
+    limits: Limits,
+    *,
+    uid: int | None = None,
+    visible: tuple[str, ...] | None = None,
+) -> list[str] | None:
+    """``setpriv``/``prlimit`` argv that applies ``limits`` (and drops to ``uid``), then
+    execs ``cmd``; None when those tools are not installed (or not visible inside)."""
+    native = native_launcher(visible)
+    if native is None:
+        return None
+    prlimit, setpriv = native
+    argv: list[str] = []
+    if uid is not None:
+        # Drops to uid/gid with no supplementary groups; a root -> non-root uid change
+        # clears the capabilities bwrap kept for it (CAP_SETUID/CAP_SETGID).
+        argv += [setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
+    argv.append(prlimit)
+    for name, value in limits.rlimits().items():
+        hard = value + 1 if name == "RLIMIT_CPU" else value
+        argv.append(f"{_PRLIMIT_OPTS[name]}={value}:{hard}")
+    return [*argv, "--", *cmd]
+
+
 def launcher_argv(
     python: str,
     cmd: list[str],
@@ -155,20 +180,8 @@ def launcher_argv(
     The command inherits the launcher's environment, so the caller must start the
     launcher with ``env`` (as both backends do).
     """
-    native = native_launcher(visible)
-    if native is None:
-        return wrapper_argv(python, cmd, limits, env, uid=uid)
-    prlimit, setpriv = native
-    argv: list[str] = []
-    if uid is not None:
-        # Drops to uid/gid with no supplementary groups; a root -> non-root uid change
-        # clears the capabilities bwrap kept for it (CAP_SETUID/CAP_SETGID).
-        argv += [setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
-    argv.append(prlimit)
-    for name, value in limits.rlimits().items():
-        hard = value + 1 if name == "RLIMIT_CPU" else value
-        argv.append(f"{_PRLIMIT_OPTS[name]}={value}:{hard}")
-    return [*argv, "--", *cmd]
+    native = native_argv(cmd, limits, uid=uid, visible=visible)
+    return native if native is not None else wrapper_argv(python, cmd, limits, env, uid=uid)
 
 
 _SIGNAL_REASONS = {
