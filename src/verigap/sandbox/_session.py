@@ -35,6 +35,7 @@ import selectors
 import signal
 import socket
 import subprocess
+import threading
 import time
 import weakref
 from collections.abc import Callable
@@ -254,9 +255,13 @@ class Session:
     def __init__(self) -> None:
         self._holder: dict = {}
         self._finalizer = weakref.finalize(self, _shutdown, self._holder)
+        # one command at a time: the server runs them in turn, and the sweep after each
+        # would kill a concurrent one
+        self._lock = threading.RLock()
 
     def close(self) -> None:
-        _shutdown(self._holder)
+        with self._lock:
+            _shutdown(self._holder)
 
     def _server(self, key: tuple, launch: Launch, python: str, uid: int | None) -> _Server:
         server: _Server | None = self._holder.get("server")
@@ -298,6 +303,23 @@ class Session:
         output_bytes: int,
     ) -> tuple[int | None, _Capture, _Capture, bool, float]:
         """Run one command; the same return value as ``run_capped``."""
+        with self._lock:
+            return self._run(
+                key, launch, python, uid, request, timeout=timeout, output_bytes=output_bytes
+            )
+
+    def _run(
+        self,
+        key: tuple,
+        launch: Launch,
+        python: str,
+        uid: int | None,
+        request: dict,
+        *,
+        timeout: float,
+        output_bytes: int,
+        retry: bool = True,
+    ) -> tuple[int | None, _Capture, _Capture, bool, float]:
         start = time.monotonic()
         deadline = start + timeout
         server = self._server(key, launch, python, uid)
@@ -305,14 +327,21 @@ class Session:
         err_r, err_w = os.pipe()
         try:
             socket.send_fds(server.sock, [json.dumps(request).encode()], [out_w, err_w])
-        except OSError:  # the server died since the last command: start a fresh one once
-            os.close(out_r)
-            os.close(err_r)
-            os.close(out_w)
-            os.close(err_w)
+        except OSError as exc:  # the server died since the last command: start a fresh one once
+            for fd in (out_r, err_r, out_w, err_w):
+                os.close(fd)
             self.close()
-            return self.run(
-                key, launch, python, uid, request, timeout=timeout, output_bytes=output_bytes
+            if not retry:
+                raise SandboxUnavailable(f"the persistent sandbox died at once: {exc}") from exc
+            return self._run(
+                key,
+                launch,
+                python,
+                uid,
+                request,
+                timeout=timeout,
+                output_bytes=output_bytes,
+                retry=False,
             )
         os.close(out_w)
         os.close(err_w)
