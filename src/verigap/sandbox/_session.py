@@ -57,6 +57,11 @@ fd = int(sys.argv[1])
 os.closerange(3, fd)
 os.closerange(fd + 1, 65536)
 os.set_inheritable(fd, False)
+# Not dumpable: where commands share the server's uid (no root), they still cannot ptrace
+# it, read its memory or change what it does for the next command.
+import ctypes
+if ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE
+    sys.exit("verigap sandbox: prctl(PR_SET_DUMPABLE) failed")
 sock = socket.socket(fileno=fd)
 uid = int(sys.argv[2]) if sys.argv[2] else None
 server = os.getpid()
