@@ -200,14 +200,15 @@ class TransformerTrainer(GRPOTrainer):
 
     def _forward(self, progs: Programs) -> tuple[np.ndarray, Any]:
         logits = self.model.step_logits(progs).reshape(-1, rules.N_ACTIONS)
-        return logits.detach().numpy(), logits
+        return logits.detach().numpy(), (logits, progs)
 
     def _reference_log_probs(self, progs: Programs, saved: Any) -> np.ndarray:
-        return self.reference.log_probs(progs).reshape(-1, rules.N_ACTIONS)
+        # the programs the policy's forward pass saw (a test-writer may since have added tests)
+        return self.reference.log_probs(saved[1]).reshape(-1, rules.N_ACTIONS)
 
     def _update(self, saved: Any, dz: np.ndarray) -> None:
         self.opt.zero_grad(set_to_none=True)
-        saved.backward(torch.from_numpy(dz.astype(np.float32)))
+        saved[0].backward(torch.from_numpy(dz.astype(np.float32)))
         self.opt.step()
 
     def mean_kl(self, start: TransformerPolicy, programs: Programs) -> float:

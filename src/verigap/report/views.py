@@ -23,6 +23,7 @@ VIEWS: dict[str, View] = {}
 VIEW_MODULES: list[str] = [
     "verigap.report.views",
     "verigap.patchworld.transformer_views",
+    "verigap.experiments.multiagent",
 ]
 
 
