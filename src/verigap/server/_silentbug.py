@@ -16,7 +16,6 @@ and a short budget).
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,11 +23,6 @@ from verigap.silentbug.episode import EpisodeRecord
 from verigap.silentbug.scoring import ScoringSetup, score
 from verigap.silentbug.substrate import pristine_files
 from verigap.verdict import Verdict
-
-_GRADING = threading.Lock()
-"""one grading at a time per server process: gradings of the same tree share cache entries,
-and each already trains the calibration seeds side by side"""
-
 
 @dataclass(frozen=True)
 class SilentBugGrader:
@@ -48,5 +42,4 @@ class SilentBugGrader:
                                 backend=backend))
 
     def __call__(self, record: EpisodeRecord) -> Verdict:
-        with _GRADING:
-            return score(record, self.setup, pristine_files(), self.scheme)
+        return score(record, self.setup, pristine_files(), self.scheme)
