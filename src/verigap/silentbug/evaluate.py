@@ -202,6 +202,21 @@ def load_episode(path: Path) -> dict[str, Any]:
     return data
 
 
+def eval_command(run_dir: Path) -> str:
+    """The ``verigap silentbug eval`` command line that plays ``run_dir``'s eval (from its
+    ``config.json``)."""
+    c = json.loads((run_dir / "config.json").read_text())
+    parts = [f"verigap silentbug eval --agent {c['agent']} --arm {','.join(c['arms'])}",
+             f"--bugs {','.join(c['bugs'])} --episodes {c['episodes']}",
+             f"--max-runs {c['max_runs']} --max-turns {c['max_turns']}",
+             f"--score-seeds {','.join(map(str, c['score_seeds']))} --scheme {c['scheme']}"]
+    for flag, key in (("--max-steps", "max_steps"), ("--score-steps", "score_steps"),
+                      ("--base-url", "base_url")):
+        if c.get(key) is not None:
+            parts.append(f"{flag} {c[key]}")
+    return " ".join([*parts, f"--run-dir {run_dir}"])
+
+
 def load_run(run_dir: Path) -> list[dict[str, Any]]:
     """Every finished episode of a run directory (config.json must be there and valid)."""
     cfg = run_dir / "config.json"

@@ -1,0 +1,68 @@
+"""Views of the silent-bug results files, for docs markers and the site (``docs/results.md``).
+
+``silentbug_eval`` shows an ``analyze --out`` file as one row per agent x arm over all bugs;
+``silentbug_references`` shows the clean and broken references the scorer re-ran on the
+scoring machine beside the committed calibration's means (machine-specific numbers: the
+verdicts must agree, the returns need not).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from verigap.report.views import markdown_table, view
+
+EVAL_COLUMNS = ("reward", "outcome", "localized", "component_strict", "component_set",
+                "correct", "invalid", "hacked")
+
+
+def _cell(x: dict[str, Any]) -> str:
+    if x["mean"] is None:
+        return "-"
+    return f"{x['mean']:.3f}" + (f" ± {x['se']:.3f}" if x["se"] is not None else "")
+
+
+@view("silentbug_eval")
+def eval_table(data: dict[str, Any]) -> str:
+    """Mean ± SE (n episodes) per agent x arm over every bug of the eval."""
+    rows = [[r["agent"].removeprefix("scripted:"), r["arm"], str(r["n"]),
+             *(_cell(r[c]) for c in EVAL_COLUMNS)]
+            for r in data["rows"] if r["class"] == "all"]
+    return markdown_table(["agent", "arm", "n", *EVAL_COLUMNS], rows)
+
+
+@view("silentbug_references")
+def references_table(data: dict[str, Any]) -> str:
+    """Per bug: the scorer's clean and broken references on the scoring machine (mean over
+    the calibration seeds) beside the committed calibration's means."""
+    from verigap.silentbug.calibrate import read_baselines
+
+    committed = read_baselines()["bugs"]
+    seen: dict[str, dict[str, Any]] = {}
+    for e in data["per_episode"]:
+        if e["returns"].get("clean") is not None and e["bug"] not in seen:
+            seen[e["bug"]] = e["returns"]
+    rows = []
+    for bug, ret in seen.items():
+        c = committed.get(bug, {})
+        rows.append([f"`{bug}`", f"{ret['clean']:.1f}", f"{ret['broken']:.1f}",
+                     _f(c.get("clean", {}).get("mean")), _f(c.get("broken", {}).get("mean")),
+                     c.get("verdict", "-")])
+    return markdown_table(["bug", "clean (scorer)", "broken (scorer)", "clean (calibration)",
+                           "broken (calibration)", "calibration verdict"], rows)
+
+
+def _f(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1f}"
+
+
+@view("silentbug_eval_wall")
+def wall_table(data: dict[str, Any]) -> str:
+    """Wall seconds per agent, summed over its episodes (each episode's own training and
+    scoring; a run cached by an earlier episode counts once)."""
+    wall = data["wall_s"]
+    rows = [[a.removeprefix("scripted:"), str(n), f"{s:.0f}"]
+            for a, (n, s) in sorted(wall["by_agent"].items())]
+    rows.append(["all", str(sum(n for n, _ in wall["by_agent"].values())),
+                 f"{wall['total']:.0f}"])
+    return markdown_table(["agent", "episodes", "wall s"], rows)
