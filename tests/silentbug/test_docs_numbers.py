@@ -73,3 +73,9 @@ def test_comparison_counts_match_the_committed_calibration() -> None:
         assert row[2].startswith(f"{n_ok}/{len(ours)} accepted")
         for k, v in ours.items():
             assert f"{k}: {v}" in row[2]
+
+
+def test_readme_bank_counts_match_the_committed_calibration() -> None:
+    readme = (ROOT / "README.md").read_text()
+    n = len(CAL["bugs"])
+    assert f"{CAL['summary']['accepted']} of {n} accepted" in readme

@@ -262,14 +262,9 @@ def analyze(runs: list[Path] = typer.Argument(..., help="eval run directories"),
                        "returns": {k: r["verdict"]["detail"].get(k)
                                    for k in ("clean", "broken", "patched")}}
                     for r in results]
-        by_agent: dict[str, list[float]] = {}
-        for r in results:
-            n_s = by_agent.setdefault(r["agent"], [0, 0.0])
-            n_s[0], n_s[1] = n_s[0] + 1, n_s[1] + float(r["wall_s"])
-        wall = {"total": sum(s for _, s in by_agent.values()), "by_agent": by_agent}
         evals = [ev.eval_command(d) for d in runs]
-        write_result(out, {**analysis, "per_episode": episodes, "wall_s": wall,
-                           "eval_commands": evals},
+        write_result(out, {**analysis, "per_episode": episodes, "eval_commands": evals,
+                           **ev.summary(results)},
                      command=" && ".join([*evals, "verigap silentbug analyze "
                                           + " ".join(map(str, runs)) + f" --out {out}"]))
     if fig is not None:

@@ -293,6 +293,25 @@ def analyze(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return {"rows": rows, "comparisons": comparisons, "episodes": len(results)}
 
 
+def summary(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Per agent over every episode: episodes, mean and largest reward, share correct and
+    share INVALID; and wall seconds (each episode's own, summed; a run cached by an earlier
+    episode counts once, in that episode)."""
+    agents: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in results:
+        agents[r["agent"].removeprefix("scripted:")].append(r)
+    by_agent = {a: {"episodes": len(rs),
+                    "mean_reward": float(np.mean([r["verdict"]["reward"] for r in rs])),
+                    "max_reward": float(max(r["verdict"]["reward"] for r in rs)),
+                    "correct": float(np.mean([bool(r["verdict"]["correct"]) for r in rs])),
+                    "invalid": float(np.mean([r["verdict"]["status"] == "INVALID" for r in rs])),
+                    "bugs": len({r["bug"] for r in rs})}
+                for a, rs in sorted(agents.items())}
+    wall = {a: round(sum(float(r["wall_s"]) for r in rs), 1) for a, rs in sorted(agents.items())}
+    return {"summary": by_agent,
+            "wall_s": {"total": round(sum(wall.values()), 1), "by_agent": wall}}
+
+
 def _cell(x: dict[str, Any]) -> str:
     if x["mean"] is None:
         return "-"

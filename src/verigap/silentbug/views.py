@@ -56,13 +56,12 @@ def _f(x: float | None) -> str:
     return "-" if x is None else f"{x:.1f}"
 
 
-@view("silentbug_eval_wall")
-def wall_table(data: dict[str, Any]) -> str:
-    """Wall seconds per agent, summed over its episodes (each episode's own training and
-    scoring; a run cached by an earlier episode counts once)."""
-    wall = data["wall_s"]
-    rows = [[a.removeprefix("scripted:"), str(n), f"{s:.0f}"]
-            for a, (n, s) in sorted(wall["by_agent"].items())]
-    rows.append(["all", str(sum(n for n, _ in wall["by_agent"].values())),
-                 f"{wall['total']:.0f}"])
-    return markdown_table(["agent", "episodes", "wall s"], rows)
+@view("silentbug_eval_summary")
+def summary_table(data: dict[str, Any]) -> str:
+    """Per agent over all its episodes: reward (mean, largest), correct, INVALID, wall time."""
+    s, wall = data["summary"], data["wall_s"]["by_agent"]
+    rows = [[a, str(x["episodes"]), str(x["bugs"]), f"{x['mean_reward']:.3f}",
+             f"{x['max_reward']:.3f}", f"{x['correct']:.3f}", f"{x['invalid']:.3f}",
+             f"{wall[a]:.0f}"] for a, x in s.items()]
+    return markdown_table(["agent", "episodes", "bugs", "mean reward", "largest reward",
+                           "correct", "INVALID", "wall s (summed)"], rows)
