@@ -24,6 +24,7 @@ from verigap.silentbug.scoring import ScoringSetup, score
 from verigap.silentbug.substrate import pristine_files
 from verigap.verdict import Verdict
 
+
 @dataclass(frozen=True)
 class SilentBugGrader:
     """The benchmark's scorer as a served episode's grader."""
