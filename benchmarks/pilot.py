@@ -95,6 +95,8 @@ def compare(ref: str, n_runs: int, out: Path | None) -> dict:
                                          tmp / name / "_sft")
                 row[f"{name}_cpu_s"], row[f"{name}_result"] = cpu, result
             row["identical"] = row["old_result"] == row["new_result"]
+            row["final"] = {k: row["new_result"]["final"][k]
+                            for k in ("visible_pass", "true_success", "false_success")}
             print(f"{job.name:32s} old {row['old_cpu_s']:6.1f} CPU-s  new "
                   f"{row['new_cpu_s']:6.1f} CPU-s  identical={row['identical']}", flush=True)
             rows.append(row)
