@@ -39,7 +39,7 @@ from verigap.patchworld.policy import (
     categorical_kl,
     grad_kl_wrt_logits,
     log_softmax,
-    sample,
+    sample_group,
 )
 from verigap.patchworld.programs import FAMILIES, Programs, generate, heldout_set
 from verigap.patchworld.sft import SFTConfig, sft_cached, with_coverage
@@ -317,7 +317,7 @@ class GRPOTrainer:
                 logp = log_softmax(logits)
         logq = self._reference_log_probs(progs, saved)
         # G episodes per program: sample each step's action from the shared distribution
-        actions = np.stack([sample(logp, self.rng) for _ in range(g)], axis=1)  # (b*k, g)
+        actions = sample_group(logp, self.rng, g)  # (b*k, g)
         episode_actions = actions.reshape(b, k, g).transpose(0, 2, 1).reshape(b * g, k)
         rep = progs[np.repeat(np.arange(b), g)]
         grades = rules.grade(rep, episode_actions)

@@ -24,6 +24,7 @@ VIEW_MODULES: list[str] = [
     "verigap.report.views",
     "verigap.patchworld.transformer_views",
     "verigap.experiments.multiagent",
+    "verigap.silentbug.views",
 ]
 
 
