@@ -23,6 +23,9 @@ VIEWS: dict[str, View] = {}
 VIEW_MODULES: list[str] = [
     "verigap.report.views",
     "verigap.report.redteam",
+    "verigap.patchworld.transformer_views",
+    "verigap.experiments.multiagent",
+    "verigap.silentbug.views",
 ]
 
 
