@@ -69,7 +69,10 @@ def raw_pytest(p, tree: Path, timeout: float) -> float:
     cmd = [p.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *p.test_files,
            *suite_options(tree, p.config_file, Path(p.env_prefix))]
     t0 = time.perf_counter()
-    subprocess.run(cmd, cwd=tree, env=env, capture_output=True, check=False, timeout=timeout)
+    # a session of its own, as every sandboxed command gets: with the kernel's autogroup
+    # scheduling, a loaded machine gives each session its own share of the CPUs
+    subprocess.run(cmd, cwd=tree, env=env, capture_output=True, check=False, timeout=timeout,
+                   start_new_session=True)
     return time.perf_counter() - t0
 
 
