@@ -130,8 +130,11 @@ def timing(task_dirs: list[Path], reps: int = 3, limit: int | None = None,
                          "load_avg_1m": loads})
         ratios = [r["ratio"] for r in rows]
         serial = [r["ratio_serial"] for r in rows]
-        sets.append({"tasks_dir": task_dir.name, "source": load_tasks(task_dir)[0].source.spec
-                     if rows else None, "tasks": rows,
+        med = {f"{k}_median": round(statistics.median(r[k] for r in rows), 3) if rows else None
+               for k in ("raw_pytest_s", "v2_s", "v2_serial_s", "first_v2_s")}
+        spec = load_tasks(task_dir)[0].source.spec if rows else ""
+        sets.append({"tasks_dir": task_dir.name, "source": Path(spec).name if "/" in spec
+                     else spec, "n_tasks": len(rows), **med, "tasks": rows,
                      "wall_ratio_median": round(statistics.median(ratios), 2) if rows else None,
                      "serial_ratio_median": round(statistics.median(serial), 2) if rows else None,
                      "wall_ratio_pooled": round(sum(r["v2_s"] for r in rows)
