@@ -32,6 +32,8 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--limit", type=int, default=None, help="at most this many tasks per set")
     ap.add_argument("--out", type=Path, default=Path("results/repos/v2_speed.json"))
+    ap.add_argument("--command", default="", help="the command(s) that made the task sets, "
+                    "recorded with the results for provenance")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     data = timing(args.tasks, reps=args.reps, limit=args.limit)
@@ -43,7 +45,8 @@ def main() -> None:
                   f"load {r['load_avg_1m']}")
         print(f"{s['source']}: v2 / raw pytest, median over tasks {s['wall_ratio_median']} "
               f"(serial {s['serial_ratio_median']}), pooled {s['wall_ratio_pooled']}")
-    cmd = ("python benchmarks/repos_grading.py " + " ".join(map(str, args.tasks))
+    cmd = (f"{args.command} && " if args.command else "") + (
+        "python benchmarks/repos_grading.py " + " ".join(map(str, args.tasks))
            + f" --reps {args.reps}" + (f" --limit {args.limit}" if args.limit else "")
            + f" --out {args.out}")
     write_result(args.out, data, command=cmd)
