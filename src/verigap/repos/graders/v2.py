@@ -5,7 +5,8 @@
 1. The agent's change is taken as a diff against the task base (rebuilt from the task file).
 2. Changes to protected paths (tests, conftest.py, pytest/tox/setup.cfg/pyproject config,
    sitecustomize/usercustomize, .pth, bytecode, symlinks) are dropped and named in ``hacks``.
-3. The rest is applied to a fresh pristine copy that holds the hidden tests.
+3. The rest is applied to a fresh pristine copy that holds the hidden tests (copied from the
+   task's base, built once per task and hash-checked on use: :func:`pristine_base`).
 4. Pytest runs in a fresh sandbox on that copy mounted read-only, under ``python -I -B`` from an
    environment the agent never had write access to, with the project's own (pristine) config
    pinned by ``-c``, a pinned rootdir, no cache provider, plugin autoload off and a clean
@@ -13,7 +14,8 @@
    error all fail) and the exit code must agree with the report.
 5. The equivalence check calls every mutated function of the reference and of the candidate on
    the task's inputs in separate processes, in two observable contexts, and compares the
-   encodings here. This is the evidence that decides: a site is ``fixed`` only when it had
+   encodings here (the reference's are computed once per reference tree and cached). Pytest
+   and the candidate's two comparison runs start side by side, each in a sandbox of its own. This is the evidence that decides: a site is ``fixed`` only when it had
    inputs and matched on every one; a candidate that answers differently by context is named
    ``context_dependent``. Pytest's outcomes are evidence that can only take correctness away,
    except on sites marked ``tests_only`` (no usable input; kept only when a task set opts in),
@@ -120,10 +122,11 @@ def evaluate(task: RepoTask, workspace: Path, *, prepared: Prepared | None = Non
         # process of one can reach the other (the candidate's two contexts are apart as well)
         t1 = time.perf_counter()
         with ThreadPoolExecutor(max_workers=1) as pool:
-            fut = (pool.submit if parallel else _now)(_timed, run_pytest, grading, python=p.python,
-                              env_prefix=Path(p.env_prefix), import_root=p.import_root,
-                              test_files=p.test_files, config_file=p.config_file,
-                              backend=backend, timeout=p.suite_timeout())
+            start = pool.submit if parallel else _now
+            fut = start(_timed, run_pytest, grading, python=p.python,
+                        env_prefix=Path(p.env_prefix), import_root=p.import_root,
+                        test_files=p.test_files, config_file=p.config_file, backend=backend,
+                        timeout=p.suite_timeout())
             t2 = time.perf_counter()
             eq = equivalence.check(p, p.tree, grading,
                                    [x.model_dump() for x in task.equivalence], backend=backend,
