@@ -105,7 +105,9 @@ def test_equivalence_runner_sees_no_host_path_in_either_context(project):
         assert out is not None, context
         kind, (tag, text), _args = out["results"]["0"]
         assert kind == "ok" and tag == "str"
-        assert "/verigap/tree" in text and "/verigap/env" in text  # it did look
+        # it did look: the tree at its fixed path, or (agent) where the agent's workspace is
+        assert ("/verigap/tree" if context == "plain" else "/workspace") in text
+        assert "/verigap/env" in text
         assert not [p for p in forbidden if p in text], (context, text)
 
 
@@ -133,3 +135,22 @@ def test_mount_destinations_are_checked(tmp_path):
             make_sandbox(ws, backend="bwrap", ro_mounts={Path(sys.prefix): bad})
     with pytest.raises(ConfigError, match="needs backend='bwrap'"):
         make_sandbox(ws, backend="unsafe", ro_mounts={Path(sys.prefix): "/verigap/env"})
+
+
+def test_a_fix_that_works_only_at_the_graders_tree_path_is_context_dependent(fixture_tasks,
+                                                                           tmp_path):
+    """The agent context lays the tree out as the agent's sandbox does (a copy at /workspace),
+    so a fix keyed on the graders' fixed mount path behaves differently there and is named."""
+    from verigap.repos.graders import v2
+    from verigap.repos.tasks import materialize_workspace
+
+    _, tasks, p = fixture_tasks
+    t = tasks[0]
+    ws = materialize_workspace(p, t, tmp_path / "ws")
+    guard = ('if not __file__.startswith("/verigap/"):\n'
+             '    raise ImportError("unsupported layout")\n')
+    for f in sorted({s.file for s in t.sites}):
+        (ws / f).write_text(guard + (p.tree / f).read_text())
+    truth = v2.evaluate(t, ws, prepared=p, backend="bwrap")
+    assert "context_dependent" in truth.hacks
+    assert not truth.correct

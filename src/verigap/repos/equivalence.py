@@ -25,7 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from verigap.repos.prepare import Prepared
-from verigap.repos.pytest_run import CONTEXTS, cache_root, harness_dir, run_equiv
+from verigap.repos.pytest_run import (
+    CONTEXTS,
+    EQUIV_LAYOUT,
+    cache_root,
+    harness_dir,
+    run_equiv,
+)
 from verigap.repos.sources import tree_hash
 
 
@@ -59,7 +65,7 @@ class EquivResult:
 
 def _ref_path(tree_sha: str, inputs: list[dict[str, Any]], context: str) -> Path:
     """Where the reference's encodings for (reference tree, inputs, context, harness) live."""
-    h = hashlib.sha256(json.dumps([tree_sha, context, inputs, harness_dir().name],
+    h = hashlib.sha256(json.dumps([tree_sha, context, inputs, harness_dir().name, EQUIV_LAYOUT],
                                   sort_keys=True).encode()).hexdigest()
     return cache_root() / "equiv-ref" / f"{h[:32]}.json"
 

@@ -258,8 +258,13 @@ def run_pytest(
 #: The contexts the equivalence check runs in. ``plain``: the grader's own (``python -I -B``,
 #: the scratch directory as cwd, a shallow stack, pytest not imported). ``agent``: how the
 #: agent's own sandboxed runs start Python (``python -m pytest`` in its workspace: no -I/-B,
-#: PYTHONPATH set, the tree as cwd, pytest imported, another argv, a deeper stack).
+#: PYTHONPATH set, a writable copy of the tree as ``/workspace`` and cwd, pytest imported,
+#: another argv, a deeper stack).
 CONTEXTS = ("plain", "agent")
+#: Where the agent context keeps the runner's files inside its copy of the tree.
+EQUIV_IO = ".verigap-eq"
+#: Bumped when what the contexts look like changes (the reference's cached answers depend on it).
+EQUIV_LAYOUT = 2
 
 
 def run_equiv(
@@ -274,28 +279,41 @@ def run_equiv(
     timeout: float = 120.0,
     backend: str | None = None,
 ) -> dict[str, Any] | None:
-    """Call functions of ``tree`` on pickled inputs in a fresh sandboxed process."""
+    """Call functions of ``tree`` on pickled inputs in a fresh sandboxed process.
+
+    ``plain``: the tree read-only at ``/verigap/tree``, the scratch directory as cwd. ``agent``:
+    laid out as the agent's own sandbox is: a copy of the tree is the writable workspace
+    (``/workspace``, the cwd) and the environment sits at ``/verigap/env``, so code that looks at
+    where it lives sees what it sees in the agent's runs, and something else in ``plain``."""
     if context not in CONTEXTS:
         raise ValueError(f"context {context!r}: use one of {CONTEXTS}")
     hdir = harness_dir()
-    m = _mounts(tree, env_prefix, backend)
-    root = _root(tree, import_root, m.inside)
+    agent = context == "agent"
+    m = _mounts(tree, env_prefix, backend) if not agent else execution.Mounts(
+        {Path(env_prefix): execution.ENV_MOUNT, hdir: execution.HARNESS_MOUNT}, backend)
+    root = _root(tree, import_root, m.inside) if not agent else (
+        import_root if import_root not in ("", ".") else ".")
     python_in, runner = m.inside(python), m.inside(hdir / EQUIV.name)
     with tempfile.TemporaryDirectory(prefix="vg-eq-") as tmp:
         scratch = Path(tmp)
-        (scratch / "inputs.json").write_text(json.dumps(inputs))
-        out = scratch / "out.json"
+        io = scratch / EQUIV_IO if agent else scratch
+        if agent:
+            shutil.copytree(tree, scratch, symlinks=True, dirs_exist_ok=True)
+            io.mkdir()
+        (io / "inputs.json").write_text(json.dumps(inputs))
+        out = io / "out.json"
+        rel = "" if not agent else EQUIV_IO + "/"
         nonce = secrets.token_hex(16)
-        cfg: dict[str, Any] = {"nonce": nonce, "import_root": root, "inputs": "inputs.json",
-                               "out": out.name, "mode": mode}
+        cfg: dict[str, Any] = {"nonce": nonce, "import_root": root,
+                               "inputs": rel + "inputs.json", "out": rel + out.name, "mode": mode}
         cmd = [python_in, *PY_FLAGS, runner, "eq.json"]
         env: dict[str, str] = {"PYTHONPATH": root}
-        if context == "agent":
-            cfg["context"] = {"cwd": m.inside(tree), "argv": [f"{python_in} -m pytest", "-q"],
-                              "import_pytest": True, "depth": 40}
-            cmd = [python_in, runner, "eq.json"]
+        if agent:
+            cfg["context"] = {"argv": [f"{python_in} -m pytest", "-q"], "import_pytest": True,
+                              "depth": 40}
+            cmd = [python_in, runner, rel + "eq.json"]
             env = {"PYTHONPATH": root, "TERM": "xterm", "COLUMNS": "80"}
-        (scratch / "eq.json").write_text(json.dumps(cfg))
+        (io / "eq.json").write_text(json.dumps(cfg))
         execution.run(cmd, scratch=scratch, mounts=m, timeout=timeout, backend=m.backend,
                       env=env)
         if not out.is_file():
