@@ -33,6 +33,7 @@ def make_sandbox(
     limits: Limits = Limits(),
     ro_binds: Sequence[Path] = (),
     network: bool = False,
+    persistent: bool = False,
     ro_mounts: Mapping[Path, str] | None = None,
 ) -> Sandbox:
     """A sandbox over an existing workspace directory (usually one ``materialize`` made).
@@ -41,6 +42,10 @@ def make_sandbox(
     their own path; ``ro_mounts`` ({host path: sandbox path}, bwrap only) mount read-only at
     a fixed path instead (``/verigap/env``), so no host path shows inside. Never bind a
     directory that holds hidden tests or references.
+    ``persistent`` (bwrap only): keep one sandbox alive across ``exec`` calls and run each
+    command in it, with the same mounts, namespaces and limits, every leftover process
+    killed and ``/tmp`` emptied after each command (see ``_session``); it saves the
+    bubblewrap start per command. ``box.close()`` stops it (so does garbage collection).
     """
     workspace = Path(workspace)
     if not workspace.is_dir():
@@ -48,8 +53,10 @@ def make_sandbox(
             f"make_sandbox: workspace {workspace} is not a directory; materialize one first"
         )
     if backend == "bwrap":
-        return BwrapSandbox(workspace, limits, ro_binds=ro_binds, network=network,
-                            ro_mounts=ro_mounts)
+        return BwrapSandbox(
+            workspace, limits, ro_binds=ro_binds, network=network, persistent=persistent,
+            ro_mounts=ro_mounts,
+        )
     if ro_mounts:
         raise ConfigError("make_sandbox: ro_mounts (mounting at another path) needs "
                           "backend='bwrap'; the unsafe backend sees every host path as it is")
