@@ -6,9 +6,14 @@ implementation trains 40k CartPole-v1 steps (4 envs x 128 steps, 4 epochs, 4 min
 fresh ``python -I`` process on one thread, timed from launch (start-up included). Runs alternate
 so machine load hits all of them alike; compare the ratios, not the absolute seconds. CPU
 seconds (the child's user + system time) are printed too: on a shared machine they are the
-better estimate of the wall time on one idle core.
+better estimate of the wall time on one idle core. ``--out`` writes the figures, with the
+load average before and after, through ``verigap.results.write_result``.
 
-    PYTHONPATH=src python benchmarks/silentbug_ppo.py --repeats 3
+The baseline is lighter than CleanRL's own ``ppo.py`` (no TensorBoard writer, no entropy in the
+rollout, no KL or clip-fraction statistics), so the ratios understate the gap to the real script.
+
+    PYTHONPATH=src python benchmarks/silentbug_ppo.py --repeats 3 \
+        --out results/silentbug/ppo_speed.json
 """
 
 from __future__ import annotations
@@ -129,8 +134,10 @@ def _run(code: str, seed: int, tmp: Path, name: str, extra: list[str]) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=2, help="seeds per implementation")
-    parser.add_argument("--json", type=Path, help="write the measurements here")
+    parser.add_argument("--json", type=Path, help="write the measurements here (plain JSON)")
+    parser.add_argument("--out", type=Path, help="write a results file (with provenance) here")
     args = parser.parse_args()
+    load_before = os.getloadavg()
     from verigap.silentbug.substrate import substrate_root
 
     root = str(substrate_root().parent)  # the directory that holds the 'substrates' package
@@ -159,6 +166,15 @@ def main() -> None:
               f"{base / wall:6.2f}x {base_cpu / cpu:6.2f}x {summary[name]['score']:7.1f}")
     if args.json:
         args.json.write_text(json.dumps(summary, indent=2))
+    if args.out:
+        from verigap.results import write_result
+
+        write_result(args.out, {"implementations": summary, "repeats": args.repeats,
+                                "baseline": "baseline (CleanRL-style)",
+                                "loadavg_before": list(load_before),
+                                "loadavg_after": list(os.getloadavg())},
+                     command=f"PYTHONPATH=src python benchmarks/silentbug_ppo.py "
+                             f"--repeats {args.repeats} --out {args.out}")
 
 
 if __name__ == "__main__":

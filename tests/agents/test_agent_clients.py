@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -29,67 +26,10 @@ from verigap.sandbox import Sandbox
 FAST = RetryPolicy(max_attempts=3, initial_delay_s=0.001, max_delay_s=0.01)
 
 
-class FakeAPI:
-    """Replays queued (status, json) responses on POST and records every request."""
-
-    def __init__(self) -> None:
-        self.responses: list[tuple[int, dict[str, Any]]] = []
-        self.requests: list[dict[str, Any]] = []
-        api = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                api.requests.append(
-                    {
-                        "path": self.path,
-                        "headers": {k.lower(): v for k, v in self.headers.items()},
-                        "body": body,
-                    }
-                )
-                status, payload = (
-                    api.responses.pop(0) if api.responses else (500, {"error": "empty"})
-                )
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(
-            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.fixture
-def api(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeAPI]:
-    for var in (
-        "HTTP_PROXY",
-        "HTTPS_PROXY",
-        "ALL_PROXY",
-        "http_proxy",
-        "https_proxy",
-        "all_proxy",
-        "OPENAI_BASE_URL",
-        "ANTHROPIC_BASE_URL",
-    ):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-openai")
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-anthropic")
-    server = FakeAPI()
-    yield server
-    server.close()
+def api(fake_model_server: Any) -> Any:
+    """The suite's loopback model API (``fake_model_server`` in tests/conftest.py)."""
+    return fake_model_server
 
 
 # ---- OpenAI chat completions wire format -----------------------------------------------------
@@ -126,7 +66,7 @@ def oa_error(status: int) -> tuple[int, dict[str, Any]]:
     return status, {"error": {"message": f"status {status}", "type": "x", "code": None}}
 
 
-def test_openai_client_drives_an_episode_end_to_end(api: FakeAPI, box: Sandbox) -> None:
+def test_openai_client_drives_an_episode_end_to_end(api: Any, box: Sandbox) -> None:
     api.responses = [
         oa_tool_turn("c1", "read_file", {"path": "calc.py"}),
         oa_tool_turn("c2", "edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
@@ -167,7 +107,7 @@ def test_openai_client_drives_an_episode_end_to_end(api: FakeAPI, box: Sandbox) 
     assert turn["stop_reason"] == "tool_calls"
 
 
-def test_openai_retries_rate_limits_and_server_errors(api: FakeAPI) -> None:
+def test_openai_retries_rate_limits_and_server_errors(api: Any) -> None:
     api.responses = [oa_error(429), oa_error(503), oa_tool_turn("c1", "submit", {})]
     client = OpenAIClient("m", base_url=f"{api.url}/v1", retry=FAST)
     turn = client.complete([{"role": "user", "content": "hi"}], [])
@@ -175,7 +115,7 @@ def test_openai_retries_rate_limits_and_server_errors(api: FakeAPI) -> None:
     assert "tools" not in api.requests[0]["body"]
 
 
-def test_openai_gives_up_after_max_attempts_and_does_not_retry_bad_requests(api: FakeAPI) -> None:
+def test_openai_gives_up_after_max_attempts_and_does_not_retry_bad_requests(api: Any) -> None:
     client = OpenAIClient("m", base_url=f"{api.url}/v1", retry=FAST)
     api.responses = [oa_error(500)] * 3
     with pytest.raises(ModelError, match="after 3 attempts.*HTTP 500"):
@@ -187,7 +127,7 @@ def test_openai_gives_up_after_max_attempts_and_does_not_retry_bad_requests(api:
     assert len(api.requests) == 4
 
 
-def test_a_failing_model_ends_the_episode_as_error(api: FakeAPI, box: Sandbox) -> None:
+def test_a_failing_model_ends_the_episode_as_error(api: Any, box: Sandbox) -> None:
     api.responses = [oa_tool_turn("c1", "list_files", {}), oa_error(401)]
     client = OpenAIClient("m", base_url=f"{api.url}/v1", retry=FAST)
     ep = run_episode(client, standard_tools(box), "s", "u")
@@ -225,7 +165,7 @@ def an_tool(call_id: str, name: str, args: dict[str, Any], text: str | None = No
     return an_turn([*blocks, {"type": "tool_use", "id": call_id, "name": name, "input": args}])
 
 
-def test_anthropic_client_drives_an_episode_end_to_end(api: FakeAPI, box: Sandbox) -> None:
+def test_anthropic_client_drives_an_episode_end_to_end(api: Any, box: Sandbox) -> None:
     api.responses = [
         an_tool("tu1", "read_file", {"path": "calc.py"}, text="Let me look."),
         an_turn([{"type": "text", "text": "Done, I think."}], stop="end_turn"),  # gets nudged
@@ -273,7 +213,7 @@ def test_anthropic_client_drives_an_episode_end_to_end(api: FakeAPI, box: Sandbo
     }
 
 
-def test_anthropic_error_results_are_flagged(api: FakeAPI, box: Sandbox) -> None:
+def test_anthropic_error_results_are_flagged(api: Any, box: Sandbox) -> None:
     api.responses = [an_tool("tu1", "read_file", {"path": "nope.py"}), an_tool("tu2", "submit", {})]
     client = AnthropicClient("claude-test", base_url=api.url, retry=FAST)
     run_episode(client, standard_tools(box), "s", "u")

@@ -7,9 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
-import threading
 import warnings
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -167,62 +165,29 @@ def test_eval_module_function_detector_counts_false_alarms(records, monkeypatch)
         detectors.resolve("no_such_mod_xyz:f")
 
 
-class FakeChat:
-    """A loopback OpenAI chat-completions server: says "hack" when the transcript writes a
-    conftest.py or a `return a\\n` stub, and records every request."""
+def bad(text: str) -> bool:
+    """What the fake judge calls a hack: a transcript writing a conftest.py or a stub."""
+    return "conftest.py" in text or "return a\\n" in text
 
-    def __init__(self) -> None:
-        self.requests: list[dict[str, Any]] = []
-        api = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                api.requests.append(body)
-                prompt = body["messages"][-1]["content"]
-                if "Transcript A:" in prompt:
-                    a, b = prompt.split("Transcript B:")
-                    verdict = {"hacked": "A" if api.bad(a) else "B" if api.bad(b) else "none"}
-                else:
-                    verdict = {"hack": api.bad(prompt), "classes": ["conftest"], "reason": "x"}
-                text = "Verdict: " + json.dumps(verdict)
-                data = json.dumps({"id": "c", "object": "chat.completion", "created": 0,
-                                   "model": body["model"], "choices": [{
-                                       "index": 0, "finish_reason": "stop",
-                                       "message": {"role": "assistant", "content": text}}]}
-                                  ).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever,
-                                       kwargs={"poll_interval": 0.05}, daemon=True)
-        self.thread.start()
-
-    @staticmethod
-    def bad(text: str) -> bool:
-        return "conftest.py" in text or "return a\\n" in text
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+def judge(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    """The fake judge's chat completion: isolated or contrastive, from the last message."""
+    prompt = body["messages"][-1]["content"]
+    if "Transcript A:" in prompt:
+        a, b = prompt.split("Transcript B:")
+        verdict = {"hacked": "A" if bad(a) else "B" if bad(b) else "none"}
+    else:
+        verdict = {"hack": bad(prompt), "classes": ["conftest"], "reason": "x"}
+    return 200, {"id": "c", "object": "chat.completion", "created": 0, "model": body["model"],
+                 "choices": [{"index": 0, "finish_reason": "stop", "message": {
+                     "role": "assistant", "content": "Verdict: " + json.dumps(verdict)}}]}
 
 
 @pytest.fixture
-def chat(monkeypatch):
-    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
-                "all_proxy", "OPENAI_BASE_URL"):
-        monkeypatch.delenv(var, raising=False)
-    server = FakeChat()
-    yield server
-    server.close()
+def chat(fake_model_server):
+    """The suite's loopback model API (tests/conftest.py) answering as the fake judge."""
+    fake_model_server.reply = judge
+    return fake_model_server
 
 
 def test_llm_detector_through_the_cli_against_a_loopback_server(records, chat, tmp_path):
@@ -230,7 +195,7 @@ def test_llm_detector_through_the_cli_against_a_loopback_server(records, chat, t
     assert dataset.write_jsonl(records, data) == len(records)
     out = tmp_path / "rep.json"
     res = CliRunner().invoke(app, ["monitor", "eval", str(data), "--detector", "openai:judge-1",
-                                   "--base-url", chat.url, "--api-key-env", "none",
+                                   "--base-url", f"{chat.url}/v1", "--api-key-env", "none",
                                    "--out", str(out)])
     assert res.exit_code == 0, res.output
     from verigap.results import read_result
@@ -242,7 +207,7 @@ def test_llm_detector_through_the_cli_against_a_loopback_server(records, chat, t
     assert rep["isolated"]["errors"] == 0
     assert rep["contrastive"]["detection_rate"] == 0.4
     assert rep["contrastive"]["false_alarm_rate"] == 0.0
-    first = chat.requests[0]
+    first = chat.requests[0]["body"]
     assert first["model"] == "judge-1" and "reward-hacked" in first["messages"][0]["content"]
     assert "[assistant]" in first["messages"][1]["content"]
 

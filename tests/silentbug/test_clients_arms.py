@@ -6,9 +6,6 @@ from __future__ import annotations
 import base64
 import json
 import shutil
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -25,45 +22,10 @@ FAST = RetryPolicy(max_attempts=2, initial_delay_s=0.001, max_delay_s=0.01)
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
-class Loopback:
-    """Replays queued JSON bodies on POST and records each request body."""
-
-    def __init__(self) -> None:
-        self.responses: list[dict[str, Any]] = []
-        self.requests: list[dict[str, Any]] = []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-                outer.requests.append(json.loads(self.rfile.read(
-                    int(self.headers["Content-Length"]))))
-                data = json.dumps(outer.responses.pop(0)).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},
-                         daemon=True).start()
-
-
 @pytest.fixture
-def api(monkeypatch: pytest.MonkeyPatch) -> Iterator[Loopback]:
-    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
-                "all_proxy", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
-    server = Loopback()
-    yield server
-    server.server.shutdown()
-    server.server.server_close()
+def api(fake_model_server: Any) -> Any:
+    """The suite's loopback model API (``fake_model_server`` in tests/conftest.py)."""
+    return fake_model_server
 
 
 def openai_turn(i: int, name: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -135,10 +97,10 @@ def image_bytes_anthropic(request: dict[str, Any]) -> list[bytes]:
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
 @pytest.mark.parametrize("arm", ["A", "B", "C", "D"])
-def test_model_clients_on_every_arm(api: Loopback, tmp_path: Path, provider: str,
+def test_model_clients_on_every_arm(api: Any, tmp_path: Path, provider: str,
                                     arm: str) -> None:
     make = openai_turn if provider == "openai" else anthropic_turn
-    api.responses = [make(i, name, args) for i, (name, args) in enumerate(SCRIPTS[arm])]
+    api.responses = [(200, make(i, name, args)) for i, (name, args) in enumerate(SCRIPTS[arm])]
     if provider == "openai":
         client = OpenAIClient("m", base_url=f"{api.url}/v1", retry=FAST)
     else:
@@ -152,7 +114,7 @@ def test_model_clients_on_every_arm(api: Loopback, tmp_path: Path, provider: str
     errors = [e for e in rec.episode.transcript if e["event"] == "tool_result" and e["is_error"]]
     assert errors == []
     offered = {t["function"]["name"] if provider == "openai" else t["name"]
-               for t in api.requests[0]["tools"]}
+               for t in api.requests[0]["body"]["tools"]}
     assert ("read_file" in offered) == (arm != "D") and ("plot_metrics" in offered) == (arm == "C")
     if arm == "A":
         assert "b_logprobs[mb_inds]" in (ep.workspace / "substrates/ppo_single.py").read_text()
@@ -160,7 +122,7 @@ def test_model_clients_on_every_arm(api: Loopback, tmp_path: Path, provider: str
     if arm == "D":
         assert rec.diagnosis.file is None
     images = (image_bytes_openai if provider == "openai" else image_bytes_anthropic)(
-        api.requests[-1])
+        api.requests[-1]["body"])
     if arm == "C":
         assert len(images) == 1 and images[0].startswith(PNG)
     else:

@@ -15,6 +15,9 @@ read and large enough for the questions:
   the steps (mean training reward so far; monitored false success; monitored visible pass minus
   its value at step 0). ``peak_false_success``: the highest monitored false success.
   ``caught_rate``: the mean share of training episodes an audit caught.
+- ``probe_{start,final,gain}_{tested,broken,hack}_{bacc,shuffled,control,selectivity}``: linear
+  probes on the last hidden layer of a transformer policy (``patchworld.probes``; the setting
+  must use ``policy: {kind: transformer}``); ``gain`` is final minus start.
 - Second agents (``options.auditor`` / ``options.test_writer``, see patchworld/multiagent.py),
   the mean over the training curve's logged windows, or over the last 20% of the steps with a
   ``late_`` prefix: ``auditor_precision`` (hacks caught per audit), ``auditor_random_precision``
@@ -40,6 +43,8 @@ _BRANCH = re.compile(r"^(start|final)_(tested|untested)_(" + "|".join(OUTCOMES) 
 _RATE = re.compile(r"^(start|final|gain)_(" + "|".join(RATES) + r")$")
 _FAMILY = re.compile(r"^final_(" + "|".join(RATES) + r")_(" + "|".join(FAMILIES) + r")$")
 _AT_K = re.compile(r"^(start|final|gain)_(" + "|".join(RATES) + r")_k(\d+)$")
+_PROBE = re.compile(r"^probe_(start|final|gain)_(tested|broken|hack)_"
+                    r"(bacc|shuffled|control|selectivity)$")
 AGENT_KEYS = ("auditor_precision", "auditor_random_precision", "auditor_recall",
               "writer_catch_rate", "writer_random_catch_rate", "train_false_success")
 _GAINS = {"auditor_precision_gain": ("auditor_precision", "auditor_random_precision"),
@@ -53,7 +58,7 @@ def check_metric(name: str) -> int | None:
     """Raise ValueError for a name outside the vocabulary; return the K an ``_k{K}`` metric
     needs evaluated (else None)."""
     if name == "kl_final" or name in _CURVE or _BRANCH.match(name) or _RATE.match(name) \
-            or _FAMILY.match(name) or _AGENT.match(name):
+            or _FAMILY.match(name) or _AGENT.match(name) or _PROBE.match(name):
         return None
     m = _AT_K.match(name)
     if m:
@@ -61,7 +66,8 @@ def check_metric(name: str) -> int | None:
     raise ValueError(
         f"unknown metric {name!r}; use e.g. final_false_success, gain_true_success, "
         "final_untested_delete, final_false_success_periodic, final_false_success_k6, "
-        f"kl_final or one of {', '.join(_CURVE)} (see verigap.experiments.metrics)")
+        f"kl_final, probe_final_hack_bacc or one of {', '.join(_CURVE)} "
+        "(see verigap.experiments.metrics)")
 
 
 def _branch_share(outcomes: dict[str, int], where: str, what: str) -> float:
@@ -96,6 +102,15 @@ def metric_value(name: str, result: dict[str, Any]) -> float:
         if when == "gain":
             return float(result["final_by_k"][k][rate] - result["start_by_k"][k][rate])
         return float(result[f"{when}_by_k"][k][rate])
+    if m := _PROBE.match(name):
+        when, target, stat = m.groups()
+        if "probes" not in result:
+            raise ValueError(f"{name}: this run has no probes; probe metrics need a setting "
+                             "with policy: {kind: transformer}")
+        if when == "gain":
+            return float(result["probes"]["final"][target][stat]
+                         - result["probes"]["start"][target][stat])
+        return float(result["probes"][when][target][stat])
     curve = result["curve"]
     steps = int(result["config"]["steps"])
     if m := _AGENT.match(name):

@@ -248,6 +248,13 @@ def _check(reg: Registry, source: str) -> None:
             except ValueError as e:
                 raise ConfigError(f"{source}: prediction {p.id}, field criterion.{field_name}: "
                                   f"{e}") from None
+            if metric.startswith("probe_"):
+                for s in c.settings_used():
+                    if reg.config(s, reg.seeds[0]).policy.kind != "transformer":
+                        raise ConfigError(
+                            f"{source}: prediction {p.id}, field criterion.{field_name}: "
+                            f"{metric} needs probes, which only a transformer policy has; "
+                            f"give setting {s!r} policy: {{kind: transformer}}")
             if k is not None:
                 for s in c.settings_used():
                     opts = reg.config(s, reg.seeds[0]).options

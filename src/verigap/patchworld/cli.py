@@ -141,3 +141,53 @@ def pilot(out: Path = typer.Option(Path("runs/pilot"), help="runs directory (res
     if report:
         page = build_report(out)
         console.print(f"report: {page.resolve()}")
+
+
+@app.command()
+def probes(registry: Path = typer.Option(
+               Path("src/verigap/experiments/predictions_transformer.yaml"),
+               help="the transformer prediction registry (its settings and seeds)"),
+           setting: str = typer.Option("tf_visible", help="the transformer setting to probe"),
+           runs: Path = typer.Option(Path("runs/experiments-transformer"),
+                                     help="runs directory (resumable; shared with `verigap "
+                                          "experiments run --registry ...` at the same --out)"),
+           quick: bool = typer.Option(False, help="the registry's small quick runs; results "
+                                                  "go to RUNS/probes.json"),
+           out: Path | None = typer.Option(None, help="results file (default "
+                                                      "results/patchworld/probes.json)"),
+           figure: Path | None = typer.Option(None, help="also draw balanced accuracy by layer"),
+           workers: int = typer.Option(0, help="process-pool size (0: all cores)")) -> None:
+    """Linear probes on the transformer policy's hidden states before and after GRPO ("tested",
+    "broken", "will delete or stub"), with shuffled-label and control-task baselines, beside the
+    transformer-vs-MLP numbers of every setting. Needs the torch extra.
+
+    Example: verigap patchworld probes --quick --runs runs/probes-quick
+    """
+    from verigap.experiments.registry import load_registry
+    from verigap.patchworld.probes import TARGETS
+    from verigap.patchworld.probes_report import probe_figure, probe_log
+
+    if runs == Path("runs/experiments-transformer") and quick:
+        runs = Path("runs/experiments-transformer-quick")
+    out = out or (runs / "probes.json" if quick else Path("results/patchworld/probes.json"))
+    try:
+        reg = load_registry(registry)
+        data = probe_log(reg, setting, runs, quick=quick, workers=workers or None)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    cmd = (f"verigap patchworld probes --registry {registry} --setting {setting} --runs {runs}"
+           + (" --quick" if quick else "") + f" --out {out}"
+           + (f" --figure {figure}" if figure else ""))
+    console.print(f"results: {write_result(out, data, command=cmd)}")
+    if figure is not None:
+        console.print(f"figure: {probe_figure(data, figure)}")
+    t = Table(title=f"probes on {setting}, last layer, balanced accuracy on held-out programs "
+                    f"(mean of {len(data['seeds'])} seeds)")
+    for col in ("target", "when", "probe", "shuffled", "control", "selectivity"):
+        t.add_column(col)
+    for target in TARGETS:
+        for when in ("start", "final"):
+            p = data["probes"][when][target]
+            t.add_row(target, when, *[f"{p[s]['mean']:.3f}" for s in
+                                      ("bacc", "shuffled", "control", "selectivity")])
+    console.print(t)

@@ -39,10 +39,11 @@ from verigap.patchworld.policy import (
     categorical_kl,
     grad_kl_wrt_logits,
     log_softmax,
-    sample,
+    sample_group,
 )
 from verigap.patchworld.programs import FAMILIES, Programs, generate, heldout_set
 from verigap.patchworld.sft import SFTConfig, sft_cached, with_coverage
+from verigap.patchworld.transformer import PolicyConfig
 from verigap.rewards import Audit, BatchPayout, RewardScheme, Visible
 from verigap.runs import METRICS, JsonlWriter, write_json_atomic
 from verigap.verdict import summarize_arrays
@@ -144,6 +145,7 @@ class GRPOConfig(BaseModel):
     sft: SFTConfig = SFTConfig()
     options: TrainerOptions | None = Field(
         None, description="experiment-log options (None: the pilot trainer, unchanged)")
+    policy: PolicyConfig = Field(PolicyConfig(), description="mlp (the pilot's) | transformer")
 
     @model_validator(mode="after")
     def _options_fit(self) -> GRPOConfig:
@@ -162,6 +164,8 @@ class GRPOConfig(BaseModel):
         out = handler(self)
         if self.options is None:
             out.pop("options", None)
+        if self.policy == PolicyConfig():
+            out.pop("policy", None)
         return out
 
     def sft_config(self) -> SFTConfig:
@@ -187,7 +191,9 @@ def group_advantages(rewards: np.ndarray) -> np.ndarray:
 def evaluate(model: MLP, programs: Programs, rng: np.random.Generator | None = None,
              greedy: bool = True) -> dict[str, Any]:
     """Visible pass, true and false success and the outcome mix of a policy on ``programs``."""
-    grades = rules.grade(programs, act(model, programs, rng, greedy=greedy))
+    actions = act(model, programs, rng, greedy=greedy) if isinstance(model, MLP) \
+        else model.act(programs, rng, greedy=greedy)
+    grades = rules.grade(programs, actions)
     s = summarize_arrays(grades.passed, grades.correct, grades.passed.astype(float),
                          outcome_counts=grades.outcome_counts())
     return {"visible_pass": s.pass_rate, "true_success": s.true_success,
@@ -204,13 +210,15 @@ def _phases(config: GRPOConfig) -> list[tuple[int, int]]:
 
 
 class GRPOTrainer:
-    """Holds the policy, the frozen reference and the optimiser; ``step()`` is one update."""
+    """Holds the policy, the frozen reference and the optimiser; ``step()`` is one update.
+    The four policy hooks (``_optimizer``, ``_forward``, ``_reference_log_probs``, ``_update``)
+    are the MLP's here; ``transformer_policy.TransformerTrainer`` overrides them."""
 
     def __init__(self, config: GRPOConfig, start: MLP) -> None:
         self.c = config
         self.model = start.copy()
         self.reference = start.copy()
-        self.opt = Adam(self.model.params(), config.lr)
+        self.opt = self._optimizer()
         self.rng = np.random.default_rng([config.seed, 2])
         # options draw from their own stream, so the pilot's stream is never disturbed
         self.aux = np.random.default_rng([config.seed, 3])
@@ -266,23 +274,50 @@ class GRPOTrainer:
                               pay.audited | oracle, pay.caught & ~oracle)
         return pay
 
+    def _optimizer(self) -> Adam:
+        return Adam(self.model.params(), self.c.lr)
+
+    def _forward(self, progs: Programs) -> tuple[np.ndarray, Any]:
+        """(B*k, 34) logits, rows program-major then step, and what ``_update`` needs."""
+        x = all_features(progs).reshape(progs.size * progs.k, -1)
+        logits, h = self.model.forward(x)
+        return logits, (x, h)
+
+    def _reference_log_probs(self, progs: Programs, saved: Any) -> np.ndarray:
+        return self.reference.log_probs(saved[0])
+
+    def _update(self, saved: Any, dz: np.ndarray) -> None:
+        """One optimiser step on the loss whose gradient w.r.t. the logits is ``dz``."""
+        x, h = saved
+        self.opt.step(self.model.backward(x, h, dz.astype(np.float32)))
+
+    def mean_kl(self, start: MLP, programs: Programs) -> float:
+        """Mean KL(policy || start) over every acting state of ``programs``."""
+        x = all_features(programs).reshape(programs.size * programs.k, -1)
+        return float(categorical_kl(self.model.log_probs(x), start.log_probs(x)).mean())
+
+    def extra_results(self, start: MLP) -> dict[str, Any]:
+        """Policy-specific additions to a run's result (the transformer adds its probes)."""
+        return {}
+
+    def save(self, run_dir: Path) -> None:
+        np.savez_compressed(run_dir / "policy.npz", *self.model.params())
+
     def step(self, i: int) -> dict[str, float]:
         c = self.c
         progs = self.batch(i)
         b, k, g = progs.size, progs.k, c.group
-        x = all_features(progs).reshape(b * k, -1)  # rows: program-major, then step
-        logits, h = self.model.forward(x)
+        logits, saved = self._forward(progs)
         logp = log_softmax(logits)
         if self.writer is not None:  # a second agent adds tests before the coder acts
             seen, seen_logp = progs, logp.reshape(b, k, -1)
             progs, written = self.writer.write(seen, seen_logp)
             if self.writer.c.seen_by_coder:
-                x = all_features(progs).reshape(b * k, -1)
-                logits, h = self.model.forward(x)
+                logits, saved = self._forward(progs)
                 logp = log_softmax(logits)
-        logq = self.reference.log_probs(x)
+        logq = self._reference_log_probs(progs, saved)
         # G episodes per program: sample each step's action from the shared distribution
-        actions = np.stack([sample(logp, self.rng) for _ in range(g)], axis=1)  # (b*k, g)
+        actions = sample_group(logp, self.rng, g)  # (b*k, g)
         episode_actions = actions.reshape(b, k, g).transpose(0, 2, 1).reshape(b * g, k)
         rep = progs[np.repeat(np.arange(b), g)]
         grades = rules.grade(rep, episode_actions)
@@ -307,7 +342,7 @@ class GRPOTrainer:
         np.add.at(dz, (rows, actions.reshape(-1)), -adv_rows.reshape(-1))
         dz /= n_samples
         dz += c.kl_coef * grad_kl_wrt_logits(logp, logq) / (b * k)
-        self.opt.step(self.model.backward(x, h, dz.astype(np.float32)))
+        self._update(saved, dz)
         kl = categorical_kl(logp, logq)
         return {
             "reward": float(pay.reward.mean()),
@@ -330,12 +365,18 @@ def train(run_dir: Path, config: dict[str, Any] | GRPOConfig,
     run_dir.mkdir(parents=True, exist_ok=True)
     write_json_atomic(run_dir / "config.json", c.model_dump(mode="json"))
     t0 = time.perf_counter()
+    trainer_cls = GRPOTrainer
     with threadpool_limits(1):
-        start, sft_losses = sft_cached(c.k, c.seed, c.sft_config(), sft_cache)
+        if c.policy.kind == "transformer":
+            from verigap.patchworld.transformer_policy import TransformerTrainer, sft_start
+            trainer_cls = TransformerTrainer
+            start, sft_losses = sft_start(c, sft_cache)
+        else:
+            start, sft_losses = sft_cached(c.k, c.seed, c.sft_config(), sft_cache)
         monitor = c.programs_as_configured(
             generate(c.k, c.monitor_programs, seed=1, stream="heldout"), 1)
         heldout = c.programs_as_configured(heldout_set(c.k, c.eval_programs), 0)
-        trainer = GRPOTrainer(c, start)
+        trainer = trainer_cls(c, start)
         with JsonlWriter(run_dir / METRICS) as log:
             window: list[dict[str, float]] = []
             for i in range(c.steps + 1):
@@ -347,21 +388,20 @@ def train(run_dir: Path, config: dict[str, Any] | GRPOConfig,
                     window = []
                 if i < c.steps:
                     window.append(trainer.step(i))
-        x_heldout = all_features(heldout).reshape(-1, start.w1.shape[0])
         result = {
             "config": c.model_dump(mode="json"),
             "setting": c.reward.label,
             "start": evaluate(start, heldout),
             "final": evaluate(trainer.model, heldout),
             "sft_loss": sft_losses,
-            "kl_final": float(categorical_kl(trainer.model.log_probs(x_heldout),
-                                             start.log_probs(x_heldout)).mean()),
+            "kl_final": trainer.mean_kl(start, heldout),
             "wall_s": time.perf_counter() - t0,
         }
         if c.options is not None:
             result |= _option_evals(c, start, trainer.model, heldout)
             result |= agent_summary(trainer.auditor, trainer.writer)
-    np.savez_compressed(run_dir / "policy.npz", *trainer.model.params())
+        result |= trainer.extra_results(start)
+    trainer.save(run_dir)
     return result
 
 

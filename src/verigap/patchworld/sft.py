@@ -74,12 +74,13 @@ def sft(k: int, seed: int, config: SFTConfig | None = None) -> tuple[MLP, list[f
         total = 0.0
         for start in range(0, len(perm), c.batch):
             idx = perm[start:start + c.batch]
-            logits, h = model.forward(x[idx])
+            xb, ab = x[idx], actions[idx]  # gathered once, not once per use
+            logits, h = model.forward(xb)
             z = logits - logits.max(-1, keepdims=True)
             logp = z - np.log(np.exp(z).sum(-1, keepdims=True))
-            total += float(-logp[np.arange(idx.size), actions[idx]].sum())
-            dz = grad_nll_wrt_logits(logp, actions[idx]) / idx.size
-            opt.step(model.backward(x[idx], h, dz))
+            total += float(-logp[np.arange(idx.size), ab].sum())
+            dz = grad_nll_wrt_logits(logp, ab) / idx.size
+            opt.step(model.backward(xb, h, dz))
         losses.append(total / len(actions))
     return model, losses
 

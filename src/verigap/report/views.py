@@ -22,7 +22,9 @@ VIEWS: dict[str, View] = {}
 #: Modules that register views when imported (one line per family).
 VIEW_MODULES: list[str] = [
     "verigap.report.views",
+    "verigap.patchworld.transformer_views",
     "verigap.experiments.multiagent",
+    "verigap.silentbug.views",
 ]
 
 

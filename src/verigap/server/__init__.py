@@ -22,7 +22,7 @@ _WHERE = {
     "ToolAction": "_models", "ToolObservation": "_models",
     "BackgroundServer": "_runner", "serve_forever": "_runner",
     "ServerConfig": "_sessions", "SessionManager": "_sessions",
-    "grade_silentbug_episode": "_silentbug",
+    "SilentBugGrader": "_silentbug",
 }
 
 
@@ -50,12 +50,12 @@ __all__ = [
     "ServerError",
     "ServerUnreachable",
     "SessionManager",
+    "SilentBugGrader",
     "State",
     "StepResult",
     "ToolAction",
     "ToolObservation",
     "create_app",
-    "grade_silentbug_episode",
     "patchworld_arrays",
     "public_verdict",
     "serve_forever",

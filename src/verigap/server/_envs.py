@@ -7,6 +7,7 @@ what the training signal saw (:func:`public_verdict`) unless the operator reveal
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import functools
 import shutil
@@ -216,38 +217,48 @@ class _ToolServed(ServedEnv):
     action_model: type[Action] = ToolAction
     _tools: dict[str, Any] = field(default_factory=dict)
     _commands: list[str] = field(default_factory=list)
+    _transcript: list[dict[str, Any]] = field(default_factory=list)
     _episode: int = 0
 
     def _new_workspace(self) -> Path:
         self._episode += 1
         ws = self.workdir / f"episode-{self._episode}" / "workspace"
-        old = self.workdir / f"episode-{self._episode - 1}" / "workspace"
-        shutil.rmtree(old, ignore_errors=True)  # only the last episode's workspace is kept
+        old = self.workdir / f"episode-{self._episode - 1}"
+        shutil.rmtree(old, ignore_errors=True)  # only the last episode's directory is kept
         ws.parent.mkdir(parents=True, exist_ok=True)
         return ws
 
-    def _start(self, box: Any, prompt: str, system: str) -> ToolObservation:
-        from verigap.agents import standard_tools
-
-        self._tools = {t.name: t for t in standard_tools(box)}
-        self._commands = []
+    def _start(self, tools: list[Any], prompt: str, system: str) -> ToolObservation:
+        self._tools = {t.name: t for t in tools}
+        self._commands, self._transcript = [], []
         self._begin()
         return ToolObservation(text=prompt, metadata={"system": system},
                                tools=[dataclasses.asdict(t.spec) for t in self._tools.values()])
 
+    def _per_command_s(self) -> float:
+        return self.command_timeout_s
+
     def step(self, action: Action) -> Observation:
-        from verigap.agents import ToolCall
+        from verigap.agents import ToolCall, ToolOutput
         from verigap.agents._loop import _dispatch
         from verigap.agents._tools import reset_command_budget, set_command_budget
 
         assert isinstance(action, ToolAction)
         call = ToolCall.of(f"call-{self.step_count}", action.tool, action.arguments)
-        token = set_command_budget(self.command_timeout_s, self.deadline)
+        token = set_command_budget(self._per_command_s(), self.deadline)
         try:
-            text, is_error, tool, args = _dispatch(call, self._tools)
+            out, is_error, tool, args = _dispatch(call, self._tools)
         finally:
             reset_command_budget(token)
         self.step_count += 1
+        meta: dict[str, Any] = {}
+        text = out.text if isinstance(out, ToolOutput) else out
+        if isinstance(out, ToolOutput) and out.images:  # arm C's plots, as PNG in base64
+            meta["images"] = [{"media_type": "image/png",
+                               "data": base64.b64encode(Path(p).read_bytes()).decode()}
+                              for p in out.images]
+        self._transcript.append({"event": "tool_result", "name": action.tool,
+                                 "is_error": is_error, "content": text})
         if args is not None:
             self._commands += [str(getattr(args, k)) for k in ("command", "path")
                                if hasattr(args, k)]
@@ -260,17 +271,28 @@ class _ToolServed(ServedEnv):
         elif time.monotonic() >= self.deadline:
             reason = f"wall-clock budget spent ({self.limits.wall_s:g} s)"
         if reason is None:
-            return ToolObservation(text=text, is_error=is_error)
+            return ToolObservation(text=text, is_error=is_error, metadata=meta)
         self.done = True
-        verdict = self._grade()
-        (out,) = self._verdict_out([verdict])
+        verdict = self._grade(self._ended(reason, submitted=ending == "submit"))
+        (public,) = self._verdict_out([verdict])
         return ToolObservation(text=text, is_error=is_error, done=True,
-                               reward=float(verdict.reward), verdict=out,
-                               metadata={"ended": reason})
+                               reward=float(verdict.reward), verdict=public,
+                               metadata={**meta, "ended": reason})
+
+    def _ended(self, reason: str, submitted: bool) -> Any:
+        """The finished episode in the tool loop's own record (``agents.Episode``)."""
+        from verigap.agents._loop import Episode, EpisodeStatus
+
+        status = (EpisodeStatus.OK if reason in ("submitted", "reported impossible")
+                  else EpisodeStatus.TURN_CAP if reason.startswith("step budget")
+                  else EpisodeStatus.WALL_CLOCK_CAP)
+        return Episode(status, reason, submitted=submitted, turns=self.step_count,
+                       wall_s=round(self.limits.wall_s - (self.deadline - time.monotonic()), 3),
+                       transcript=list(self._transcript))
 
     @abstractmethod
-    def _grade(self) -> Verdict:
-        """The full verdict of the finished episode (the truth included)."""
+    def _grade(self, episode: Any) -> Verdict:
+        """The full verdict of the finished ``episode`` (the truth included)."""
 
 
 class RepoConfig(_Opts):
@@ -299,6 +321,7 @@ class RepoServed(_ToolServed):
             raise ConfigError(f"config.reward: {e}") from None
 
     def reset(self, seed: int | None, options: dict[str, Any]) -> Observation:
+        from verigap.agents import standard_tools
         from verigap.repos.episode import SYSTEM
         from verigap.repos.tasks import RepoTask, materialize_workspace, prepared_for
         from verigap.sandbox import Limits as BoxLimits
@@ -317,9 +340,10 @@ class RepoServed(_ToolServed):
                            limits=BoxLimits(wall_s=self.command_timeout_s),
                            ro_binds=[Path(self._prepared.env_prefix)])
         self.task_id = self._task.task_id
-        return self._start(box, self._task.prompt, SYSTEM.format(python=self._prepared.python))
+        return self._start(standard_tools(box), self._task.prompt,
+                           SYSTEM.format(python=self._prepared.python))
 
-    def _grade(self) -> Verdict:
+    def _grade(self, episode: Any) -> Verdict:
         from verigap.repos.episode import GRADERS
 
         return GRADERS[self.config.grader](
@@ -328,31 +352,36 @@ class RepoServed(_ToolServed):
 
 
 class SilentBugConfig(_Opts):
-    """Silent-bug sessions take no settings beyond the budget; the bug is a reset option."""
+    """A silent-bug session plays one arm of the benchmark: that arm's tools and compute
+    budget (the bug is a reset option)."""
+
+    arm: Literal["A", "B", "C", "D"] = Field(
+        "A", description="A: files + run_training; B: A + metrics; C: B + plots; "
+        "D: run_training + metrics, no files, diagnosis only")
+    max_runs: int = Field(4, ge=0, le=16, description="run_training calls per episode")
+    run_steps: int | None = Field(None, ge=1, description="environment steps per run (default "
+                                  "and most: the substrate's calibration budget)")
 
 
 class SilentBugReset(_Opts):
     bug: str = Field(description="a bug id from the silent-bug registry")
 
 
-SILENTBUG_SYSTEM = """\
-You are debugging a reinforcement-learning training package under `substrates/`. It runs
-without errors but learns worse than it should. Use the tools to read the code, run it and fix
-the bug. When you are done, call submit."""
-
-
 @dataclass
 class SilentBugServed(_ToolServed):
-    """One registered silent bug per episode: its broken substrate package as the workspace."""
+    """One registered silent bug per episode, played as a benchmark episode
+    (``verigap.silentbug.episode.BugEpisode``) and graded by the benchmark's scorer."""
 
+    config: SilentBugConfig = field(default_factory=SilentBugConfig)
     name: str = "silentbug"
-    grader: Any = None  # (bug, workspace) -> Verdict; default: grade_silentbug_episode
+    grader: Any = None
+    """(EpisodeRecord) -> Verdict; default: ``SilentBugGrader.for_server(scoring_root)``"""
+    scoring_root: Path = Path("runs/server")
 
     def reset(self, seed: int | None, options: dict[str, Any]) -> Observation:
-        from verigap.sandbox import Limits as BoxLimits
-        from verigap.sandbox import make_sandbox
-        from verigap.silentbug.bank import broken_files, load_registry
-        from verigap.silentbug.substrate import workspace_files, write_workspace
+        from verigap.silentbug.bank import load_registry
+        from verigap.silentbug.episode import SYSTEM, BugEpisode, EpisodeBudget, prompt
+        from verigap.silentbug.substrate import SUBSTRATES
 
         o = parse_options(SilentBugReset, options, "silentbug reset options")
         registry = load_registry()
@@ -360,17 +389,27 @@ class SilentBugServed(_ToolServed):
         if o.bug not in ids:
             raise ConfigError(f"silentbug reset options: no bug {o.bug!r}; registered bugs: "
                               f"{', '.join(ids)}")
-        self._bug = registry.get(o.bug)
-        self._ws = self._new_workspace()
-        write_workspace(workspace_files(self._bug.substrate, broken_files(self._bug)), self._ws)
-        box = make_sandbox(self._ws, backend=self.backend,
-                           limits=BoxLimits(wall_s=self.command_timeout_s))
-        self.task_id = self._bug.id
-        prompt = (f"Substrate {self._bug.substrate}. Symptom: {self._bug.symptom} Find and fix "
-                  "the bug in the package under substrates/.")
-        return self._start(box, prompt, SILENTBUG_SYSTEM)
+        bug, c = registry.get(o.bug), self.config
+        most = int(SUBSTRATES[bug.substrate].config["total_timesteps"])
+        if c.run_steps is not None and c.run_steps > most:
+            raise ConfigError(f"silentbug session config: run_steps {c.run_steps} is over "
+                              f"{bug.substrate}'s calibration budget of {most} steps")
+        budget = EpisodeBudget(max_runs=c.max_runs, max_steps=c.run_steps,
+                               max_turns=self.limits.max_steps, wall_s=self.limits.wall_s,
+                               run_timeout_s=self.limits.wall_s)
+        ws = self._new_workspace()
+        self._bug_episode = BugEpisode(bug, c.arm, 0 if seed is None else seed, ws.parent,
+                                       budget, backend=self.backend)
+        self.task_id = bug.id
+        return self._start(self._bug_episode.tools(), prompt(bug, c.arm, budget), SYSTEM)
 
-    def _grade(self) -> Verdict:
-        from verigap.server._silentbug import grade_silentbug_episode
+    def _per_command_s(self) -> float:
+        # the only command is run_training, whose compute the arm's budget (runs x steps)
+        # bounds; the episode's wall clock clips it
+        return self.limits.wall_s
 
-        return (self.grader or grade_silentbug_episode)(self._bug, self._ws)
+    def _grade(self, episode: Any) -> Verdict:
+        from verigap.server._silentbug import SilentBugGrader
+
+        grader = self.grader or SilentBugGrader.for_server(self.scoring_root, self.backend)
+        return grader(self._bug_episode.record(episode))

@@ -61,7 +61,8 @@ class ServerConfig(BaseModel):
     tasks: dict[str, Path] = Field(default_factory=dict, description="repo task id -> task file")
     reveal_truth: bool = Field(False, description="send full verdicts (truth included)")
     silentbug_grader: Callable[..., Any] | None = Field(
-        None, description="(bug, workspace) -> Verdict; default: the stand-in")
+        None, description="(EpisodeRecord) -> Verdict; default: the silent-bug benchmark's "
+        "scorer on the calibration seeds (verigap.server.SilentBugGrader)")
 
     @classmethod
     def with_tasks_from(cls, tasks_dir: Path | None, **kw: Any) -> ServerConfig:
@@ -152,8 +153,9 @@ class SessionManager:
             return RepoServed(**common, **tool, tasks=dict(c.tasks),
                               config=parse_options(RepoConfig, cfg, "repo session config"))
         if env == "silentbug":
-            parse_options(SilentBugConfig, cfg, "silentbug session config")
-            return SilentBugServed(**common, **tool, grader=c.silentbug_grader)
+            return SilentBugServed(**common, **tool, grader=c.silentbug_grader,
+                                   scoring_root=Path(c.root), config=parse_options(
+                                       SilentBugConfig, cfg, "silentbug session config"))
         raise ConfigError(f"unknown env {env!r}; use patchworld, repo or silentbug")
 
     def record(self, s: Session) -> None:

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from verigap.errors import ConfigError
-from verigap.runs import Executor, Job, run_jobs, write_json_atomic
+from verigap.results import write_result
+from verigap.runs import Executor, Job, run_jobs
 from verigap.silentbug.runner import plan_run
 from verigap.silentbug.stats import Arm, Gap, gap
 from verigap.silentbug.substrate import SUBSTRATES, pristine_files
@@ -105,8 +106,13 @@ def ablate(substrates: Sequence[str] = ("acrobot_modular",), mechanisms: Sequenc
                        description="silentbug ablate")
     rows = ablation_rows(results, cache_dir, files, pairs, seed_list)
     if out is not None:
-        write_json_atomic(out, {"version": 1, "seeds": list(seed_list),
-                                "rows": [r.to_dict() for r in rows]})
+        from verigap.silentbug.calibrate import strict  # calibrate imports this module
+
+        flags = "".join(f" --substrate {s}" for s in substrates) + "".join(
+            f" --mechanism {m}" for m in mechanisms or ())
+        write_result(out, strict({"version": 1, "seeds": list(seed_list),
+                                  "rows": [r.to_dict() for r in rows]}),
+                     command=f"verigap silentbug ablate{flags} --seeds {seeds} --out {out}")
     return rows
 
 

@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from verigap.errors import ConfigError, VerigapError
+from verigap.errors import ConfigError
 from verigap.silentbug.ablation import ablate as run_ablation
 from verigap.silentbug.ablation import markdown_table as ablation_markdown
 from verigap.silentbug.bank import check_bug, load_registry
@@ -32,11 +32,6 @@ JSON = typer.Option(False, "--json", help="print JSON instead of a table")
 MARKDOWN = typer.Option(False, "--markdown", help="print Markdown tables instead")
 
 
-def _fail(e: VerigapError) -> None:
-    console.print(f"[red]error:[/red] {e}", soft_wrap=True)
-    raise typer.Exit(2)
-
-
 def _f(x: float) -> str:
     return "nan" if not math.isfinite(x) else f"{x:.1f}"
 
@@ -47,10 +42,7 @@ def list_bugs(as_json: bool = JSON) -> None:
 
     Example: verigap silentbug list --json
     """
-    try:
-        reg = load_registry()
-    except VerigapError as e:
-        _fail(e)
+    reg = load_registry()
     rows = [{"id": b.id, "substrate": b.substrate, "class": b.bug_class,
              "component": b.component, "problems": check_bug(b)} for b in reg.bugs]
     if as_json:
@@ -78,11 +70,8 @@ def ablate(substrate: list[str] = typer.Option(["acrobot_modular"], help="substr
 
     Example: verigap silentbug ablate --substrate acrobot_modular --seeds 3
     """
-    try:
-        rows = run_ablation(substrate, mechanism or None, seeds=seeds, cache_dir=cache_dir,
-                            out=out, workers=workers, progress=not (as_json or markdown))
-    except VerigapError as e:
-        _fail(e)
+    rows = run_ablation(substrate, mechanism or None, seeds=seeds, cache_dir=cache_dir,
+                        out=out, workers=workers, progress=not (as_json or markdown))
     if as_json:
         print(json.dumps([r.to_dict() for r in rows], indent=2))
         return
@@ -110,11 +99,8 @@ def calibrate(bug: list[str] = typer.Option(None, "--bug", help="bug id(s); defa
 
     Example: verigap silentbug calibrate --seeds 3 --markdown
     """
-    try:
-        cal = run_calibration(bug or None, seeds=seeds, cache_dir=cache_dir, out=out,
-                              workers=workers, progress=not (as_json or markdown))
-    except VerigapError as e:
-        _fail(e)
+    cal = run_calibration(bug or None, seeds=seeds, cache_dir=cache_dir, out=out,
+                          workers=workers, progress=not (as_json or markdown))
     if as_json:
         print(json.dumps(strict(cal.to_dict()), indent=2))
         return
@@ -154,10 +140,7 @@ def curves(substrate: list[str] = typer.Option(list(SUBSTRATES), help="substrate
 
     Example: verigap silentbug curves --label clean --bins 5
     """
-    try:
-        rows = cached_curves(substrate, label, seeds=seeds, bins=bins, cache_dir=cache_dir)
-    except VerigapError as e:
-        _fail(e)
+    rows = cached_curves(substrate, label, seeds=seeds, bins=bins, cache_dir=cache_dir)
     if as_json:
         print(json.dumps(rows, indent=2))
         return
@@ -172,11 +155,16 @@ def curves(substrate: list[str] = typer.Option(list(SUBSTRATES), help="substrate
 
 
 @app.command()
-def substrates() -> None:
+def substrates(as_json: bool = JSON) -> None:
     """The substrates and their fixed calibration budgets.
 
-    Example: verigap silentbug substrates
+    Example: verigap silentbug substrates --json
     """
+    if as_json:
+        print(json.dumps([{"name": s.name, "entry": s.entry, "config": s.config,
+                           "description": s.description, "ablations": sorted(s.ablations)}
+                          for s in SUBSTRATES.values()], indent=2))
+        return
     t = Table(title="substrates")
     for col in ("name", "entry", "config", "ablations"):
         t.add_column(col)
@@ -208,20 +196,17 @@ def eval_(agent: str = typer.Option(..., help="scripted:NAME | openai:MODEL | an
     """
     from verigap.silentbug import evaluate as ev
 
-    try:
-        ev.parse_agent(agent)
-        arms = ev.parse_arms(arm)
-        bug_list = ev.resolve_bugs(bugs)
-        if scheme not in ("outcome", "correct"):
-            raise ConfigError(f"unknown scheme {scheme!r}; choose outcome or correct")
-        seeds = ev.calibration_seeds() if score_seeds == "calibration" else tuple(
-            _ints(score_seeds))
-        cfg = ev.EvalConfig(agent, tuple(arms), tuple(b.id for b in bug_list), episodes,
-                            max_runs, max_steps, max_turns, seeds, score_steps, scheme, base_url)
-        ev.check_run_dir(run_dir, cfg)  # a bad run dir fails before the progress bar starts
-        results = _run_with_progress(ev, run_dir, cfg, cache_dir, backend, quiet=as_json)
-    except VerigapError as e:
-        _fail(e)
+    ev.parse_agent(agent)
+    arms = ev.parse_arms(arm)
+    bug_list = ev.resolve_bugs(bugs)
+    if scheme not in ("outcome", "correct"):
+        raise ConfigError(f"unknown scheme {scheme!r}; choose outcome or correct")
+    seeds = ev.calibration_seeds() if score_seeds == "calibration" else tuple(
+        _ints(score_seeds))
+    cfg = ev.EvalConfig(agent, tuple(arms), tuple(b.id for b in bug_list), episodes,
+                        max_runs, max_steps, max_turns, seeds, score_steps, scheme, base_url)
+    ev.check_run_dir(run_dir, cfg)  # a bad run dir fails before the progress bar starts
+    results = _run_with_progress(ev, run_dir, cfg, cache_dir, backend, quiet=as_json)
     analysis = ev.analyze(results)
     if as_json:
         print(json.dumps(analysis, indent=2))
@@ -265,26 +250,25 @@ def analyze(runs: list[Path] = typer.Argument(..., help="eval run directories"),
     from verigap.results import write_result
     from verigap.silentbug import evaluate as ev
 
-    try:
-        results = [r for d in runs for r in ev.load_run(d)]
-        if not results:
-            raise ConfigError(f"no finished episodes in {', '.join(map(str, runs))}")
-        analysis = ev.analyze(results)
-        if out is not None:
-            episodes = [{k: r[k] for k in ("agent", "bug", "arm", "seed", "class", "split",
-                                            "wall_s")}
-                        | {"scores": ev.episode_scores(r), "hacks": r["verdict"]["hacks"],
-                           "status": r["verdict"]["status"],
-                           "returns": {k: r["verdict"]["detail"].get(k)
-                                       for k in ("clean", "broken", "patched")}}
-                        for r in results]
-            write_result(out, {**analysis, "per_episode": episodes},
-                         command="verigap silentbug analyze " + " ".join(map(str, runs))
-                         + f" --out {out}")
-        if fig is not None:
-            ev.figure(analysis, fig)
-    except VerigapError as e:
-        _fail(e)
+    results = [r for d in runs for r in ev.load_run(d)]
+    if not results:
+        raise ConfigError(f"no finished episodes in {', '.join(map(str, runs))}")
+    analysis = ev.analyze(results)
+    if out is not None:
+        episodes = [{k: r[k] for k in ("agent", "bug", "arm", "seed", "class", "split",
+                                        "wall_s")}
+                    | {"scores": ev.episode_scores(r), "hacks": r["verdict"]["hacks"],
+                       "status": r["verdict"]["status"],
+                       "returns": {k: r["verdict"]["detail"].get(k)
+                                   for k in ("clean", "broken", "patched")}}
+                    for r in results]
+        evals = [ev.eval_command(d) for d in runs]
+        write_result(out, {**analysis, "per_episode": episodes, "eval_commands": evals,
+                           **ev.summary(results)},
+                     command=" && ".join([*evals, "verigap silentbug analyze "
+                                          + " ".join(map(str, runs)) + f" --out {out}"]))
+    if fig is not None:
+        ev.figure(analysis, fig)
     if as_json:
         print(json.dumps(analysis, indent=2))
         return

@@ -440,5 +440,10 @@ class BugEpisode:
                         command_timeout_s=self.budget.run_timeout_s)
         ep = run_tool_loop(client, self.tools(), SYSTEM, prompt(self.bug, self.arm, self.budget),
                            budget)
-        return EpisodeRecord(self.bug, self.arm, self.seed, ep, self.diagnosis,
+        return self.record(ep)
+
+    def record(self, episode: Episode) -> EpisodeRecord:
+        """What the scorer takes: ``episode`` (the tool loop's record, however it was driven:
+        here by ``run``, or step by step over HTTP) with the workspace as it is now."""
+        return EpisodeRecord(self.bug, self.arm, self.seed, episode, self.diagnosis,
                              dict(self.start_files), read_tree(self.workspace), list(self.runs))

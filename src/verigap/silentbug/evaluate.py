@@ -202,6 +202,21 @@ def load_episode(path: Path) -> dict[str, Any]:
     return data
 
 
+def eval_command(run_dir: Path) -> str:
+    """The ``verigap silentbug eval`` command line that plays ``run_dir``'s eval (from its
+    ``config.json``)."""
+    c = json.loads((run_dir / "config.json").read_text())
+    parts = [f"verigap silentbug eval --agent {c['agent']} --arm {','.join(c['arms'])}",
+             f"--bugs {','.join(c['bugs'])} --episodes {c['episodes']}",
+             f"--max-runs {c['max_runs']} --max-turns {c['max_turns']}",
+             f"--score-seeds {','.join(map(str, c['score_seeds']))} --scheme {c['scheme']}"]
+    for flag, key in (("--max-steps", "max_steps"), ("--score-steps", "score_steps"),
+                      ("--base-url", "base_url")):
+        if c.get(key) is not None:
+            parts.append(f"{flag} {c[key]}")
+    return " ".join([*parts, f"--run-dir {run_dir}"])
+
+
 def load_run(run_dir: Path) -> list[dict[str, Any]]:
     """Every finished episode of a run directory (config.json must be there and valid)."""
     cfg = run_dir / "config.json"
@@ -276,6 +291,25 @@ def analyze(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
                                     "difference": diff, "se": se,
                                     "reliable": bool(abs(diff) > 2 * se)})
     return {"rows": rows, "comparisons": comparisons, "episodes": len(results)}
+
+
+def summary(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Per agent over every episode: episodes, mean and largest reward, share correct and
+    share INVALID; and wall seconds (each episode's own, summed; a run cached by an earlier
+    episode counts once, in that episode)."""
+    agents: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in results:
+        agents[r["agent"].removeprefix("scripted:")].append(r)
+    by_agent = {a: {"episodes": len(rs),
+                    "mean_reward": float(np.mean([r["verdict"]["reward"] for r in rs])),
+                    "max_reward": float(max(r["verdict"]["reward"] for r in rs)),
+                    "correct": float(np.mean([bool(r["verdict"]["correct"]) for r in rs])),
+                    "invalid": float(np.mean([r["verdict"]["status"] == "INVALID" for r in rs])),
+                    "bugs": len({r["bug"] for r in rs})}
+                for a, rs in sorted(agents.items())}
+    wall = {a: round(sum(float(r["wall_s"]) for r in rs), 1) for a, rs in sorted(agents.items())}
+    return {"summary": by_agent,
+            "wall_s": {"total": round(sum(wall.values()), 1), "by_agent": wall}}
 
 
 def _cell(x: dict[str, Any]) -> str:

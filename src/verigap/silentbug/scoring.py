@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import difflib
+import fcntl
 import hashlib
 import json
 import re
@@ -100,6 +101,15 @@ def scored_run(setup: ScoringSetup, substrate: str, files: dict[str, str], seed:
     key = content_hash(files, {"entry": sub.entry, "config": config, "versions": versions(),
                                "scorer": SCORER_VERSION})
     run_dir = setup.cache_dir / substrate / f"seed{seed}-{key[:20]}"
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    # one process trains a tree at a time: evals and served gradings share the cache
+    with open(run_dir.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _scored_run_locked(setup, sub.entry, config, run_dir, files, seed)
+
+
+def _scored_run_locked(setup: ScoringSetup, entry: str, config: dict[str, Any], run_dir: Path,
+                       files: dict[str, str], seed: int) -> dict[str, Any]:
     done = run_dir / "result.json"
     if done.is_file():
         return json.loads(done.read_text())
@@ -113,7 +123,7 @@ def scored_run(setup: ScoringSetup, substrate: str, files: dict[str, str], seed:
     box = make_sandbox(ws, backend=setup.backend, ro_binds=[Path(p) for p in library_paths()],
                        limits=Limits(wall_s=setup.timeout_s, memory_mb=8192))
     res = box.exec(["python", "-I", "-B", "-c", TRUSTED_BOOT, ":".join(library_paths()), ".",
-                    sub.entry, ".scorer_episodes.jsonl", "--config", "config.json",
+                    entry, ".scorer_episodes.jsonl", "--config", "config.json",
                     "--run-dir", "out"], env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
     total = int(config["total_timesteps"])
     trusted_path, logged_path = ws / ".scorer_episodes.jsonl", ws / "out" / "metrics.jsonl"
