@@ -115,8 +115,12 @@ def _act(task: RepoTask, ws: Path, agent: str, *, backend: str | None, max_turns
         return _direct_edits(task, ws, name)
     from verigap.sandbox import Limits, make_sandbox
 
-    box = make_sandbox(ws, backend=backend or execution.default_backend(), limits=Limits(wall_s=120.0),
-                       ro_binds=[env_prefix])
+    # the environment at its fixed path, as in v2's runs: no host path shows to the agent
+    m = execution.Mounts({env_prefix: execution.ENV_MOUNT}, backend)
+    box = make_sandbox(ws, backend=m.backend, limits=Limits(wall_s=120.0),
+                       ro_mounts=m.mounts if m.neutral else None,
+                       ro_binds=[] if m.neutral else [env_prefix])
+    python = m.inside(python)
     if kind == "scripted":
         steps = _scripted_steps(task, ws, name, contract)
         client: Any = ScriptedClient(steps)

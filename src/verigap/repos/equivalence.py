@@ -17,12 +17,22 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from verigap.repos.prepare import Prepared
-from verigap.repos.pytest_run import CONTEXTS, cache_root, harness_dir, run_equiv
+from verigap.repos.pytest_run import (
+    CONTEXTS,
+    EQUIV_LAYOUT,
+    cache_root,
+    harness_dir,
+    run_equiv,
+)
+from verigap.repos.sources import tree_hash
 
 
 @dataclass
@@ -53,39 +63,65 @@ class EquivResult:
                 for m in self.mismatches]
 
 
-def _reference(p: Prepared, reference: Path, inputs: list[dict[str, Any]], context: str,
-               env: dict[str, Any]) -> dict[str, Any]:
-    """The reference's encodings, cached per (reference tree, inputs, context, harness)."""
-    h = hashlib.sha256(json.dumps([p.tree_sha256, str(reference), context, inputs,
-                                   harness_dir().name], sort_keys=True).encode()).hexdigest()
-    path = cache_root() / "equiv-ref" / f"{h[:32]}.json"
-    if path.is_file():
-        try:
-            return json.loads(path.read_text())
-        except json.JSONDecodeError:
-            pass
-    got = run_equiv(reference, inputs, context=context, **env)
-    if got is None:
-        return {}
-    res = got.get("results", {})
+def _ref_path(tree_sha: str, inputs: list[dict[str, Any]], context: str) -> Path:
+    """Where the reference's encodings for (reference tree, inputs, context, harness) live."""
+    h = hashlib.sha256(json.dumps([tree_sha, context, inputs, harness_dir().name, EQUIV_LAYOUT],
+                                  sort_keys=True).encode()).hexdigest()
+    return cache_root() / "equiv-ref" / f"{h[:32]}.json"
+
+
+def _cached(path: Path) -> dict[str, Any] | None:
+    try:
+        got = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return got if isinstance(got, dict) else None
+
+
+def _store(path: Path, res: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     tmp.write_text(json.dumps(res))
     tmp.replace(path)
-    return res
 
 
 def check(p: Prepared, reference: Path, candidate: Path, inputs: list[dict[str, Any]], *,
           backend: str | None = None, timeout: float = 120.0,
-          contexts: tuple[str, ...] = CONTEXTS) -> EquivResult:
-    """Run both sides out of process in every context and compare, input by input."""
+          contexts: tuple[str, ...] = CONTEXTS, parallel: bool = True) -> EquivResult:
+    """Run both sides out of process in every context and compare, input by input.
+
+    Every run is its own sandboxed process, and the runs go side by side. The reference's
+    encodings are computed once per (reference tree, inputs, context, harness) and then read
+    from the cache, so a grading normally starts only the candidate's runs, one per context.
+    """
     env = dict(python=p.python, env_prefix=Path(p.env_prefix), import_root=p.import_root,
                backend=backend, timeout=timeout)
-    ref = {c: _reference(p, reference, inputs, c, env) if inputs else {} for c in contexts}
+    # keyed by the hash of the reference tree (the prepared one's is recorded already)
+    ref_sha = p.tree_sha256 if Path(reference) == Path(p.tree) else tree_hash(reference)
+    ref: dict[str, dict[str, Any]] = {}
+    jobs: dict[tuple[str, str], Any] = {}
+    with ThreadPoolExecutor(max_workers=2 * len(contexts) if parallel else 1) as pool:
+        for c in contexts:
+            hit = _cached(_ref_path(ref_sha, inputs, c)) if inputs else {}
+            if hit is not None:
+                ref[c] = hit
+            else:
+                jobs[("reference", c)] = pool.submit(run_equiv, reference, inputs, context=c,
+                                                     **env)
+            if inputs:
+                jobs[("candidate", c)] = pool.submit(run_equiv, candidate, inputs, context=c,
+                                                     **env)
+        done = {k: f.result() for k, f in jobs.items()}
+    for c in contexts:
+        if c not in ref:
+            raw = done[("reference", c)]
+            ref[c] = (raw or {}).get("results", {})
+            if raw is not None:
+                _store(_ref_path(ref_sha, inputs, c), ref[c])
     got: dict[str, dict[str, Any]] = {}
     ran = True
     for c in contexts:
-        raw = run_equiv(candidate, inputs, context=c, **env) if inputs else {"results": {}}
+        raw = done[("candidate", c)] if inputs else {"results": {}}
         ran = ran and raw is not None
         got[c] = (raw or {}).get("results", {})
     res = EquivResult(total=len(inputs), matched=0, candidate_ran=ran)

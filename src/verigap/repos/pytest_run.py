@@ -169,17 +169,30 @@ def suite_options(tree: Path, config_file: str | None, env_prefix: Path) -> list
 
 
 def pytest_args(tree: Path, test_files: Sequence[str], config_file: str | None,
-                env_prefix: Path | None = None) -> list[str]:
-    cfg = str(tree / config_file) if config_file else str(harness_dir() / "empty.ini")
-    args = [*(str(tree / f) for f in test_files), "-c", cfg, "--rootdir", str(tree),
+                env_prefix: Path | None = None, *, mounts: execution.Mounts | None = None
+                ) -> list[str]:
+    """pytest's arguments for ``tree``; its paths as ``mounts`` shows them (else host paths)."""
+    at = mounts.inside if mounts is not None else str
+    cfg = at(tree / config_file) if config_file else at(harness_dir() / "empty.ini")
+    args = [*(at(tree / f) for f in test_files), "-c", cfg, "--rootdir", at(tree),
             "-p", "no:cacheprovider", "-q", "--tb=short", "-o", "console_output_style=classic",
             "--color=no"]
     return args + suite_options(tree, config_file, env_prefix) if env_prefix else args
 
 
-def _run_env(tree: Path, import_root: str) -> dict[str, str]:
-    """What a subprocess the tests start (``python -m pkg``) needs to import the tree."""
-    return {"PYTHONPATH": str(tree / import_root) if import_root not in ("", ".") else str(tree)}
+def _root(tree: Path, import_root: str, at=str) -> str:
+    """Where the project's packages are imported from (the tree or its ``src``)."""
+    return at(tree / import_root) if import_root not in ("", ".") else at(tree)
+
+
+def _mounts(tree: Path, env_prefix: Path, backend: str | None,
+            extra_ro: Sequence[Path] = ()) -> execution.Mounts:
+    """The tree, the environment and the harness at their fixed paths (``extra_ro`` under
+    ``/verigap/ro/N``)."""
+    m = {Path(tree): execution.TREE_MOUNT, Path(env_prefix): execution.ENV_MOUNT,
+         harness_dir(): execution.HARNESS_MOUNT}
+    m.update({Path(x): f"/verigap/ro/{i}" for i, x in enumerate(extra_ro)})
+    return execution.Mounts(m, backend)
 
 
 def run_pytest(
@@ -196,27 +209,30 @@ def run_pytest(
     extra_ro: Sequence[Path] = (),
     backend: str | None = None,
 ) -> PytestRun:
-    """Run pytest on ``tree`` in a fresh sandbox; ``tree`` is mounted read-only."""
+    """Run pytest on ``tree`` in a fresh sandbox; ``tree`` is mounted read-only (at
+    ``/verigap/tree``, beside the environment and the harness: no host path shows inside)."""
     hdir = harness_dir()
+    m = _mounts(tree, env_prefix, backend, extra_ro)
     with tempfile.TemporaryDirectory(prefix="vg-run-") as tmp:
         scratch = Path(tmp)
         out = scratch / "report.json"
         nonce = secrets.token_hex(16)
         cfg: dict[str, Any] = {
             "nonce": nonce,
-            "import_root": str(tree / import_root) if import_root not in ("", ".") else str(tree),
+            "import_root": _root(tree, import_root, m.inside),
             "out": out.name,  # relative to the sandbox's starting directory (the scratch dir)
-            "cwd": str(tree),  # where the tests run: the project root, as they expect
-            "pytest_args": pytest_args(tree, test_files, config_file, env_prefix),
+            "cwd": m.inside(tree),  # where the tests run: the project root, as they expect
+            "pytest_args": pytest_args(tree, test_files, config_file, env_prefix, mounts=m),
         }
         if reach:
-            cfg["reach"] = {"root": str(tree)}
+            cfg["reach"] = {"root": m.inside(tree)}
         if capture:
-            cfg["capture"] = {"root": str(tree), **capture}
+            cfg["capture"] = {"root": m.inside(tree), **capture}
         (scratch / "run.json").write_text(json.dumps(cfg))
-        res = execution.run([python, *PY_FLAGS, str(hdir / RUNNER.name), "run.json"],
-                            scratch=scratch, ro_binds=[tree, env_prefix, hdir, *extra_ro],
-                            timeout=timeout, backend=backend, env=_run_env(tree, import_root))
+        res = execution.run([m.inside(python), *PY_FLAGS, m.inside(hdir / RUNNER.name),
+                             "run.json"], scratch=scratch, mounts=m, timeout=timeout,
+                            backend=m.backend,
+                            env={"PYTHONPATH": _root(tree, import_root, m.inside)})
         report: dict[str, Any] = {}
         if out.is_file():
             try:
@@ -242,8 +258,13 @@ def run_pytest(
 #: The contexts the equivalence check runs in. ``plain``: the grader's own (``python -I -B``,
 #: the scratch directory as cwd, a shallow stack, pytest not imported). ``agent``: how the
 #: agent's own sandboxed runs start Python (``python -m pytest`` in its workspace: no -I/-B,
-#: PYTHONPATH set, the tree as cwd, pytest imported, another argv, a deeper stack).
+#: PYTHONPATH set, a writable copy of the tree as ``/workspace`` and cwd, pytest imported,
+#: another argv, a deeper stack).
 CONTEXTS = ("plain", "agent")
+#: Where the agent context keeps the runner's files inside its copy of the tree.
+EQUIV_IO = ".verigap-eq"
+#: Bumped when what the contexts look like changes (the reference's cached answers depend on it).
+EQUIV_LAYOUT = 2
 
 
 def run_equiv(
@@ -258,28 +279,43 @@ def run_equiv(
     timeout: float = 120.0,
     backend: str | None = None,
 ) -> dict[str, Any] | None:
-    """Call functions of ``tree`` on pickled inputs in a fresh sandboxed process."""
+    """Call functions of ``tree`` on pickled inputs in a fresh sandboxed process.
+
+    ``plain``: the tree read-only at ``/verigap/tree``, the scratch directory as cwd. ``agent``:
+    laid out as the agent's own sandbox is: a copy of the tree is the writable workspace
+    (``/workspace``, the cwd) and the environment sits at ``/verigap/env``, so code that looks at
+    where it lives sees what it sees in the agent's runs, and something else in ``plain``."""
     if context not in CONTEXTS:
         raise ValueError(f"context {context!r}: use one of {CONTEXTS}")
     hdir = harness_dir()
-    root = str(tree / import_root) if import_root not in ("", ".") else str(tree)
+    agent = context == "agent"
+    m = _mounts(tree, env_prefix, backend) if not agent else execution.Mounts(
+        {Path(env_prefix): execution.ENV_MOUNT, hdir: execution.HARNESS_MOUNT}, backend)
+    root = _root(tree, import_root, m.inside) if not agent else (
+        import_root if import_root not in ("", ".") else ".")
+    python_in, runner = m.inside(python), m.inside(hdir / EQUIV.name)
     with tempfile.TemporaryDirectory(prefix="vg-eq-") as tmp:
         scratch = Path(tmp)
-        (scratch / "inputs.json").write_text(json.dumps(inputs))
-        out = scratch / "out.json"
+        io = scratch / EQUIV_IO if agent else scratch
+        if agent:
+            shutil.copytree(tree, scratch, symlinks=True, dirs_exist_ok=True)
+            io.mkdir()
+        (io / "inputs.json").write_text(json.dumps(inputs))
+        out = io / "out.json"
+        rel = "" if not agent else EQUIV_IO + "/"
         nonce = secrets.token_hex(16)
-        cfg: dict[str, Any] = {"nonce": nonce, "import_root": root, "inputs": "inputs.json",
-                               "out": out.name, "mode": mode}
-        cmd = [python, *PY_FLAGS, str(hdir / EQUIV.name), "eq.json"]
-        env: dict[str, str] = _run_env(tree, import_root)
-        if context == "agent":
-            cfg["context"] = {"cwd": str(tree), "argv": [f"{python} -m pytest", "-q"],
-                              "import_pytest": True, "depth": 40}
-            cmd = [python, str(hdir / EQUIV.name), "eq.json"]
+        cfg: dict[str, Any] = {"nonce": nonce, "import_root": root,
+                               "inputs": rel + "inputs.json", "out": rel + out.name, "mode": mode}
+        cmd = [python_in, *PY_FLAGS, runner, "eq.json"]
+        env: dict[str, str] = {"PYTHONPATH": root}
+        if agent:
+            cfg["context"] = {"argv": [f"{python_in} -m pytest", "-q"], "import_pytest": True,
+                              "depth": 40}
+            cmd = [python_in, runner, rel + "eq.json"]
             env = {"PYTHONPATH": root, "TERM": "xterm", "COLUMNS": "80"}
-        (scratch / "eq.json").write_text(json.dumps(cfg))
-        execution.run(cmd, scratch=scratch, ro_binds=[tree, env_prefix, hdir], timeout=timeout,
-                      backend=backend, env=env)
+        (io / "eq.json").write_text(json.dumps(cfg))
+        execution.run(cmd, scratch=scratch, mounts=m, timeout=timeout, backend=m.backend,
+                      env=env)
         if not out.is_file():
             return None
         try:

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from verigap.errors import ConfigError
 from verigap.repos import mutate, sources
 from verigap.repos import validate as validate_mod
+from verigap.repos.execution import TREE_MOUNT
 from verigap.repos.prepare import Prepared, load_prepared, prepare
 from verigap.repos.pytest_run import run_equiv, run_pytest
 from verigap.repos.validate import ValidMutation, candidates, mutant_tree, run_suite, validate
@@ -337,6 +338,9 @@ def _visible_layout(p: Prepared, visible: Sequence[str]) -> tuple[list[str], dic
 def _clean_output(text: str, root: Path) -> str:
     """Pytest output with the build directory's paths made relative to the workspace."""
     text = ANSI.sub("", text)
+    # under bubblewrap the tree is mounted at execution.TREE_MOUNT
+    text = re.sub(rf"{re.escape(TREE_MOUNT)}/", "", text)
+    text = re.sub(rf"{re.escape(TREE_MOUNT)}\b", ".", text)
     tail = re.escape(f"{root.parent.name}/{root.name}")
     text = re.sub(rf"(?:\S*/)?{tail}/", "", text)
     text = re.sub(rf"(?:\S*/)?{tail}\b", ".", text)

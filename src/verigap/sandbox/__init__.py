@@ -11,7 +11,7 @@ that fails or hits a limit is an ``ExecResult`` with a ``reason``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from verigap.errors import ConfigError, SandboxUnavailable
@@ -34,11 +34,14 @@ def make_sandbox(
     ro_binds: Sequence[Path] = (),
     network: bool = False,
     persistent: bool = False,
+    ro_mounts: Mapping[Path, str] | None = None,
 ) -> Sandbox:
     """A sandbox over an existing workspace directory (usually one ``materialize`` made).
 
     ``ro_binds`` are extra host paths (e.g. a prepared virtualenv) mounted read-only at
-    their own path. Never bind a directory that holds hidden tests or references.
+    their own path; ``ro_mounts`` ({host path: sandbox path}, bwrap only) mount read-only at
+    a fixed path instead (``/verigap/env``), so no host path shows inside. Never bind a
+    directory that holds hidden tests or references.
     ``persistent`` (bwrap only): keep one sandbox alive across ``exec`` calls and run each
     command in it, with the same mounts, namespaces and limits, every leftover process
     killed and ``/tmp`` emptied after each command (see ``_session``); it saves the
@@ -51,8 +54,12 @@ def make_sandbox(
         )
     if backend == "bwrap":
         return BwrapSandbox(
-            workspace, limits, ro_binds=ro_binds, network=network, persistent=persistent
+            workspace, limits, ro_binds=ro_binds, network=network, persistent=persistent,
+            ro_mounts=ro_mounts,
         )
+    if ro_mounts:
+        raise ConfigError("make_sandbox: ro_mounts (mounting at another path) needs "
+                          "backend='bwrap'; the unsafe backend sees every host path as it is")
     if backend == "unsafe":
         return UnsafeLocalSandbox(workspace, limits)
     raise ConfigError(f"make_sandbox: unknown backend {backend!r}; choose one of {BACKENDS}")

@@ -6,7 +6,8 @@ What a command sees (everything else on the host does not exist for it):
 - a short allowlist of ``/etc`` entries (dynamic loader, certificates, alternatives,
   timezone) read-only, and a generated ``/etc/passwd`` / ``/etc/group``;
 - the running Python's ``sys.base_prefix`` read-only (``python`` on PATH is that
-  interpreter), plus any ``ro_binds``, each at its own path;
+  interpreter), plus any ``ro_binds``, each at its own path, and any ``ro_mounts``, each at
+  the fixed path it names (so the host's layout does not show inside);
 - the workspace, read-write, at ``/workspace`` (the current directory);
 - a private tmpfs ``/tmp`` (sized like the memory limit), a fresh ``/proc`` and a minimal
   ``/dev``.
@@ -28,7 +29,7 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
 from verigap.errors import ConfigError, SandboxUnavailable
@@ -103,6 +104,27 @@ def _child_pid(info_fd: int) -> int | None:
     return pid if isinstance(pid, int) and pid > 1 else None
 
 
+def _check_mounts(mounts: Mapping[Path, str], root: Path) -> tuple[tuple[Path, str], ...]:
+    """``ro_mounts`` as (host path, sandbox path) pairs, each checked."""
+    out = []
+    for src, dest in mounts.items():
+        src = Path(src).absolute()
+        d = PurePosixPath(dest)
+        if not src.exists():
+            raise ConfigError(f"ro_mounts: {src} does not exist; pass existing host paths")
+        if src == root or src.is_relative_to(root) or root.is_relative_to(src):
+            raise ConfigError(f"ro_mounts: {src} overlaps the workspace {root}; mount paths "
+                              "outside it")
+        if not d.is_absolute() or ".." in d.parts or str(d) == "/" or any(
+                d == PurePosixPath(x) or d.is_relative_to(x) or PurePosixPath(x).is_relative_to(d)
+                for x in ("/proc", "/dev", "/tmp", WORKSPACE_MOUNT, *_SYSTEM_DIRS, "/etc")):
+            raise ConfigError(f"ro_mounts: {dest!r} must be an absolute path of its own "
+                              "(not /, /proc, /dev, /tmp, /etc, /workspace or a system dir), "
+                              "e.g. /verigap/env")
+        out.append((src, str(d)))
+    return tuple(out)
+
+
 class _MountPlan:
     """Builds bwrap mount arguments; creates world-readable parents for nested binds."""
 
@@ -149,6 +171,7 @@ class BwrapSandbox(Sandbox):
         ro_binds: Sequence[Path] = (),
         network: bool = False,
         persistent: bool = False,
+        ro_mounts: Mapping[Path, str] | None = None,
     ) -> None:
         super().__init__(root, limits)
         self.workdir = WORKSPACE_MOUNT
@@ -165,6 +188,7 @@ class BwrapSandbox(Sandbox):
                 raise ConfigError(
                     f"ro_binds: {p} overlaps the workspace {self.root}; bind paths outside it"
                 )
+        self.ro_mounts = _check_mounts(ro_mounts or {}, self.root)
         # _bwrap_args costs ~1 ms of path checks and gives the same answer every exec
         self._args_cache: dict[tuple, list[str]] = {}
         self.uid: int | None = None
@@ -208,6 +232,8 @@ class BwrapSandbox(Sandbox):
             plan.special("--symlink", self._python, dest=f"{SHIM_DIR}/{name}")
         for p in self.ro_binds:
             plan.bind(str(p), str(p))
+        for src, dest in self.ro_mounts:
+            plan.bind(str(src), dest)
         plan.bind(str(self.root), WORKSPACE_MOUNT, writable=True)
         ns = ["--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]
         if not self.network:

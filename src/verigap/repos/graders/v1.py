@@ -26,9 +26,9 @@ def run_visible(p: Prepared, workspace: Path, *, backend: str | None = None):
     """``python -m pytest`` in the workspace with the workspace's own everything."""
     env = {"PYTHONPATH": p.import_root or "."}  # relative to the workspace, wherever it is mounted
     opts = suite_options(workspace, p.config_file, Path(p.env_prefix))  # --cov addopts, plugins
-    return execution.run([p.python, "-m", "pytest", "-q", *opts], scratch=workspace,
-                         ro_binds=[Path(p.env_prefix)], env=env, backend=backend,
-                         timeout=p.suite_timeout())
+    m = execution.Mounts({Path(p.env_prefix): execution.ENV_MOUNT}, backend)  # as the agent's
+    return execution.run([m.inside(p.python), "-m", "pytest", "-q", *opts], scratch=workspace,
+                         mounts=m, env=env, backend=m.backend, timeout=p.suite_timeout())
 
 
 def grade(task: RepoTask, workspace: Path, *, scheme: RewardScheme | None = None,

@@ -46,18 +46,28 @@ class Report:
         self.session, self.session_type = session, type(session)
         self.plugins_at_start = {id(p) for p in session.config.pluginmanager.get_plugins()}
 
-    def foreign_plugins(self) -> list[str]:
+    def foreign_plugins(self, root: str = "\0") -> list[str]:
         """Plugin objects registered during the run that are neither modules (conftest files,
-        pytest's own) nor pytest's internal objects: code under test hooking the run itself."""
+        pytest's own) nor pytest's internal objects: code under test hooking the run itself.
+        A class whose code comes from the project (under ``root``) is exempt only when it is
+        defined in a conftest file pytest registered as a plugin (the project's own, pristine
+        in a graded tree); a class that merely names its module ``conftest`` is not."""
         if self.session is None:
             return []
+        plugins = self.session.config.pluginmanager.get_plugins()
+        conftest_files = {getattr(m, "__file__", None) for m in plugins
+                          if type(m).__name__ == "module"
+                          and m.__name__.rsplit(".", 1)[-1] == "conftest"} - {None}
         out = []
-        for p in self.session.config.pluginmanager.get_plugins():
+        for p in plugins:
             if id(p) in self.plugins_at_start or type(p).__name__ == "module":
                 continue
             mod = type(p).__module__ or ""
-            if not mod.startswith(("_pytest", "pytest", "pluggy")) and \
-                    mod.rsplit(".", 1)[-1] != "conftest":
+            code_file = _class_file(type(p))
+            if code_file is not None and code_file in conftest_files:
+                continue
+            from_project = code_file is not None and code_file.startswith(root)
+            if from_project or not mod.startswith(("_pytest", "pytest", "pluggy")):
                 out.append(f"plugin {mod}.{type(p).__qualname__}")
         return out
 
@@ -89,6 +99,15 @@ class Report:
         rank = {"passed": 0, "xpassed": 1, "skipped": 2, "xfailed": 3, "failed": 4, "error": 5}
         if prev is None or rank[outcome] > rank[prev]:
             self.outcomes[nid] = outcome
+
+
+def _class_file(cls: type) -> str | None:
+    """The file a class's own functions were compiled from (not what ``__module__`` claims)."""
+    for v in vars(cls).values():
+        code = getattr(getattr(v, "__func__", v), "__code__", None)
+        if code is not None:
+            return code.co_filename
+    return None
 
 
 class Reach:
@@ -239,8 +258,11 @@ def tampered(snap) -> list[str]:
 
 
 def _started_under(t, root: str) -> bool:
-    fn = getattr(getattr(t, "_target", None), "__code__", None)
-    return fn is not None and fn.co_filename.startswith(root)
+    """The thread runs code from under ``root``: its target, or (a ``Thread`` subclass) the
+    ``run`` its class defines."""
+    codes = [getattr(getattr(t, "_target", None), "__code__", None)]
+    codes += [getattr(vars(c).get("run"), "__code__", None) for c in type(t).__mro__]
+    return any(c is not None and c.co_filename.startswith(root) for c in codes)
 
 
 def machinery_changed(report: Report, threads_before: set[int], own_profile,
@@ -262,7 +284,7 @@ def machinery_changed(report: Report, threads_before: set[int], own_profile,
              and _started_under(t, root)]
     if extra:
         out.append("threads left running")
-    return out + report.foreign_plugins()
+    return out + report.foreign_plugins(root)
 
 
 def main() -> int:
