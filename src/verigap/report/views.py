@@ -25,6 +25,7 @@ VIEW_MODULES: list[str] = [
     "verigap.report.redteam",
     "verigap.patchworld.transformer_views",
     "verigap.experiments.multiagent",
+    "verigap.experiments.render",
     "verigap.silentbug.views",
 ]
 
