@@ -425,3 +425,41 @@ def test_bounds_moved_below_zero_are_valid_code():
     got = {m.op: mutate.apply_mutations(src, [m]) for m in muts
            if m.op in ("range_bound", "slice_bound")}
     assert "range(-1)" in got["range_bound"] and "xs[:-1]" in got["slice_bound"]
+
+
+def test_reach_sees_calls_that_an_lru_cache_would_hide(repo_cache, tmp_path, backend):
+    # test_b asks table(10) again: without emptying the cache between tests its call is a cache
+    # hit that runs no code, and the reach map would say test_b never reaches table
+    root = write(tmp_path / "proj", {
+        "calc/__init__.py": "",
+        "calc/ops.py": """
+            import functools
+
+
+            @functools.lru_cache(maxsize=None)
+            def table(n):
+                return [i * i for i in range(n)]
+
+
+            class Grid:
+                @staticmethod
+                @functools.cache
+                def cell(i):
+                    return i + 1
+
+
+            def square(i):
+                return table(10)[i]
+            """,
+        "tests/test_ops.py": """
+            from calc.ops import Grid, square
+            def test_a():
+                assert square(2) == 4 and Grid.cell(1) == 2
+            def test_b():
+                assert square(3) == 9 and Grid.cell(1) == 2
+            """})
+    p = prep(root, backend)
+    both = ["tests/test_ops.py::test_a", "tests/test_ops.py::test_b"]
+    assert p.reach["calc/ops.py::square"] == both  # no cache: reached by both anyway
+    assert p.reach["calc/ops.py::table"] == both
+    assert p.reach["calc/ops.py::Grid.cell"] == both
