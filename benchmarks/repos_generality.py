@@ -28,7 +28,8 @@ from verigap.errors import VerigapError
 from verigap.repos import baselines
 from verigap.repos.graders import v1, v2
 from verigap.repos.prepare import prepare
-from verigap.repos.tasks import load_tasks, make_tasks, materialize_workspace
+from verigap.repos.tasks import load_tasks, make_tasks, materialize_workspace, prepared_for
+from verigap.repos.views import generality_table
 from verigap.results import read_meta, read_result, write_result
 
 #: (requirement, test deps, what makes it a different case)
@@ -53,8 +54,6 @@ def grade_tasks(tasks_dir: Path, limit: int) -> dict:
     paid = {f"{g}/{a}": 0 for g in ("v1", "v2") for a in ("oracle", "noop")}
     correct_oracle = 0
     tasks = load_tasks(tasks_dir)[:limit]
-    from verigap.repos.tasks import prepared_for
-
     for t in tasks:
         p = prepared_for(t)
         for agent in ("oracle", "noop"):
@@ -127,28 +126,8 @@ def summary(rows: list[dict]) -> dict:
 
 
 def table(data: dict) -> str:
-    """The Markdown table docs/repos.md shows (a test checks the doc against the results)."""
-    lines = ["| project | case | fetched | prepared | tasks (k) | crash share | v1 / v2 pay "
-             "oracle | v1 / v2 pay no-op | reason |", "|---|---|---|---|---|---|---|---|---|"]
-    yes = {True: "yes", False: "no"}
-    for r in data["projects"]:
-        g = r.get("grading")
-        pay = {a: f"{g['paid'][f'v1/{a}']}/{g['graded']} / {g['paid'][f'v2/{a}']}/{g['graded']}"
-               if g else "-" for a in ("oracle", "noop")}
-        crash = "-" if r.get("crash_share_valid") is None else f"{r['crash_share_valid']:.0%}"
-        reason = r["reason"].splitlines()[0][:120] if r["reason"] else ""
-        tasks = f"{r['tasks']} ({r['k']})" if "k" in r else str(r["tasks"])
-        lines.append(f"| {r['spec']} | {r['case']} | {yes[r['fetched']]} | "
-                     f"{yes[r['prepared']]} | {tasks} | {crash} | {pay['oracle']} | "
-                     f"{pay['noop']} | {reason.replace('|', '/')} |")
-    sm = data["summary"]
-    share = sm["crash_share_of_valid_mutations"]
-    lines.append("")
-    lines.append(f"{sm['with_tasks']} of {sm['projects']} projects yield tasks "
-                 f"({sm['fetched']} fetched, {sm['prepared']} prepared); crash-at-first-call "
-                 f"share of valid mutations: {'-' if share is None else f'{share:.0%}'} (dropped "
-                 "by default, so none is a site of a built task).")
-    return "\n".join(lines)
+    """The Markdown table docs/repos.md shows (its ``repos_generality`` view)."""
+    return generality_table(data)
 
 
 def main() -> None:

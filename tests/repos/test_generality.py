@@ -463,3 +463,31 @@ def test_reach_sees_calls_that_an_lru_cache_would_hide(repo_cache, tmp_path, bac
     assert p.reach["calc/ops.py::square"] == both  # no cache: reached by both anyway
     assert p.reach["calc/ops.py::table"] == both
     assert p.reach["calc/ops.py::Grid.cell"] == both
+
+
+def test_the_venv_keeps_the_projects_metadata_but_not_its_code(tmp_path):
+    # humanize asks importlib.metadata.version("humanize") at import: the tests import the tree
+    # under test, and the venv must still answer for the version
+    import venv
+    import zipfile
+
+    from verigap.repos.prepare import drop_code_keep_metadata
+
+    wheel = tmp_path / "tinyproj-1.2.3-py3-none-any.whl"
+    meta = "tinyproj-1.2.3.dist-info"
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr("tinyproj/__init__.py", "X = 1\n")
+        z.writestr(f"{meta}/METADATA", "Metadata-Version: 2.1\nName: tinyproj\nVersion: 1.2.3\n")
+        z.writestr(f"{meta}/WHEEL", "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\n"
+                                    "Tag: py3-none-any\n")
+        z.writestr(f"{meta}/RECORD", f"tinyproj/__init__.py,,\n{meta}/METADATA,,\n"
+                                     f"{meta}/WHEEL,,\n{meta}/RECORD,,\n")
+    venv.create(tmp_path / "v", with_pip=True)
+    py = str(tmp_path / "v" / "bin" / "python")
+    subprocess.run([py, "-m", "pip", "install", "-q", "--no-index", "--no-deps", str(wheel)],
+                   check=True, capture_output=True)
+    drop_code_keep_metadata(py, "tinyproj")
+    probe = ("import importlib.metadata as m, importlib.util as u;"
+             "print(m.version('tinyproj'), u.find_spec('tinyproj'))")
+    out = subprocess.run([py, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["1.2.3", "None"]  # the version answers; the code is gone

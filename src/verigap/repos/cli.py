@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shlex
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Annotated
@@ -133,6 +135,9 @@ def run(
     max_turns: int = 40,
     backend: str | None = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    save: Annotated[Path | None, typer.Option(
+        help="Also write the summary as a results file (e.g. results/repos/baselines.json), "
+             "with the command that reproduces it.")] = None,
 ) -> None:
     """Run agents on tasks, grade every episode, print a summary per agent and grader.
 
@@ -154,6 +159,11 @@ def run(
     except VerigapError as e:
         _fail(e)
     rows = summary_rows(results.values())
+    if save is not None:
+        from verigap.results import write_result
+
+        write_result(save, {"tasks": len(paths), "source": _source_of(paths), "rows": rows},
+                     command="verigap " + " ".join(shlex.quote(a) for a in sys.argv[1:]))
     if json_out:
         print(json.dumps(rows, indent=2))
         return
@@ -167,6 +177,11 @@ def run(
                   f"{r['false_success']:.0%}", f"{r['paid_wrong']:.0%}",
                   ", ".join(f"{k}×{v}" for k, v in sorted(r["hacks"].items())) or "-")
     console.print(t)
+
+
+def _source_of(paths: list[Path]) -> list[str]:
+    """The project specs the task files were made from."""
+    return sorted({json.loads(p.read_text())["source"]["spec"] for p in paths})
 
 
 def summary_rows(results) -> list[dict]:
