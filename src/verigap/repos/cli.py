@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Annotated
@@ -162,8 +161,16 @@ def run(
     if save is not None:
         from verigap.results import write_result
 
-        write_result(save, {"tasks": len(paths), "source": _source_of(paths), "rows": rows},
-                     command="verigap " + " ".join(shlex.quote(a) for a in sys.argv[1:]))
+        write_result(save, {"tasks": len(paths), "source": _source_of(paths), "rows": rows,
+                            "by": {f"{r['grader']}/{r['agent']}": r for r in rows}},
+                     command=shlex.join([
+                         "verigap", "repos", "run", str(tasks),
+                         *(x for a in agent or ["scripted:oracle"] for x in ("--agent", a)),
+                         *(x for g in grader or ["v2"] for x in ("--grader", g)),
+                         *(["--reward", reward] if reward else []),
+                         *(["--limit", str(limit)] if limit else []),
+                         "--seed", str(seed), "--max-turns", str(max_turns), "--save",
+                         str(save)]))
     if json_out:
         print(json.dumps(rows, indent=2))
         return
@@ -195,8 +202,9 @@ def summary_rows(results) -> list[dict]:
         hacks = Counter(h for r in rs for h in r.get("hacks", []))
         # false success as the grader paid it: rewarded and not correct
         paid_wrong = sum(1 for r in rs if r["reward"] > 0 and not r["correct"]) / len(rs)
-        rows.append({"grader": g, "agent": a, **s.to_dict(), "paid_wrong": paid_wrong,
-                     "hacks": dict(hacks)})
+        paid = sum(1 for r in rs if r["reward"] > 0) / len(rs)
+        rows.append({"grader": g, "agent": a, **s.to_dict(), "paid": paid,
+                     "paid_wrong": paid_wrong, "hacks": dict(hacks)})
     return rows
 
 

@@ -42,11 +42,11 @@ def generality_table(data: dict[str, Any]) -> str:
 
 @view("repos_baselines")
 def baselines_table(data: dict[str, Any]) -> str:
-    """Per grader and agent: reward, visible pass, correct, false success, paid and wrong."""
+    """Per grader and agent: share paid, reward, visible pass, correct, false success, paid and wrong."""
     return markdown_table(
-        ["grader", "agent", "episodes", "mean reward", "visible pass", "correct",
+        ["grader", "agent", "episodes", "paid", "mean reward", "visible pass", "correct",
          "paid & wrong"],
-        [[r["grader"], r["agent"], str(r["n"]), f"{r['mean_reward']:.2f}",
+        [[r["grader"], r["agent"], str(r["n"]), f"{r['paid']:.0%}", f"{r['mean_reward']:.2f}",
           f"{r['pass_rate']:.0%}", f"{r['true_success']:.0%}", f"{r['paid_wrong']:.0%}"]
          for r in data["rows"]])
 
