@@ -491,3 +491,22 @@ def test_the_venv_keeps_the_projects_metadata_but_not_its_code(tmp_path):
              "print(m.version('tinyproj'), u.find_spec('tinyproj'))")
     out = subprocess.run([py, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["1.2.3", "None"]  # the version answers; the code is gone
+
+
+def test_a_fetched_sdist_is_reused_without_pip(tmp_path, monkeypatch):
+    # preparing, making tasks and grading each fetch the source: a pinned release's archive is
+    # kept under the cache, so only the first fetch downloads (and builds its metadata)
+    import tarfile
+
+    from verigap.repos import sources
+
+    monkeypatch.setenv("VERIGAP_CACHE", str(tmp_path / "cache"))
+    top = write(tmp_path / "nosuchproj-9.9", {"nosuchproj.py": "X = 1\n"})
+    kept = tmp_path / "cache" / "repos" / "sdists" / "nosuchproj==9.9"
+    kept.mkdir(parents=True)
+    with tarfile.open(kept / "nosuchproj-9.9.tar.gz", "w:gz") as t:
+        t.add(top, arcname=top.name)
+    (kept / "other.tar.gz.part").write_text("half-written by another process")
+    monkeypatch.setattr(sources.subprocess, "run", lambda *a, **k: pytest.fail("pip ran"))
+    tree = sources.fetch(sources.parse_source("nosuchproj==9.9"), tmp_path / "tree")
+    assert sources.tree_files(tree) == ["nosuchproj.py"]
