@@ -161,9 +161,13 @@ def run(
     if save is not None:
         from verigap.results import write_result
 
+        index = tasks / "index.json" if tasks.is_dir() else tasks.parent / "index.json"
+        made = json.loads(index.read_text()) if index.is_file() else {}
         write_result(save, {"tasks": len(paths), "source": _source_of(paths), "rows": rows,
-                            "by": {f"{r['grader']}/{r['agent']}": r for r in rows}},
-                     command=shlex.join([
+                            "by": {f"{r['grader']}/{r['agent']}": r for r in rows},
+                            "generation": made},
+                     command=(f"{made['command']} --out {shlex.quote(str(index.parent))} && "
+                              if made.get("command") else "") + shlex.join([
                          "verigap", "repos", "run", str(tasks),
                          *(x for a in agent or ["scripted:oracle"] for x in ("--agent", a)),
                          *(x for g in grader or ["v2"] for x in ("--grader", g)),
