@@ -510,3 +510,12 @@ def test_a_fetched_sdist_is_reused_without_pip(tmp_path, monkeypatch):
     monkeypatch.setattr(sources.subprocess, "run", lambda *a, **k: pytest.fail("pip ran"))
     tree = sources.fetch(sources.parse_source("nosuchproj==9.9"), tmp_path / "tree")
     assert sources.tree_files(tree) == ["nosuchproj.py"]
+
+
+def test_make_tasks_records_the_command_that_makes_them_again(fixture_tasks):
+    import shlex
+
+    stats, _, _ = fixture_tasks
+    assert shlex.split(stats.command) == [
+        "verigap", "repos", "make-tasks", str(Path(__file__).parent / "fixture_lib"), "--k", "4", "--n", "3", "--seed", "0",
+        "--max-candidates", "16", "--min-hidden", "1", "--env", "current"]

@@ -488,9 +488,9 @@ def hints_for(stats: GenStats, *, k: int, n_functions: int, combos: int,
                  "them")
     if rej.get("breaks unreached tests", 0) >= max(1, stats.candidates // 3):
         h.append(f"{rej['breaks unreached tests']} mutation(s) broke tests that, per the reach "
-                 "map, never call the mutated function: results cached across tests "
-                 "(functools.lru_cache, module-level tables) hide the calls; such functions "
-                 "cannot be sites")
+                 "map, never call the mutated function: results kept across tests by other "
+                 "means than functools caches (module-level tables, hand-made memos), or "
+                 "calls made in a subprocess, hide them; such functions cannot be sites")
     if rej.get("timeout"):
         h.append("some suite runs timed out (machine load?): run make-tasks again, timeouts are "
                  "retried")
