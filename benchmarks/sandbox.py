@@ -1,19 +1,36 @@
-"""Workspace creation time and per-command sandbox overhead, measured in one run.
+"""Per-command sandbox overhead and workspace creation, each against its baseline in one run.
 
-1. Creating a workspace from a ~1,000-file tree: ``materialize`` alone, and
-   ``materialize`` + ``make_sandbox`` (which, as root, hands the files to the sandbox
-   user and probes bubblewrap once).
-2. Per-command cost of ``true`` and ``python -c pass``: a bare ``subprocess.run``, the
-   unsafe backend (limits wrapper, capture loop) and the bubblewrap backend. Ratios are to
-   the bare subprocess measured in this same run.
+1. Per command (``true`` and ``python -c pass``): a bare ``subprocess.run``, the bubblewrap
+   backend with its launcher (util-linux ``setpriv``/``prlimit``), the bubblewrap backend
+   forced onto the Python limits wrapper it used before, a persistent bubblewrap sandbox
+   (``persistent=True``: one sandbox, a command server inside), and the unsafe backend. The
+   runners are interleaved (bare, bwrap, bwrap-python, unsafe, bare, ...) so that machine
+   drift hits all of them alike. "Added" is the per-round difference to the bare run of
+   the same round (median over rounds), so a loaded stretch of the run cancels out.
+2. Workspace creation from a ~1,000-file tree (``materialize`` + ``make_sandbox``): "now"
+   against "before" (the previous implementation: ``cp -a`` and a pathlib walk to hand the
+   files to the sandbox uid), and the copy alone, interleaved the same way.
 
-    PYTHONPATH=src python benchmarks/sandbox.py [--files 1000] [--reps 20] [--dir /dev/shm]
+Row names: ``bwrap`` (a sandbox per command, setpriv/prlimit launcher),
+``bwrap_python_wrapper`` (the same forced onto the Python limits wrapper used before issue
+19), ``bwrap_persistent`` (``persistent=True``), ``unsafe``; commands ``true`` and
+``python_c_pass``.
+
+Commands are timed by wall clock only: CPU time would miss what ran inside the sandbox
+(bubblewrap's launcher exits without reaping the sandbox's init). Workspaces also get the
+CPU time of this process and its children, steadier on a shared machine. Writes
+``results/sandbox/command_overhead.json`` and ``results/sandbox/workspace.json`` with the
+load average before and after.
+
+    PYTHONPATH=src python benchmarks/sandbox.py [--files 1000] [--reps 30] [--dir /dev/shm]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -21,87 +38,228 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from sandbox_copy import make_tree  # noqa: E402
 
+from verigap.results import write_result  # noqa: E402
 from verigap.sandbox import (  # noqa: E402
     Limits,
     UnsafeSandboxWarning,
+    _bwrap,
+    _limits,
     make_sandbox,
     materialize,
 )
 
+GOAL_ADDED_MS = 10.0  # issue 19: a sandboxed command adds at most this over running it bare
+GOAL_WORKSPACE_MS = 50.0  # issue 19: workspace creation on disk
 
-def measure(fn: Callable[[], object], reps: int) -> tuple[float, float]:
-    """Median and minimum wall ms of ``fn``. On a shared machine the minimum is the better
-    estimate of the intrinsic cost; the median shows what a loaded machine adds. (CPU time
-    is no help here: work inside bubblewrap's PID namespace is not charged to us.)"""
-    walls = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        walls.append(time.perf_counter() - t0)
-    return statistics.median(walls) * 1e3, min(walls) * 1e3
+
+def cpu_s() -> float:
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def timed(fn: Callable[[], object]) -> tuple[float, float]:
+    """(wall ms, CPU ms) of one call."""
+    c0, t0 = cpu_s(), time.perf_counter()
+    fn()
+    return (time.perf_counter() - t0) * 1e3, (cpu_s() - c0) * 1e3
+
+
+@contextlib.contextmanager
+def python_wrapper_launcher() -> Iterator[None]:
+    """Make the backends use the Python limits wrapper (the launcher before issue 19)."""
+    with mock.patch.object(_limits, "native_launcher", lambda visible=None: None):
+        yield
+
+
+def _old_chown(root: Path, uid: int) -> None:
+    """How make_sandbox handed the workspace to the sandbox uid before issue 19."""
+    out = [root]
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        out += [Path(dirpath, n) for n in (*dirnames, *filenames)]
+    for p in out:
+        os.chown(p, uid, uid, follow_symlinks=False)
+
+
+def summarize(walls: list[float], cpus: list[float] | None = None) -> dict[str, float]:
+    row = {
+        "wall_median_ms": round(statistics.median(walls), 2),
+        "wall_min_ms": round(min(walls), 2),
+    }
+    if cpus is not None:
+        row["cpu_median_ms"] = round(statistics.median(cpus), 2)
+    return row
+
+
+def bench_commands(ws: Path, reps: int, have_bwrap: bool) -> dict:
+    py = str(Path(sys.base_prefix) / "bin" / "python3")
+    boxes: dict[str, Callable[[list[str]], object]] = {
+        "bare": lambda a: subprocess.run(a, capture_output=True),
+    }
+    if have_bwrap:
+        bw = make_sandbox(ws, backend="bwrap", limits=Limits())
+        boxes["bwrap"] = lambda a: bw.exec(a)
+
+        def bwrap_python(a: list[str]) -> object:
+            with python_wrapper_launcher():
+                return bw.exec(a)
+
+        boxes["bwrap_python_wrapper"] = bwrap_python
+        session = make_sandbox(ws, backend="bwrap", limits=Limits(), persistent=True)
+        boxes["bwrap_persistent"] = lambda a: session.exec(a)
+    unsafe = make_sandbox(ws, backend="unsafe", limits=Limits())
+    boxes["unsafe"] = lambda a: unsafe.exec(a)
+    out: dict = {}
+    for label, argv in [("true", ["true"]), ("python_c_pass", [py, "-c", "pass"])]:
+        for run in boxes.values():  # warm-up: page cache, first-call costs
+            run(argv)
+        walls: dict[str, list[float]] = {k: [] for k in boxes}
+        for _ in range(reps):
+            for name, run in boxes.items():
+                walls[name].append(timed(lambda r=run, a=argv: r(a))[0])
+        rows = {}
+        for name in boxes:
+            row = summarize(walls[name])
+            if name != "bare":
+                pairs = zip(walls[name], walls["bare"], strict=True)
+                row["added_wall_median_ms"] = round(statistics.median(a - b for a, b in pairs), 2)
+                row["added_wall_min_ms"] = round(min(walls[name]) - min(walls["bare"]), 2)
+            rows[name] = row
+        out[label] = rows
+    return out
+
+
+def bench_workspace(src: Path, tmp: Path, reps: int, have_bwrap: bool) -> dict:
+    counter = iter(range(10**6))
+    backend = "bwrap" if have_bwrap else "unsafe"
+
+    def new() -> None:
+        make_sandbox(materialize(src, tmp / f"ws{next(counter)}"), backend=backend)
+
+    def old() -> None:
+        dest = tmp / f"ws{next(counter)}"
+        subprocess.run(["cp", "-a", "--reflink=auto", "--", str(src), str(dest)], check=True)
+        with mock.patch.object(_bwrap, "_chown_tree", _old_chown):
+            make_sandbox(dest, backend=backend)
+
+    def copy_only() -> None:  # "materialize_only": the copy without make_sandbox
+        materialize(src, tmp / f"ws{next(counter)}")
+
+    runs = {"before": old, "now": new, "materialize_only": copy_only}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnsafeSandboxWarning)
+        for fn in runs.values():
+            fn()  # warm-up (bubblewrap is probed once per process)
+        walls: dict[str, list[float]] = {k: [] for k in runs}
+        cpus: dict[str, list[float]] = {k: [] for k in runs}
+        for _ in range(reps):
+            for name, fn in runs.items():
+                w, c = timed(fn)
+                walls[name].append(w)
+                cpus[name].append(c)
+    rows = {name: summarize(walls[name], cpus[name]) for name in runs}
+    for name in runs:
+        pairs = zip(walls[name], walls["before"], strict=True)
+        rows[name]["ratio_to_before_wall_median"] = round(
+            statistics.median(a / b for a, b in pairs), 3
+        )
+    return rows
+
+
+def fs_type(path: Path) -> str:
+    done = subprocess.run(["stat", "-f", "-c", "%T", str(path)], capture_output=True, text=True)
+    return done.stdout.strip() or "unknown"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--files", type=int, default=1000)
-    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--reps", type=int, default=30, help="rounds per command (workspace: /3)")
     ap.add_argument("--dir", default=None, help="where to build the trees (default: $TMPDIR)")
+    ap.add_argument("--out", default="results/sandbox", help="results directory")
     args = ap.parse_args()
     have_bwrap = shutil.which("bwrap") is not None
+    command = "PYTHONPATH=src python benchmarks/sandbox.py " + " ".join(sys.argv[1:])
+    meta = {"cpus": os.cpu_count(), "euid": os.geteuid(), "bwrap": have_bwrap}
     warnings.simplefilter("ignore", UnsafeSandboxWarning)
-    with tempfile.TemporaryDirectory(prefix="verigap-sandbox-bench-", dir=args.dir) as tmp:
-        src = Path(tmp) / "src"
+    with tempfile.TemporaryDirectory(prefix="verigap-sandbox-bench-", dir=args.dir) as tmp_s:
+        tmp = Path(tmp_s)
+        src = tmp / "src"
         make_tree(src, args.files)
-        counter = iter(range(10**6))
+        meta["filesystem"] = fs_type(tmp)
 
-        def fresh() -> Path:
-            return materialize(src, Path(tmp) / f"ws{next(counter)}")
+        load0 = os.getloadavg()
+        reps_ws = max(3, args.reps // 3)
+        ws_rows = bench_workspace(src, tmp, reps_ws, have_bwrap)
+        load1 = os.getloadavg()
+        now = ws_rows["now"]["wall_median_ms"]
+        ws_data = {
+            **meta,
+            "files": args.files,
+            "reps": reps_ws,
+            "rows": ws_rows,
+            "goal_ms": GOAL_WORKSPACE_MS,
+            "goal_met_wall_median": now <= GOAL_WORKSPACE_MS,
+            "load_average_before": list(load0),
+            "load_average_after": list(load1),
+        }
+        print(f"workspace from {args.files} files on {meta['filesystem']} ({reps_ws} rounds):")
+        print(f"  {'':36s} {'wall med':>9s} {'wall min':>9s} {'cpu med':>8s} {'ratio':>6s}")
+        for name, r in ws_rows.items():
+            print(
+                f"  {name:36s} {r['wall_median_ms']:9.1f} {r['wall_min_ms']:9.1f}"
+                f" {r['cpu_median_ms']:8.1f} {r['ratio_to_before_wall_median']:5.2f}x"
+            )
 
-        reps_ws = max(3, args.reps // 4)
-        fresh()  # warm-up: page cache, first-call costs
-        # Alternate the two measurements so machine drift hits both equally.
-        rows: dict[str, list[float]] = {"materialize": [], "materialize + make_sandbox(bwrap)": []}
-        for _ in range(reps_ws):
-            rows["materialize"].append(measure(fresh, 1)[0])
-            if have_bwrap:
-                rows["materialize + make_sandbox(bwrap)"].append(
-                    measure(lambda: make_sandbox(fresh(), backend="bwrap"), 1)[0]
-                )
-        print(f"workspace from {args.files} files ({reps_ws} reps):   median ms      min ms")
-        for name, ts in rows.items():
-            if ts:
-                print(f"  {name:34s} {statistics.median(ts):9.1f} {min(ts):11.1f}")
-
-        ws = fresh()
-        boxes = {"unsafe": make_sandbox(ws, backend="unsafe", limits=Limits())}
-        if have_bwrap:
-            boxes["bwrap"] = make_sandbox(ws, backend="bwrap", limits=Limits())
-        py = str(Path(sys.base_prefix) / "bin" / "python3")
-        print(f"\nper command ({args.reps} reps):")
+        ws = materialize(src, tmp / "cmd-ws")
+        load2 = os.getloadavg()
+        cmd_rows = bench_commands(ws, args.reps, have_bwrap)
+        load3 = os.getloadavg()
+        main_row = cmd_rows["true"].get("bwrap", {})
+        session_row = cmd_rows["true"].get("bwrap_persistent", {})
+        cmd_data = {
+            **meta,
+            "reps": args.reps,
+            "commands": cmd_rows,
+            "goal_added_ms": GOAL_ADDED_MS,
+            "goal_met_added_wall_median": bool(main_row)
+            and main_row["added_wall_median_ms"] <= GOAL_ADDED_MS,
+            "goal_met_added_wall_median_persistent": bool(session_row)
+            and session_row["added_wall_median_ms"] <= GOAL_ADDED_MS,
+            "load_average_before": list(load2),
+            "load_average_after": list(load3),
+        }
+        print(f"\nper command ({args.reps} interleaved rounds; added = vs bare, same round):")
         print(
-            f"  {'command':16s} {'runner':7s} {'median ms':>10s} {'ratio':>7s} {'min ms':>8s} {'ratio':>7s}"
+            f"  {'command':15s} {'runner':31s} {'wall med':>8s} {'wall min':>8s}"
+            f" {'added med':>9s} {'added min':>9s}"
         )
-        for label, argv in [("true", ["true"]), ("python -c pass", [py, "-c", "pass"])]:
-            res = {
-                "bare": measure(lambda a=argv: subprocess.run(a, capture_output=True), args.reps)
-            }
-            for name, box in boxes.items():
-                res[name] = measure(lambda b=box, a=argv: b.exec(a), args.reps)
-            bmed, bmin = res["bare"]
-            for name, (med, lo) in res.items():
-                print(
-                    f"  {label:16s} {name:7s} {med:10.1f} {med / bmed:6.2f}x {lo:8.1f} {lo / bmin:6.2f}x"
+        for label, rows in cmd_rows.items():
+            for name, r in rows.items():
+                extra = (
+                    f" {r['added_wall_median_ms']:9.1f} {r['added_wall_min_ms']:9.1f}"
+                    if name != "bare"
+                    else ""
                 )
-        print(f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
-        if not have_bwrap:
-            print("\n(bwrap not installed: bubblewrap rows skipped)")
+                print(
+                    f"  {label:15s} {name:31s} {r['wall_median_ms']:8.1f} {r['wall_min_ms']:8.1f}"
+                    f"{extra}"
+                )
+        print(f"(load average {load0[0]:.1f} -> {load3[0]:.1f} on {os.cpu_count()} CPUs)")
+        # written before the trees are deleted: on a disk mounted with `discard`, deleting
+        # tens of thousands of files can take minutes
+        out = Path(args.out)
+        write_result(out / "workspace.json", ws_data, command=command)
+        write_result(out / "command_overhead.json", cmd_data, command=command)
+        print(f"wrote {out / 'workspace.json'} and {out / 'command_overhead.json'}", flush=True)
 
 
 if __name__ == "__main__":

@@ -53,10 +53,10 @@ def loopback_port() -> Iterator[int]:
 
 
 @needs_bwrap
-def test_loopback_server_outside_is_unreachable_inside(make_box, loopback_port: int) -> None:
+def test_loopback_server_outside_is_unreachable_inside(make_box, bwrap_kind: str, loopback_port: int) -> None:
     with socket.create_connection(("127.0.0.1", loopback_port), timeout=2) as s:
         assert s.recv(10) == b"hi"  # control: the server works from the host
-    box = make_box("bwrap")
+    box = make_box(bwrap_kind)
     box.write_file("connect.py", CONNECT)
     r = box.exec(["python", "connect.py", str(loopback_port)])
     assert r.stdout.startswith("REFUSED"), r.stdout + r.stderr
@@ -73,8 +73,8 @@ def test_network_true_shares_the_host_network(
 
 
 @needs_bwrap
-def test_writes_outside_the_workspace_fail_and_tmp_is_private(make_box) -> None:
-    box = make_box("bwrap")
+def test_writes_outside_the_workspace_fail_and_tmp_is_private(make_box, bwrap_kind: str) -> None:
+    box = make_box(bwrap_kind)
     tag = uuid.uuid4().hex
     for target in ["/usr/x", "/etc/x", "/x", f"/root/{tag}", str(box.root.parent / tag)]:
         r = box.exec(["/bin/sh", "-c", f"echo pwned > {target}"])
@@ -86,14 +86,14 @@ def test_writes_outside_the_workspace_fail_and_tmp_is_private(make_box) -> None:
 
 
 @needs_bwrap
-def test_unmounted_host_files_cannot_be_read(make_box) -> None:
+def test_unmounted_host_files_cannot_be_read(make_box, bwrap_kind: str) -> None:
     tag = uuid.uuid4().hex
     here = Path(__file__).resolve().parent / f".secret-{tag}"
     home = Path.home() / f".verigap-secret-{tag}"
     here.write_text("hidden test answer")
     home.write_text("api key")
     try:
-        box = make_box("bwrap")
+        box = make_box(bwrap_kind)
         for secret in (here, home, Path(__file__).resolve()):
             r = box.exec(["cat", str(secret)])
             assert r.returncode != 0 and r.stdout == "", secret
@@ -106,8 +106,8 @@ def test_unmounted_host_files_cannot_be_read(make_box) -> None:
 
 
 @needs_bwrap
-def test_pid_namespace_and_unprivileged_user(make_box) -> None:
-    box = make_box("bwrap")
+def test_pid_namespace_and_unprivileged_user(make_box, bwrap_kind: str) -> None:
+    box = make_box(bwrap_kind)
     r = box.exec("echo $$; id -u; ls /proc | grep -c '^[0-9]'")
     pid, uid, nprocs = r.stdout.split()
     assert int(pid) < 10  # numbered inside a fresh PID namespace
@@ -116,8 +116,8 @@ def test_pid_namespace_and_unprivileged_user(make_box) -> None:
 
 
 @needs_bwrap
-def test_fork_bomb_is_contained_and_the_host_survives(make_box) -> None:
-    box = make_box("bwrap", processes=32, wall_s=5)
+def test_fork_bomb_is_contained_and_the_host_survives(make_box, bwrap_kind: str) -> None:
+    box = make_box(bwrap_kind, processes=32, wall_s=5)
     r = box.exec("bomb() { bomb | bomb & }; bomb; sleep 2")
     assert "process limit of 32" in (r.reason or ""), (r.reason, r.stderr[:300])
     assert subprocess.run(["true"]).returncode == 0  # the test process can still fork
@@ -184,8 +184,8 @@ def test_unsafe_backend_warns_loudly(tmp_path: Path) -> None:
 
 @needs_bwrap
 @pytest.mark.skipif(os.geteuid() != 0, reason="identifies sandbox processes by their uid (root)")
-def test_nothing_runs_once_a_timed_out_exec_returns(make_box) -> None:
-    box = make_box("bwrap")
+def test_nothing_runs_once_a_timed_out_exec_returns(make_box, bwrap_kind: str) -> None:
+    box = make_box(bwrap_kind)
     for _ in range(3):
         r = box.exec("for i in 1 2 3 4; do (while :; do :; done) & done; sleep 60", timeout=0.5)
         assert r.timed_out
@@ -195,7 +195,8 @@ def test_nothing_runs_once_a_timed_out_exec_returns(make_box) -> None:
 
 
 @needs_bwrap
-def test_pid1_cmdline_shows_no_host_mount_paths(tmp_path):
+@pytest.mark.parametrize("persistent", [False, True])
+def test_pid1_cmdline_shows_no_host_mount_paths(tmp_path, persistent: bool):
     """The sandbox's pid 1 is a copy of bwrap: its command line must not carry the mount
     options, so the host paths of the workspace and of read-only binds stay hidden."""
     ws = tmp_path / "ws-host-marker"
@@ -203,8 +204,9 @@ def test_pid1_cmdline_shows_no_host_mount_paths(tmp_path):
     ws.chmod(0o755)
     ro = tmp_path / "ro-host-marker"
     ro.mkdir()
-    box = make_sandbox(ws, backend="bwrap", ro_binds=[ro])
+    box = make_sandbox(ws, backend="bwrap", ro_binds=[ro], persistent=persistent)
     r = box.exec(["sh", "-c", "tr '\\0' ' ' < /proc/1/cmdline; echo; pwd"])
+    box.close()
     assert r.returncode == 0, r.stderr
     assert "bwrap" in r.stdout  # the control: we did read pid 1's command line
     assert "ws-host-marker" not in r.stdout and str(tmp_path) not in r.stdout

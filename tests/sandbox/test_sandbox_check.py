@@ -50,3 +50,18 @@ def test_cli_check_says_how_to_install_bwrap(monkeypatch) -> None:
     assert result.exit_code == 2
     text = " ".join(result.output.split())  # rich wraps long lines
     assert text.startswith("error:") and "apt-get install -y bubblewrap" in text
+
+
+def test_cli_check_persistent_flag_reaches_self_check(monkeypatch) -> None:
+    import verigap.sandbox._check as check_mod
+
+    seen = []
+
+    def fake(backend, persistent=False):
+        seen.append((backend, persistent))
+        return [Check("a", True, "fine")]
+
+    monkeypatch.setattr(check_mod, "self_check", fake)
+    assert CliRunner().invoke(app, ["sandbox", "check", "--persistent"]).exit_code == 0
+    assert CliRunner().invoke(app, ["sandbox", "check"]).exit_code == 0
+    assert seen == [("bwrap", True), ("bwrap", False)]

@@ -22,7 +22,8 @@ def test_runs_in_the_workspace_and_reports_exit_codes(make_box, backend: str) ->
     bad = box.exec(["/bin/sh", "-c", "exit 3"])
     assert (bad.returncode, bad.ok, bad.timed_out, bad.reason) == (3, False, False, None)
     missing = box.exec(["no-such-program-xyz"])
-    assert missing.returncode == 127 and "cannot execute" in missing.stderr
+    assert missing.returncode == 127 and "no-such-program-xyz" in missing.stderr
+    assert "No such file or directory" in missing.stderr
 
 
 def test_python_is_available_and_cwd_is_honoured(make_box, backend: str) -> None:

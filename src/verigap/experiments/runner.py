@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from verigap.experiments.metrics import metric_value
+from verigap.experiments.metrics import AGENT_KEYS, metric_value
 from verigap.experiments.registry import DEFAULT_REGISTRY, Registry
 from verigap.experiments.verdicts import Values, merge_entries, verdict_entry
 from verigap.patchworld.grpo import train
@@ -24,7 +24,8 @@ from verigap.runs import METRICS, Executor, Job, is_complete, read_jsonl, run_jo
 RUNS = Path("runs/experiments")
 RESULTS = Path("results/experiments/verdicts.json")
 COMMAND = "verigap experiments run"
-CURVE_KEYS = ("step", "visible_pass", "true_success", "false_success", "reward", "caught")
+CURVE_KEYS = ("step", "visible_pass", "true_success", "false_success", "reward", "caught",
+              *AGENT_KEYS)
 
 
 def run_experiment(run_dir: Path, config: dict[str, Any], sft_cache: Path) -> dict[str, Any]:
@@ -118,6 +119,14 @@ def finished(reg: Registry, ids: list[str] | None, runs_dir: Path, quick: bool =
     return out
 
 
+def _rel(path: Path) -> str:
+    """``path`` relative to the working directory when it lies below it (else as given)."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
 def run_log(reg: Registry, ids: list[str] | None = None, *, runs_dir: Path = RUNS,
             results_path: Path | None = RESULTS, quick: bool = False,
             executor: Executor = "process", workers: int | None = None, progress: bool = True,
@@ -161,5 +170,7 @@ def run_log(reg: Registry, ids: list[str] | None = None, *, runs_dir: Path = RUN
                          "ones to another file")
     if results_path is not None:
         cmd = COMMAND + (" --quick" if quick else "") + (" " + " ".join(ids) if ids else "")
+        if Path(registry_path) != DEFAULT_REGISTRY:  # a command that reproduces this file
+            cmd += f" --registry {_rel(registry_path)} --results {results_path}"
         write_result(results_path, data, command=cmd)
     return data

@@ -24,6 +24,13 @@ from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_valid
 from threadpoolctl import threadpool_limits
 
 from verigap.patchworld import rules
+from verigap.patchworld.multiagent import (
+    Auditor,
+    AuditorConfig,
+    TestWriter,
+    TestWriterConfig,
+    agent_summary,
+)
 from verigap.patchworld.policy import (
     MLP,
     Adam,
@@ -87,6 +94,10 @@ class TrainerOptions(BaseModel):
     k_curriculum: tuple[int, ...] = Field((), description=(
         "k of each of equal-length training phases (empty: the config's k throughout)"))
     eval_ks: tuple[int, ...] = Field((), description="also evaluate held-out programs at these k")
+    auditor: AuditorConfig | None = Field(None, description=(
+        "a second agent that spends the audit budget (multiagent.py); needs reward: visible"))
+    test_writer: TestWriterConfig | None = Field(None, description=(
+        "a second agent that adds visible tests to untested broken branches (multiagent.py)"))
 
     @model_validator(mode="after")
     def _ks(self) -> TrainerOptions:
@@ -94,7 +105,19 @@ class TrainerOptions(BaseModel):
             bad = [k for k in getattr(self, name) if not 1 <= k <= 10]
             if bad:
                 raise ValueError(f"{name}: k must lie in 1..10, got {bad}")
+        if self.auditor is not None and (self.oracle_share > 0 or self.oracle_family):
+            raise ValueError("options.auditor pays every episode itself; drop oracle_share / "
+                             "oracle_family or the auditor")
         return self
+
+    @model_serializer(mode="wrap")
+    def _drop_unset_agents(self, handler):
+        # without second agents the dump (and so every registry hash and run key) is unchanged
+        out = handler(self)
+        for name in ("auditor", "test_writer"):
+            if getattr(self, name) is None:
+                out.pop(name, None)
+        return out
 
     @property
     def audit_tweaked(self) -> bool:
@@ -128,6 +151,9 @@ class GRPOConfig(BaseModel):
         if o is not None and o.audit_tweaked and not isinstance(self.reward, Audit):
             raise ValueError("options: audit_schedule, audit_recall and audit_unit need an "
                              "audit reward (reward: {kind: audit, rate: ...})")
+        if o is not None and o.auditor is not None and not isinstance(self.reward, Visible):
+            raise ValueError("options.auditor supplies the audits itself; use reward: "
+                             "{kind: visible} with it (the auditor's rate is the budget)")
         return self
 
     @model_serializer(mode="wrap")
@@ -197,6 +223,9 @@ class GRPOTrainer:
             self.pools.append((first, pool))
             first += steps
         self.pool = self.pools[0][1]
+        o = config.options
+        self.auditor = Auditor(o.auditor, config.seed) if o and o.auditor else None
+        self.writer = TestWriter(o.test_writer, config.seed) if o and o.test_writer else None
 
     def batch(self, i: int) -> Programs:
         """The training programs of step ``i``."""
@@ -244,13 +273,30 @@ class GRPOTrainer:
         x = all_features(progs).reshape(b * k, -1)  # rows: program-major, then step
         logits, h = self.model.forward(x)
         logp = log_softmax(logits)
+        if self.writer is not None:  # a second agent adds tests before the coder acts
+            seen, seen_logp = progs, logp.reshape(b, k, -1)
+            progs, written = self.writer.write(seen, seen_logp)
+            if self.writer.c.seen_by_coder:
+                x = all_features(progs).reshape(b * k, -1)
+                logits, h = self.model.forward(x)
+                logp = log_softmax(logits)
         logq = self.reference.log_probs(x)
         # G episodes per program: sample each step's action from the shared distribution
         actions = np.stack([sample(logp, self.rng) for _ in range(g)], axis=1)  # (b*k, g)
         episode_actions = actions.reshape(b, k, g).transpose(0, 2, 1).reshape(b * g, k)
         rep = progs[np.repeat(np.arange(b), g)]
         grades = rules.grade(rep, episode_actions)
-        pay = self.pay(i, rep, grades)
+        agents: dict[str, float] = {}
+        if self.auditor is not None:
+            chosen = np.take_along_axis(logp, actions, axis=1)  # (b*k, g)
+            chosen = chosen.reshape(b, k, g).transpose(0, 2, 1).reshape(b * g, k)
+            pay, agents = self.auditor.pay_and_learn(grades, chosen)
+        else:
+            pay = self.pay(i, rep, grades)
+        if self.writer is not None:
+            agents |= self.writer.pay_and_learn(seen, seen_logp, written, grades, g)
+        if agents:
+            agents["train_false_success"] = float(grades.false_success.mean())
         adv = group_advantages(pay.reward.reshape(b, g))  # (b, g)
         # gradient of the loss w.r.t. the logits of each (program, step) row
         n_samples = b * g * k
@@ -271,7 +317,7 @@ class GRPOTrainer:
             "audited": float(pay.audited.mean()),
             "caught": float(pay.caught.mean()),
             "zero_variance_groups": float((np.abs(adv).sum(1) == 0).mean()),
-        }
+        } | agents
 
 
 def train(run_dir: Path, config: dict[str, Any] | GRPOConfig,
@@ -314,6 +360,7 @@ def train(run_dir: Path, config: dict[str, Any] | GRPOConfig,
         }
         if c.options is not None:
             result |= _option_evals(c, start, trainer.model, heldout)
+            result |= agent_summary(trainer.auditor, trainer.writer)
     np.savez_compressed(run_dir / "policy.npz", *trainer.model.params())
     return result
 

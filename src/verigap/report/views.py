@@ -22,6 +22,7 @@ VIEWS: dict[str, View] = {}
 #: Modules that register views when imported (one line per family).
 VIEW_MODULES: list[str] = [
     "verigap.report.views",
+    "verigap.experiments.multiagent",
     "verigap.repos.views",
 ]
 

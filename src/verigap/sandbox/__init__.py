@@ -33,11 +33,16 @@ def make_sandbox(
     limits: Limits = Limits(),
     ro_binds: Sequence[Path] = (),
     network: bool = False,
+    persistent: bool = False,
 ) -> Sandbox:
     """A sandbox over an existing workspace directory (usually one ``materialize`` made).
 
     ``ro_binds`` are extra host paths (e.g. a prepared virtualenv) mounted read-only at
     their own path. Never bind a directory that holds hidden tests or references.
+    ``persistent`` (bwrap only): keep one sandbox alive across ``exec`` calls and run each
+    command in it, with the same mounts, namespaces and limits, every leftover process
+    killed and ``/tmp`` emptied after each command (see ``_session``); it saves the
+    bubblewrap start per command. ``box.close()`` stops it (so does garbage collection).
     """
     workspace = Path(workspace)
     if not workspace.is_dir():
@@ -45,7 +50,9 @@ def make_sandbox(
             f"make_sandbox: workspace {workspace} is not a directory; materialize one first"
         )
     if backend == "bwrap":
-        return BwrapSandbox(workspace, limits, ro_binds=ro_binds, network=network)
+        return BwrapSandbox(
+            workspace, limits, ro_binds=ro_binds, network=network, persistent=persistent
+        )
     if backend == "unsafe":
         return UnsafeLocalSandbox(workspace, limits)
     raise ConfigError(f"make_sandbox: unknown backend {backend!r}; choose one of {BACKENDS}")

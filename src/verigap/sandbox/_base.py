@@ -70,6 +70,10 @@ class Sandbox(ABC):
         target.write_text(text, encoding="utf-8")
         self._adopt([*created, target])
 
+    def close(self) -> None:
+        """Release what the sandbox keeps between commands (a persistent bwrap sandbox)."""
+        return None
+
     @abstractmethod
     def _adopt(self, paths: list[Path]) -> None:
         """Make host-created paths usable by the user commands run as (see BwrapSandbox)."""

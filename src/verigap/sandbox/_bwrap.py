@@ -34,7 +34,8 @@ from pathlib import Path, PurePosixPath
 from verigap.errors import ConfigError, SandboxUnavailable
 from verigap.sandbox._base import DEFAULT_PATH, Sandbox, base_python
 from verigap.sandbox._exec import _kill_group, run_capped
-from verigap.sandbox._limits import Limits, wrapper_argv
+from verigap.sandbox._limits import Limits, launcher_argv, native_argv
+from verigap.sandbox._session import Session
 
 WORKSPACE_MOUNT = "/workspace"
 """Where commands see the workspace under bubblewrap."""
@@ -77,12 +78,16 @@ def _supports_tmpfs_size(bwrap: str) -> bool:
     return "--size" in done.stdout + done.stderr
 
 
-def _walk_no_links(root: Path) -> list[Path]:
-    """Every path under ``root``, never descending through a symlink (unlike rglob on 3.11)."""
-    out = [root]
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        out += [Path(dirpath, n) for n in (*dirnames, *filenames)]
-    return out
+def _chown_tree(root: Path, uid: int) -> None:
+    """``lchown`` ``root`` and everything under it to ``uid``, never following a symlink."""
+    os.lchown(root, uid, uid)
+    stack = [str(root)]
+    while stack:
+        with os.scandir(stack.pop()) as entries:
+            for entry in entries:
+                os.lchown(entry.path, uid, uid)
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(entry.path)
 
 
 def _child_pid(info_fd: int) -> int | None:
@@ -143,10 +148,13 @@ class BwrapSandbox(Sandbox):
         *,
         ro_binds: Sequence[Path] = (),
         network: bool = False,
+        persistent: bool = False,
     ) -> None:
         super().__init__(root, limits)
         self.workdir = WORKSPACE_MOUNT
         self.network = network
+        self.persistent = persistent
+        self._session = Session() if persistent else None
         self._bwrap = _bwrap_path()
         self._python = base_python()
         self.ro_binds = tuple(Path(p).absolute() for p in ro_binds)
@@ -157,10 +165,12 @@ class BwrapSandbox(Sandbox):
                 raise ConfigError(
                     f"ro_binds: {p} overlaps the workspace {self.root}; bind paths outside it"
                 )
+        # _bwrap_args costs ~1 ms of path checks and gives the same answer every exec
+        self._args_cache: dict[tuple, list[str]] = {}
         self.uid: int | None = None
         if os.geteuid() == 0:
             self.uid = _UID_RANGE[0] + secrets.randbelow(_UID_RANGE[1] - _UID_RANGE[0])
-            self._adopt(_walk_no_links(self.root))
+            _chown_tree(self.root, self.uid)
         self._probe()
 
     def _adopt(self, paths: list[Path]) -> None:
@@ -237,7 +247,65 @@ class BwrapSandbox(Sandbox):
             args += ["--perms", "0644", "--ro-bind-data", str(r), dest]
         return args, fds
 
+    def close(self) -> None:
+        """Stop the persistent sandbox, if any (also done when the object is collected)."""
+        if self._session is not None:
+            self._session.close()
+
+    def _cached_args(self, rel_cwd: str) -> list[str]:
+        key = (rel_cwd, self.limits, self.network, self.ro_binds)
+        if key not in self._args_cache:
+            self._args_cache[key] = self._bwrap_args(rel_cwd)
+        return self._args_cache[key]
+
+    def _launch_server(self, sock_fd: int, server_argv: list[str]) -> tuple:
+        """Start bwrap running the session's command server (see ``_session``)."""
+        ident_args, fds = self._identity_files()
+        info_r, info_w = os.pipe()
+        bwrap, *opts = self._cached_args(".")
+        opts += [*ident_args, "--info-fd", str(info_w)]
+        blob = b"".join(a.encode() + b"\0" for a in opts)
+        if len(blob) > 60_000:  # would not fit the pipe before bwrap reads it
+            raise ConfigError("persistent sandbox: too many mounts; use persistent=False")
+        args_r, args_w = os.pipe()
+        os.write(args_w, blob)
+        os.close(args_w)
+        try:
+            proc = subprocess.Popen(
+                [bwrap, "--args", str(args_r), "--", *server_argv],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                env={"PATH": DEFAULT_PATH},
+                start_new_session=True,
+                pass_fds=(*fds, info_w, args_r, sock_fd),
+            )
+        except BaseException:
+            os.close(info_r)
+            raise
+        finally:
+            for fd in (*fds, info_w, args_r):
+                os.close(fd)
+        return proc, info_r
+
     def _run(self, argv: list[str], env: dict[str, str], rel_cwd: str, timeout: float) -> tuple:
+        if self._session is not None:
+            request = {
+                "launcher": native_argv(argv, self.limits, uid=self.uid, visible=_SYSTEM_DIRS),
+                "argv": argv,
+                "rlimits": self.limits.rlimits(),
+                "env": env,
+                "cwd": str(PurePosixPath(WORKSPACE_MOUNT) / rel_cwd),
+            }
+            return self._session.run(
+                (self.limits, self.network, self.ro_binds),
+                self._launch_server,
+                self._python,
+                self.uid,
+                request,
+                timeout=timeout,
+                output_bytes=self.limits.output_bytes,
+            )
         ident_args, fds = self._identity_files()
         # bwrap reports the host pid of the sandbox's init on --info-fd. Killing that init
         # (not the launcher) on a timeout makes the kernel kill and reap the whole PID
@@ -261,9 +329,12 @@ class BwrapSandbox(Sandbox):
                 _kill_group(pid)
 
         try:
-            bwrap, *opts = self._bwrap_args(rel_cwd)
+            bwrap, *opts = self._cached_args(rel_cwd)
             opts += [*ident_args, "--info-fd", str(info_w)]
-            command = ["--", *wrapper_argv(self._python, argv, self.limits, env, uid=self.uid)]
+            launcher = launcher_argv(
+                self._python, argv, self.limits, env, uid=self.uid, visible=_SYSTEM_DIRS
+            )
+            command = ["--", *launcher]
             # the options travel through a pipe (--args), not the command line: the sandbox's
             # pid 1 is a copy of bwrap, and its /proc/1/cmdline would otherwise show the host
             # path of every mount to the code inside (bwrap wants the command itself on the line)

@@ -13,6 +13,7 @@ import tempfile
 import threading
 import uuid
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,18 +55,33 @@ def _loopback_server() -> tuple[socket.socket, threading.Thread]:
     return srv, t
 
 
-def self_check(backend: str = "bwrap") -> list[Check]:
+def self_check(backend: str = "bwrap", *, persistent: bool = False) -> list[Check]:
     """Run every check against ``backend`` in a throwaway workspace.
 
+    ``persistent``: check bubblewrap's persistent mode (one sandbox for all commands).
     Raises SandboxUnavailable when the backend cannot run at all.
     """
     from verigap.sandbox import make_sandbox
 
+    made: list[Sandbox] = []
+
     def box_with(ws: Path, **limits: object) -> Sandbox:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return make_sandbox(ws, backend=backend, limits=Limits(**limits))  # type: ignore[arg-type]
+            box = make_sandbox(
+                ws, backend=backend, limits=Limits(**limits), persistent=persistent  # type: ignore[arg-type]
+            )
+        made.append(box)
+        return box
 
+    try:
+        return _checks(backend, box_with)
+    finally:
+        for box in made:
+            box.close()
+
+
+def _checks(backend: str, box_with: Callable[..., Sandbox]) -> list[Check]:
     checks: list[Check] = []
     with tempfile.TemporaryDirectory(prefix="verigap-check-") as tmp:
         ws = Path(tmp) / "ws"

@@ -11,6 +11,7 @@ started is still running when ``run_capped`` returns.
 from __future__ import annotations
 
 import os
+import select
 import selectors
 import signal
 import subprocess
@@ -97,6 +98,13 @@ def _exited(pid: int) -> bool:
     return info is not None
 
 
+def _pidfd_open(pid: int) -> int | None:
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
 def run_capped(
     argv: list[str],
     *,
@@ -130,35 +138,53 @@ def run_capped(
         after_start()
     kill = kill_tree or _kill_group
     captures = {proc.stdout: _Capture(output_bytes), proc.stderr: _Capture(output_bytes)}
+    # A pidfd turns readable when the process exits, so the loop wakes at once instead of
+    # noticing on its next poll (None where the kernel or Python has no pidfd_open).
+    pidfd = _pidfd_open(proc.pid)
     timed_out = False
     main_done_at: float | None = None
-    with selectors.DefaultSelector() as sel:
-        for stream in captures:
-            sel.register(stream, selectors.EVENT_READ)
-        while sel.get_map():
-            now = time.monotonic()
-            if main_done_at is None and _exited(proc.pid):
-                # Background children may hold the pipes open: kill them, drain briefly.
-                main_done_at = now
-                _kill_group(proc.pid)
-            if main_done_at is not None and now - main_done_at > _DRAIN_GRACE_S:
-                break
-            if now >= deadline:
-                timed_out = True
-                break
-            for key, _ in sel.select(timeout=min(0.05, deadline - now)):
-                data = os.read(key.fd, 65536)
-                if data:
-                    captures[key.fileobj].add(data)
+    open_streams = len(captures)
+    try:
+        with selectors.DefaultSelector() as sel:
+            for stream in captures:
+                sel.register(stream, selectors.EVENT_READ)
+            if pidfd is not None:
+                sel.register(pidfd, selectors.EVENT_READ)
+            while open_streams:
+                now = time.monotonic()
+                if main_done_at is None and _exited(proc.pid):
+                    # Background children may hold the pipes open: kill them, drain briefly.
+                    main_done_at = now
+                    _kill_group(proc.pid)
+                if main_done_at is not None and now - main_done_at > _DRAIN_GRACE_S:
+                    break
+                if now >= deadline:
+                    timed_out = True
+                    break
+                for key, _ in sel.select(timeout=min(0.05, deadline - now)):
+                    if key.fileobj == pidfd:
+                        sel.unregister(pidfd)  # exited: seen by _exited on the next turn
+                        continue
+                    data = os.read(key.fd, 65536)
+                    if data:
+                        captures[key.fileobj].add(data)
+                    else:
+                        sel.unregister(key.fileobj)
+                        open_streams -= 1
+        returncode: int | None = None
+        if not timed_out:  # the pipes are closed; wait for the main process without reaping it
+            while not _exited(proc.pid):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    timed_out = True
+                    break
+                if pidfd is not None:
+                    select.select([pidfd], [], [], left)
                 else:
-                    sel.unregister(key.fileobj)
-    returncode: int | None = None
-    if not timed_out:  # the pipes are closed; wait for the main process without reaping it
-        while not _exited(proc.pid):
-            if time.monotonic() >= deadline:
-                timed_out = True
-                break
-            time.sleep(0.005)
+                    time.sleep(min(0.005, left))
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
     if timed_out:
         kill(proc.pid)
         try:

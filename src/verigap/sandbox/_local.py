@@ -13,7 +13,7 @@ from pathlib import Path
 
 from verigap.sandbox._base import DEFAULT_PATH, Sandbox, base_python
 from verigap.sandbox._exec import run_capped
-from verigap.sandbox._limits import Limits, wrapper_argv
+from verigap.sandbox._limits import Limits, launcher_argv
 
 
 @functools.cache
@@ -56,7 +56,7 @@ class UnsafeLocalSandbox(Sandbox):
         return f"{_shim_dir()}:{Path(sys.base_prefix) / 'bin'}:{DEFAULT_PATH}"
 
     def _run(self, argv: list[str], env: dict[str, str], rel_cwd: str, timeout: float) -> tuple:
-        wrapped = wrapper_argv(base_python(), argv, self.limits, env)
+        wrapped = launcher_argv(base_python(), argv, self.limits, env)
         return run_capped(
             wrapped,
             timeout=timeout,

@@ -1,9 +1,12 @@
 """Workspaces: fresh copies of a source tree, and paths that may not leave them.
 
-``materialize`` uses ``cp -a --reflink=auto`` (one process; a copy-on-write clone where
-the filesystem supports it, a full copy elsewhere) and falls back to ``shutil.copytree``
-where ``cp`` is missing. Hard links are never used: an in-place write through a hard link
-would reach the source. ``benchmarks/sandbox_copy.py`` measures the alternatives.
+``materialize`` uses GNU ``cp -R`` with ``--reflink=auto`` (one process; a copy-on-write
+clone where the filesystem supports it, a full copy elsewhere) and falls back to
+``shutil.copytree`` where that fails. It keeps modes, timestamps and symlinks but not
+ownership, extended attributes or ACLs (``cp -a`` would: as root a chown per file that
+``make_sandbox`` redoes anyway, and xattrs such as file capabilities that a workspace
+should not carry). Hard links are never used: an in-place write through a hard link would
+reach the source. ``benchmarks/sandbox_copy.py`` measures the alternatives.
 """
 
 from __future__ import annotations
@@ -14,6 +17,10 @@ import subprocess
 from pathlib import Path, PurePosixPath
 
 from verigap.errors import ConfigError, VerigapError
+
+# -R -P: recurse, copy symlinks as links; mode and timestamps as in the source; files
+# hard-linked to each other in the source stay linked to each other (never to the source).
+_CP_FLAGS = ("-R", "-P", "--preserve=mode,timestamps,links", "--reflink=auto")
 
 
 class PathOutsideWorkspace(VerigapError, ValueError):
@@ -43,7 +50,7 @@ def materialize(source: Path, dest: Path) -> Path:
     cp = shutil.which("cp")
     if cp is not None:
         done = subprocess.run(
-            [cp, "-a", "--reflink=auto", "--", str(source), str(dest)],
+            [cp, *_CP_FLAGS, "--", str(source), str(dest)],
             capture_output=True,
             text=True,
         )

@@ -14,7 +14,10 @@ console = Console()
 
 @app.command()
 def check(backend: str = typer.Option("bwrap", help="bwrap (isolated) or unsafe"),
-          as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table")
+          as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
+          persistent: bool = typer.Option(False, "--persistent",
+                                          help="check bwrap's persistent mode (one sandbox "
+                                               "per session)")
           ) -> None:
     """Try each containment promise for real (network, files, limits); exit 1 if one fails.
 
@@ -22,13 +25,15 @@ def check(backend: str = typer.Option("bwrap", help="bwrap (isolated) or unsafe"
     """
     from verigap.sandbox._check import self_check
 
-    results = self_check(backend)  # SandboxUnavailable: `error: ...`, exit 2 (the root's path)
+    # SandboxUnavailable: `error: ...`, exit 2 (the root's path)
+    results = self_check(backend, persistent=True) if persistent else self_check(backend)
     failed = [c for c in results if not c.passed]
     if as_json:
         print(json.dumps([{"check": c.name, "passed": c.passed, "seen": c.detail}
                           for c in results], indent=2))
     else:
-        table = Table("check", "result", "seen", title=f"sandbox self-check ({backend})")
+        mode = f"{backend}, persistent" if persistent else backend
+        table = Table("check", "result", "seen", title=f"sandbox self-check ({mode})")
         for c in results:
             table.add_row(c.name, "[green]ok[/green]" if c.passed else "[red]FAIL[/red]",
                           c.detail)
