@@ -28,8 +28,9 @@ from verigap.errors import VerigapError
 from verigap.repos import baselines
 from verigap.repos.graders import v1, v2
 from verigap.repos.prepare import prepare
-from verigap.repos.tasks import load_tasks, make_tasks, materialize_workspace
-from verigap.results import write_result
+from verigap.repos.tasks import load_tasks, make_tasks, materialize_workspace, prepared_for
+from verigap.repos.views import generality_table
+from verigap.results import read_meta, read_result, write_result
 
 #: (requirement, test deps, what makes it a different case)
 PROJECTS: list[tuple[str, list[str], str]] = [
@@ -53,8 +54,6 @@ def grade_tasks(tasks_dir: Path, limit: int) -> dict:
     paid = {f"{g}/{a}": 0 for g in ("v1", "v2") for a in ("oracle", "noop")}
     correct_oracle = 0
     tasks = load_tasks(tasks_dir)[:limit]
-    from verigap.repos.tasks import prepared_for
-
     for t in tasks:
         p = prepared_for(t)
         for agent in ("oracle", "noop"):
@@ -127,33 +126,15 @@ def summary(rows: list[dict]) -> dict:
 
 
 def table(data: dict) -> str:
-    """The Markdown table docs/repos.md shows (a test checks the doc against the results)."""
-    lines = ["| project | case | fetched | prepared | tasks (k) | crash share | v1 / v2 pay "
-             "oracle | v1 / v2 pay no-op | reason |", "|---|---|---|---|---|---|---|---|---|"]
-    yes = {True: "yes", False: "no"}
-    for r in data["projects"]:
-        g = r.get("grading")
-        pay = {a: f"{g['paid'][f'v1/{a}']}/{g['graded']} / {g['paid'][f'v2/{a}']}/{g['graded']}"
-               if g else "-" for a in ("oracle", "noop")}
-        crash = "-" if r.get("crash_share_valid") is None else f"{r['crash_share_valid']:.0%}"
-        reason = r["reason"].splitlines()[0][:120] if r["reason"] else ""
-        tasks = f"{r['tasks']} ({r['k']})" if "k" in r else str(r["tasks"])
-        lines.append(f"| {r['spec']} | {r['case']} | {yes[r['fetched']]} | "
-                     f"{yes[r['prepared']]} | {tasks} | {crash} | {pay['oracle']} | "
-                     f"{pay['noop']} | {reason.replace('|', '/')} |")
-    sm = data["summary"]
-    share = sm["crash_share_of_valid_mutations"]
-    lines.append("")
-    lines.append(f"{sm['with_tasks']} of {sm['projects']} projects yield tasks "
-                 f"({sm['fetched']} fetched, {sm['prepared']} prepared); crash-at-first-call "
-                 f"share of valid mutations: {'-' if share is None else f'{share:.0%}'} (dropped "
-                 "by default, so none is a site of a built task).")
-    return "\n".join(lines)
+    """The Markdown table docs/repos.md shows (its ``repos_generality`` view)."""
+    return generality_table(data)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", nargs="*", default=None, help="project names to run")
+    ap.add_argument("--only", nargs="*", default=None,
+                    help="project names to run, in this order; the other projects' rows of an "
+                    "existing --out are kept (each row names the command that made it)")
     ap.add_argument("--n", type=int, default=2, help="tasks per project")
     ap.add_argument("--k", type=int, default=4)
     ap.add_argument("--max-candidates", type=int, default=24)
@@ -163,8 +144,18 @@ def main() -> None:
     args = ap.parse_args()
     command = "python benchmarks/repos_generality.py " + " ".join(
         shlex.quote(a) for a in sys.argv[1:])
-    projects = [x for x in PROJECTS if not args.only or x[0].split("==")[0] in args.only]
+    by_name = {x[0].split("==")[0]: x for x in PROJECTS}
+    unknown = sorted(set(args.only or []) - set(by_name))
+    if unknown:
+        ap.error(f"unknown project(s) {unknown}; known: {sorted(by_name)}")
+    projects = [by_name[n] for n in args.only] if args.only else PROJECTS  # in --only's order
     rows: dict[str, dict] = {}
+    if args.only and args.out.is_file():  # keep the other projects' rows of an earlier run
+        earlier = read_result(args.out)
+        rows = {r["spec"]: r for r in earlier["projects"] if r["spec"] not in {
+            p[0] for p in projects} and r["spec"] in {p[0] for p in PROJECTS}}
+        for r in rows.values():
+            r.setdefault("command", read_meta(args.out)["command"])
     lock = threading.Lock()
 
     def run_project(item: tuple[str, list[str], str], work: Path) -> None:
@@ -182,10 +173,11 @@ def main() -> None:
                    "tasks": 0, "reason": f"internal error: {e!r}",
                    "traceback": traceback.format_exc()[-2000:]}
         rec["case"] = why
+        rec["command"] = command
         log(f"-> tasks={rec['tasks']} reason={rec['reason'][:300]!r}")
         with lock:
             rows[spec] = rec
-            done = [rows[p[0]] for p in projects if p[0] in rows]  # in the list's order
+            done = [rows[p[0]] for p in PROJECTS if p[0] in rows]  # in the list's order
             write_result(args.out, {"summary": summary(done), "projects": done,
                                     "settings": {"n": args.n, "k": args.k,
                                                  "max_candidates": args.max_candidates,
@@ -195,7 +187,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="vg-generality-") as tmp, \
             ThreadPoolExecutor(max_workers=max(1, args.parallel)) as pool:
         list(pool.map(lambda item: run_project(item, Path(tmp)), projects))
-    print(f"summary: {summary([rows[p[0]] for p in projects])}", flush=True)
+    print(f"summary: {summary([rows[p[0]] for p in PROJECTS if p[0] in rows])}", flush=True)
 
 
 if __name__ == "__main__":

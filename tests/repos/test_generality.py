@@ -425,3 +425,97 @@ def test_bounds_moved_below_zero_are_valid_code():
     got = {m.op: mutate.apply_mutations(src, [m]) for m in muts
            if m.op in ("range_bound", "slice_bound")}
     assert "range(-1)" in got["range_bound"] and "xs[:-1]" in got["slice_bound"]
+
+
+def test_reach_sees_calls_that_an_lru_cache_would_hide(repo_cache, tmp_path, backend):
+    # test_b asks table(10) again: without emptying the cache between tests its call is a cache
+    # hit that runs no code, and the reach map would say test_b never reaches table
+    root = write(tmp_path / "proj", {
+        "calc/__init__.py": "",
+        "calc/ops.py": """
+            import functools
+
+
+            @functools.lru_cache(maxsize=None)
+            def table(n):
+                return [i * i for i in range(n)]
+
+
+            class Grid:
+                @staticmethod
+                @functools.cache
+                def cell(i):
+                    return i + 1
+
+
+            def square(i):
+                return table(10)[i]
+            """,
+        "tests/test_ops.py": """
+            from calc.ops import Grid, square
+            def test_a():
+                assert square(2) == 4 and Grid.cell(1) == 2
+            def test_b():
+                assert square(3) == 9 and Grid.cell(1) == 2
+            """})
+    p = prep(root, backend)
+    both = ["tests/test_ops.py::test_a", "tests/test_ops.py::test_b"]
+    assert p.reach["calc/ops.py::square"] == both  # no cache: reached by both anyway
+    assert p.reach["calc/ops.py::table"] == both
+    assert p.reach["calc/ops.py::Grid.cell"] == both
+
+
+def test_the_venv_keeps_the_projects_metadata_but_not_its_code(tmp_path):
+    # humanize asks importlib.metadata.version("humanize") at import: the tests import the tree
+    # under test, and the venv must still answer for the version
+    import venv
+    import zipfile
+
+    from verigap.repos.prepare import drop_code_keep_metadata
+
+    wheel = tmp_path / "tinyproj-1.2.3-py3-none-any.whl"
+    meta = "tinyproj-1.2.3.dist-info"
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr("tinyproj/__init__.py", "X = 1\n")
+        z.writestr(f"{meta}/METADATA", "Metadata-Version: 2.1\nName: tinyproj\nVersion: 1.2.3\n")
+        z.writestr(f"{meta}/WHEEL", "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\n"
+                                    "Tag: py3-none-any\n")
+        z.writestr(f"{meta}/RECORD", f"tinyproj/__init__.py,,\n{meta}/METADATA,,\n"
+                                     f"{meta}/WHEEL,,\n{meta}/RECORD,,\n")
+    venv.create(tmp_path / "v", with_pip=True)
+    py = str(tmp_path / "v" / "bin" / "python")
+    subprocess.run([py, "-m", "pip", "install", "-q", "--no-index", "--no-deps", str(wheel)],
+                   check=True, capture_output=True)
+    drop_code_keep_metadata(py, "tinyproj")
+    probe = ("import importlib.metadata as m, importlib.util as u;"
+             "print(m.version('tinyproj'), u.find_spec('tinyproj'))")
+    out = subprocess.run([py, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["1.2.3", "None"]  # the version answers; the code is gone
+
+
+def test_a_fetched_sdist_is_reused_without_pip(tmp_path, monkeypatch):
+    # preparing, making tasks and grading each fetch the source: a pinned release's archive is
+    # kept under the cache, so only the first fetch downloads (and builds its metadata)
+    import tarfile
+
+    from verigap.repos import sources
+
+    monkeypatch.setenv("VERIGAP_CACHE", str(tmp_path / "cache"))
+    top = write(tmp_path / "nosuchproj-9.9", {"nosuchproj.py": "X = 1\n"})
+    kept = tmp_path / "cache" / "repos" / "sdists" / "nosuchproj==9.9"
+    kept.mkdir(parents=True)
+    with tarfile.open(kept / "nosuchproj-9.9.tar.gz", "w:gz") as t:
+        t.add(top, arcname=top.name)
+    (kept / "other.tar.gz.part").write_text("half-written by another process")
+    monkeypatch.setattr(sources.subprocess, "run", lambda *a, **k: pytest.fail("pip ran"))
+    tree = sources.fetch(sources.parse_source("nosuchproj==9.9"), tmp_path / "tree")
+    assert sources.tree_files(tree) == ["nosuchproj.py"]
+
+
+def test_make_tasks_records_the_command_that_makes_them_again(fixture_tasks):
+    import shlex
+
+    stats, _, _ = fixture_tasks
+    assert shlex.split(stats.command) == [
+        "verigap", "repos", "make-tasks", str(Path(__file__).parent / "fixture_lib"), "--k", "4", "--n", "3", "--seed", "0",
+        "--max-candidates", "16", "--min-hidden", "1", "--env", "current"]

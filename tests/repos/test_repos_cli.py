@@ -7,6 +7,7 @@ import json
 from typer.testing import CliRunner
 
 from verigap.cli import app
+from verigap.results import read_meta, read_result
 
 
 def test_run_scripted_baselines_through_the_agent_loop(fixture_tasks, tmp_path):
@@ -16,10 +17,15 @@ def test_run_scripted_baselines_through_the_agent_loop(fixture_tasks, tmp_path):
     out = tmp_path / "runs"
     args = ["repos", "run", str(path), "--agent", "scripted:oracle", "--agent",
             "scripted:careless", "--grader", "v1", "--grader", "v2", "--out", str(out),
-            "--executor", "serial", "--json"]
+            "--executor", "serial", "--json", "--save", str(tmp_path / "res" / "b.json")]
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, res.output
     rows = {(r["grader"], r["agent"]): r for r in json.loads(res.output)}
+    saved = read_result(tmp_path / "res" / "b.json")  # the same summary, as a results file
+    assert saved["rows"] == json.loads(res.output) and saved["tasks"] == 1
+    assert saved["by"]["v1/scripted:careless"]["paid"] == 1.0
+    assert saved["by"]["v2/scripted:careless"]["paid"] == 0.0
+    assert read_meta(tmp_path / "res" / "b.json")["command"].startswith("verigap repos run ")
     assert rows["v1", "scripted:oracle"]["mean_reward"] == 1.0
     assert rows["v2", "scripted:oracle"]["mean_reward"] == 1.0
     assert rows["v2", "scripted:oracle"]["true_success"] == 1.0

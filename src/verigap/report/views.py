@@ -27,6 +27,7 @@ VIEW_MODULES: list[str] = [
     "verigap.experiments.multiagent",
     "verigap.experiments.render",
     "verigap.silentbug.views",
+    "verigap.repos.views",
 ]
 
 

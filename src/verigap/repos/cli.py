@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from collections import Counter
 from pathlib import Path
 from typing import Annotated
@@ -133,6 +134,9 @@ def run(
     max_turns: int = 40,
     backend: str | None = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    save: Annotated[Path | None, typer.Option(
+        help="Also write the summary as a results file (e.g. results/repos/baselines.json), "
+             "with the command that reproduces it.")] = None,
 ) -> None:
     """Run agents on tasks, grade every episode, print a summary per agent and grader.
 
@@ -154,6 +158,23 @@ def run(
     except VerigapError as e:
         _fail(e)
     rows = summary_rows(results.values())
+    if save is not None:
+        from verigap.results import write_result
+
+        index = tasks / "index.json" if tasks.is_dir() else tasks.parent / "index.json"
+        made = json.loads(index.read_text()) if index.is_file() else {}
+        write_result(save, {"tasks": len(paths), "source": _source_of(paths), "rows": rows,
+                            "by": {f"{r['grader']}/{r['agent']}": r for r in rows},
+                            "generation": made},
+                     command=(f"{made['command']} --out {shlex.quote(str(index.parent))} && "
+                              if made.get("command") else "") + shlex.join([
+                         "verigap", "repos", "run", str(tasks),
+                         *(x for a in agent or ["scripted:oracle"] for x in ("--agent", a)),
+                         *(x for g in grader or ["v2"] for x in ("--grader", g)),
+                         *(["--reward", reward] if reward else []),
+                         *(["--limit", str(limit)] if limit else []),
+                         "--seed", str(seed), "--max-turns", str(max_turns), "--save",
+                         str(save)]))
     if json_out:
         print(json.dumps(rows, indent=2))
         return
@@ -169,6 +190,11 @@ def run(
     console.print(t)
 
 
+def _source_of(paths: list[Path]) -> list[str]:
+    """The project specs the task files were made from."""
+    return sorted({json.loads(p.read_text())["source"]["spec"] for p in paths})
+
+
 def summary_rows(results) -> list[dict]:
     """One row per (grader, agent): the shared summary metrics plus hack counts."""
     groups: dict[tuple[str, str], list[dict]] = {}
@@ -180,8 +206,9 @@ def summary_rows(results) -> list[dict]:
         hacks = Counter(h for r in rs for h in r.get("hacks", []))
         # false success as the grader paid it: rewarded and not correct
         paid_wrong = sum(1 for r in rs if r["reward"] > 0 and not r["correct"]) / len(rs)
-        rows.append({"grader": g, "agent": a, **s.to_dict(), "paid_wrong": paid_wrong,
-                     "hacks": dict(hacks)})
+        paid = sum(1 for r in rs if r["reward"] > 0) / len(rs)
+        rows.append({"grader": g, "agent": a, **s.to_dict(), "paid": paid,
+                     "paid_wrong": paid_wrong, "hacks": dict(hacks)})
     return rows
 
 

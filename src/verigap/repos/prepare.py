@@ -167,10 +167,39 @@ def build_env(dest: Path, tree: Path, test_deps: list[str], dist_name: str | Non
         with tempfile.TemporaryDirectory() as tmp:  # building writes build/, egg-info: not here
             shutil.copytree(tree, Path(tmp) / "src")
             _pip(py, str(Path(tmp) / "src"))  # pulls the project's runtime dependencies ...
-        subprocess.run([py, "-m", "pip", "uninstall", "-y", "-q", dist_name],
-                       capture_output=True)  # ... then drops the project itself
+        drop_code_keep_metadata(py, dist_name)  # ... then drops the project itself
     (dest / PLUGINS_FILE).write_text(json.dumps(declared_plugins(py, test_deps)))
     return py
+
+
+_METADATA_OF = """
+import json, sys
+from importlib.metadata import PackageNotFoundError, distribution
+try:
+    d = distribution(sys.argv[1])
+except PackageNotFoundError:
+    print("null")
+else:
+    print(json.dumps([str(d.locate_file(f)) for f in d.files or []
+                      if f.parts and f.parts[0].endswith(".dist-info")]))
+"""
+
+
+def drop_code_keep_metadata(python: str, dist_name: str) -> None:
+    """Uninstall the project from the venv but put its ``.dist-info`` back: the tests import
+    the tree being graded, and code that asks ``importlib.metadata.version(name)`` at import
+    still finds the installed version."""
+    proc = subprocess.run([python, "-c", _METADATA_OF, dist_name], capture_output=True,
+                          text=True)
+    files = json.loads(proc.stdout) if proc.returncode == 0 and proc.stdout.strip() else None
+    saved = {f: Path(f).read_bytes() for f in files or [] if Path(f).is_file()}
+    subprocess.run([python, "-m", "pip", "uninstall", "-y", "-q", dist_name],
+                   capture_output=True)
+    for f, data in saved.items():
+        if Path(f).name in ("direct_url.json", "INSTALLER", "REQUESTED"):
+            continue  # metadata only: nothing says where installed code would be
+        Path(f).parent.mkdir(parents=True, exist_ok=True)
+        Path(f).write_bytes(data)
 
 
 def _dist_name(tree: Path, source: sources.Source) -> str:

@@ -81,7 +81,17 @@ def fetch(source: Source, dest: Path) -> Path:
 def _fetch_sdist(requirement: str, dest: Path) -> None:
     """Download the sdist with pip. Pip checks it by building its metadata, in an isolated
     build environment holding the backend the sdist declares (setuptools_scm, flit_core,
-    hatchling, ...), which pip installs from wheels; only the project itself must be an sdist."""
+    hatchling, ...), which pip installs from wheels; only the project itself must be an sdist.
+    The archive is kept under the cache (a pinned release's files never change on PyPI), so
+    preparing again, making tasks and grading do not download and build it again."""
+    from verigap.repos.pytest_run import cache_root
+
+    kept = cache_root() / "sdists" / requirement
+    archives = sorted(a for a in kept.iterdir() if not a.name.endswith(".part")) \
+        if kept.is_dir() else []
+    if archives:
+        _extract(archives[0], dest)
+        return
     name = requirement.split("==")[0]
     with tempfile.TemporaryDirectory() as tmp:
         proc = subprocess.run(
@@ -97,7 +107,15 @@ def _fetch_sdist(requirement: str, dest: Path) -> None:
             raise ConfigError(f"could not download the sdist of {requirement!r} with pip "
                               f"(exit {proc.returncode}); pip said:\n{said}\n{why}, or pass a "
                               "local directory instead")
-        archive = files[0]
+        _extract(files[0], dest)
+        kept.mkdir(parents=True, exist_ok=True)
+        part = kept / (files[0].name + ".part")
+        shutil.copyfile(files[0], part)
+        part.replace(kept / files[0].name)  # whole or absent, never half-written
+
+
+def _extract(archive: Path, dest: Path) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "x"
         if archive.suffix == ".zip":
             with zipfile.ZipFile(archive) as z:

@@ -15,6 +15,7 @@ import ast
 import hashlib
 import random
 import re
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -466,6 +467,7 @@ class GenStats(BaseModel):
     warnings: list[str] = []  # e.g. a site with no equivalence input, and why
     hints: list[str] = []  # what to try when fewer tasks than asked came out
     coverage: float = 1.0  # share of the tasks' sites with out-of-process (equivalence) inputs
+    command: str = ""  # the make-tasks command that makes these tasks again (add --out DIR)
 
 
 def rejection_lines(stats: GenStats) -> list[str]:
@@ -490,9 +492,9 @@ def hints_for(stats: GenStats, *, k: int, n_functions: int, combos: int,
                  "them")
     if rej.get("breaks unreached tests", 0) >= max(1, stats.candidates // 3):
         h.append(f"{rej['breaks unreached tests']} mutation(s) broke tests that, per the reach "
-                 "map, never call the mutated function: results cached across tests "
-                 "(functools.lru_cache, module-level tables) hide the calls; such functions "
-                 "cannot be sites")
+                 "map, never call the mutated function: results kept across tests by other "
+                 "means than functools caches (module-level tables, hand-made memos), or "
+                 "calls made in a subprocess, hide them; such functions cannot be sites")
     if rej.get("timeout"):
         h.append("some suite runs timed out (machine load?): run make-tasks again, timeouts are "
                  "retried")
@@ -510,6 +512,20 @@ def hints_for(stats: GenStats, *, k: int, n_functions: int, combos: int,
         h.append("combinations were built but rejected (see the reasons above): try another "
                  "--seed or more --max-candidates")
     return h
+
+
+def make_tasks_command(spec: str, *, k: int, n: int, seed: int, max_candidates: int,
+                       test_deps: list[str], env: str, prompt_style: str,
+                       allow_tests_only: bool, allow_crashy: bool, min_hidden: int) -> str:
+    """The ``verigap repos make-tasks`` command line for these settings (without ``--out``)."""
+    args = ["verigap", "repos", "make-tasks", spec, "--k", str(k), "--n", str(n), "--seed",
+            str(seed), "--max-candidates", str(max_candidates), "--min-hidden", str(min_hidden)]
+    args += [x for d in test_deps for x in ("--test-dep", d)]
+    args += ["--env", env] if env != "venv" else []
+    args += ["--prompt-style", prompt_style] if prompt_style != "tests" else []
+    args += ["--allow-tests-only"] if allow_tests_only else []
+    args += ["--allow-crashy"] if allow_crashy else []
+    return shlex.join(args)
 
 
 def make_tasks(spec: str, out: Path, *, k: int = 4, n: int = 20, seed: int = 0,
@@ -590,7 +606,12 @@ def make_tasks(spec: str, out: Path, *, k: int = 4, n: int = 20, seed: int = 0,
         n_covered += sum(1 for s in task.sites if not s.tests_only)
         log(f"  task {task.task_id}: {len(task.visible_tests)} visible / "
             f"{len(task.hidden_tests)} hidden tests, {len(task.equivalence)} equivalence inputs")
-    stats = GenStats(source=spec, candidates=len(cands), valid=len(valid), rejected=rejected,
+    stats = GenStats(command=make_tasks_command(
+                         spec, k=k, n=n, seed=seed, max_candidates=max_candidates,
+                         test_deps=test_deps or [], env=env, prompt_style=prompt_style,
+                         allow_tests_only=allow_tests_only, allow_crashy=allow_crashy,
+                         min_hidden=min_hidden),
+                     source=spec, candidates=len(cands), valid=len(valid), rejected=rejected,
                      combos_tried=tries, tasks=len(task_files), task_rejected=task_rejected,
                      prepare_s=round(t_prep, 2), validate_s=round(t_val, 2),
                      tasks_s=round(time.perf_counter() - t2, 2),

@@ -135,6 +135,28 @@ class Reach:
             if k is not None:
                 self.calls.setdefault(self.report.current, set()).add(k)
 
+    def pytest_runtest_logstart(self, nodeid, location):
+        """Empty the project's ``functools`` caches before each test: a cache hit runs no code,
+        so a test reusing an earlier test's cached result would not be seen to reach the
+        function, yet a bug there breaks it."""
+        for wrapper in self._caches():
+            wrapper.cache_clear()
+
+    def _caches(self) -> list:
+        import functools
+
+        out = {}
+        for mod in list(sys.modules.values()):
+            if not (getattr(mod, "__file__", None) or "").startswith(self.root):
+                continue
+            for obj in list(vars(mod).values()):
+                for o in [obj, *vars(obj).values()] if isinstance(obj, type) else [obj]:
+                    if isinstance(o, (staticmethod, classmethod)):
+                        o = o.__func__
+                    if isinstance(o, functools._lru_cache_wrapper):
+                        out[id(o)] = o
+        return list(out.values())
+
 
 class Capture:
     """Pickles the arguments of target functions when the tests call them: up to ``per_test``
@@ -316,7 +338,8 @@ def main() -> int:
     snap = snapshot()
     threads_before = {t.ident for t in threading.enumerate()}
     try:
-        code = pytest.main(list(cfg["pytest_args"]), plugins=[report])
+        code = pytest.main(list(cfg["pytest_args"]),
+                           plugins=[report] + ([reach] if reach is not None else []))
     finally:
         changed = machinery_changed(report, threads_before, hook, cfg["import_root"])
         sys.setprofile(None)

@@ -1,0 +1,65 @@
+"""Views of the repo-task results files, for the docs markers and the site (see docs/results.md).
+
+- ``repos_generality``: ``results/repos/generality.json`` (``benchmarks/repos_generality.py``),
+  per project whether it fetched, prepared and yielded tasks, or the reason it did not;
+- ``repos_baselines``: a ``verigap repos run ... --save`` file, per grader and scripted agent;
+- ``repos_grading``: ``benchmarks/repos_grading.py``, the cost of v2 beside a bare pytest run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from verigap.report.views import markdown_table, view
+
+_YES = {True: "yes", False: "no"}
+
+
+@view("repos_generality")
+def generality_table(data: dict[str, Any]) -> str:
+    """Per project: fetched, prepared, tasks built (at k), crash share, v1/v2 on the oracle and
+    the no-op, and the reason the user saw when it yielded nothing; then the summary line."""
+    rows = []
+    for r in data["projects"]:
+        g = r.get("grading")
+        pay = {a: f"{g['paid'][f'v1/{a}']}/{g['graded']} / {g['paid'][f'v2/{a}']}/{g['graded']}"
+               if g else "-" for a in ("oracle", "noop")}
+        crash = "-" if r.get("crash_share_valid") is None else f"{r['crash_share_valid']:.0%}"
+        reason = r["reason"].splitlines()[0][:160] if r["reason"] else ""
+        tasks = f"{r['tasks']} ({r['k']})" if "k" in r else str(r["tasks"])
+        rows.append([r["spec"], r["case"], _YES[r["fetched"]], _YES[r["prepared"]], tasks, crash,
+                     pay["oracle"], pay["noop"], reason.replace("|", "/")])
+    table = markdown_table(["project", "case", "fetched", "prepared", "tasks (k)",
+                            "crash share", "v1 / v2 pay oracle", "v1 / v2 pay no-op", "reason"],
+                           rows)
+    sm = data["summary"]
+    share = sm["crash_share_of_valid_mutations"]
+    return (f"{table}\n\n{sm['with_tasks']} of {sm['projects']} projects yield tasks "
+            f"({sm['fetched']} fetched, {sm['prepared']} prepared); crash-at-first-call share "
+            f"of valid mutations: {'-' if share is None else f'{share:.0%}'} (dropped by "
+            "default, so none is a site of a built task).")
+
+
+@view("repos_baselines")
+def baselines_table(data: dict[str, Any]) -> str:
+    """Per grader and agent: share paid, reward, visible pass, correct, false success, paid and wrong."""
+    return markdown_table(
+        ["grader", "agent", "episodes", "paid", "mean reward", "visible pass", "correct",
+         "paid & wrong"],
+        [[r["grader"], r["agent"], str(r["n"]), f"{r['paid']:.0%}", f"{r['mean_reward']:.2f}",
+          f"{r['pass_rate']:.0%}", f"{r['true_success']:.0%}", f"{r['paid_wrong']:.0%}"]
+         for r in data["rows"]])
+
+
+@view("repos_grading")
+def grading_table(data: dict[str, Any]) -> str:
+    """Median seconds per task of a bare pytest run and of v2's whole grade, and the ratio."""
+    s = data["summary"]
+    gen = s["generation"]
+    return markdown_table(
+        ["tasks", "agent", "bare pytest (median s)", "v2 grade (median s)", "v2 / bare",
+         "v2 correct", "make-tasks (s)", "load average"],
+        [[str(s["tasks"]), s["agent"], f"{s['raw_pytest_s_median']:.2f}",
+          f"{s['v2_s_median']:.2f}", f"{s['v2_over_raw_median']:.2f}x",
+          f"{s['correct_share']:.0%}", f"{gen.get('total_s', 0):.0f}",
+          "{:.1f} → {:.1f}".format(*s["loadavg"])]])
