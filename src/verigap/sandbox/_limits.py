@@ -74,9 +74,14 @@ class Limits:
 # sandbox's own interpreter and stdlib modules that need no site-packages.
 WRAPPER = r"""
 import json, os, resource, signal, sys
-# Python ignores SIGPIPE and SIGXFSZ; an ignored signal survives exec, so restore them.
-signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+# An ignored signal survives exec: Python ignores SIGPIPE and SIGXFSZ, and a host started in
+# the background ignores SIGINT and SIGQUIT. The command starts with every one at its default.
+for s in signal.valid_signals():
+    try:
+        if signal.getsignal(s) == signal.SIG_IGN:
+            signal.signal(s, signal.SIG_DFL)
+    except (OSError, ValueError):
+        pass
 cfg = json.loads(sys.argv[1])
 argv = sys.argv[3:]
 uid = cfg.get("uid")
@@ -120,13 +125,14 @@ _PRLIMIT_OPTS = {
 
 
 @functools.cache
-def native_launcher(visible: tuple[str, ...] | None = None) -> tuple[str, str] | None:
-    """The paths of util-linux ``prlimit`` and ``setpriv``, or None if either is missing.
+def native_launcher(visible: tuple[str, ...] | None = None) -> tuple[str, str, str] | None:
+    """The paths of util-linux ``prlimit`` and ``setpriv`` and coreutils ``env``, or None if
+    any is missing.
 
     ``visible``: directories a command can see (under bubblewrap, the read-only system
     dirs); a binary elsewhere is not reachable inside, so the Python wrapper is used.
     """
-    found = shutil.which("prlimit"), shutil.which("setpriv")
+    found = shutil.which("prlimit"), shutil.which("setpriv"), shutil.which("env")
     if None in found:
         return None
     paths = tuple(str(p) for p in found)
@@ -151,13 +157,15 @@ def native_argv(
     native = native_launcher(visible)
     if native is None:
         return None
-    prlimit, setpriv = native
+    prlimit, setpriv, env = native
+    # env --default-signal: an ignored signal survives exec (a host started in the background
+    # ignores SIGINT and SIGQUIT, Python ignores SIGPIPE and SIGXFSZ); the command gets defaults
     argv: list[str] = []
     if uid is not None:
         # Drops to uid/gid with no supplementary groups; a root -> non-root uid change
         # clears the capabilities bwrap kept for it (CAP_SETUID/CAP_SETGID).
         argv += [setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
-    argv.append(prlimit)
+    argv += [env, "--default-signal", prlimit]
     for name, value in limits.rlimits().items():
         hard = value + 1 if name == "RLIMIT_CPU" else value
         argv.append(f"{_PRLIMIT_OPTS[name]}={value}:{hard}")

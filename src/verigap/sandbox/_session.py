@@ -150,9 +150,14 @@ def run(req, fds):
     if pid == 0:
         try:
             os.setsid()
-            # Python ignores SIGPIPE and SIGXFSZ; an ignored signal survives exec.
-            signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-            signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+            # an ignored signal survives exec (Python ignores SIGPIPE and SIGXFSZ; a host
+            # started in the background ignores SIGINT and SIGQUIT): all back to default
+            for s in signal.valid_signals():
+                try:
+                    if signal.getsignal(s) == signal.SIG_IGN:
+                        signal.signal(s, signal.SIG_DFL)
+                except (OSError, ValueError):
+                    pass
             null = os.open("/dev/null", os.O_RDONLY)
             os.dup2(null, 0)
             os.dup2(fds[0], 1)

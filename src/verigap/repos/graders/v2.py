@@ -30,6 +30,7 @@ no hidden test names or contents.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import shutil
 import tempfile
@@ -64,6 +65,10 @@ class Truth:
     detail: dict[str, Any] = field(default_factory=dict)
 
 
+def _base_is_intact(dest: Path, stamp: Path) -> bool:
+    return dest.is_dir() and stamp.is_file() and sources.tree_hash(dest) == stamp.read_text()
+
+
 def pristine_base(p: Prepared, task: RepoTask, *, with_hidden: bool) -> Path:
     """The task base (pristine tree + mutations), built once per task and kept in the cache.
 
@@ -75,23 +80,26 @@ def pristine_base(p: Prepared, task: RepoTask, *, with_hidden: bool) -> Path:
     key = hashlib.sha256(f"{p.tree_sha256}\0{task.model_dump_json()}".encode()).hexdigest()
     dest = cache_root() / "bases" / f"{key[:32]}-{'hidden' if with_hidden else 'visible'}"
     stamp = dest.with_name(dest.name + ".sha256")
-    if dest.is_dir() and stamp.is_file() and sources.tree_hash(dest) == stamp.read_text():
+    if _base_is_intact(dest, stamp):
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix="build-", dir=dest.parent))
-    try:
-        base_tree(p, task, tmp / "t", with_hidden=with_hidden)
-        shutil.rmtree(dest, ignore_errors=True)
-        stamp.unlink(missing_ok=True)
+    # one builder at a time: parallel gradings (process pool, Ray) must not remove a base
+    # another one is hashing or copying
+    with open(dest.with_name(dest.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if _base_is_intact(dest, stamp):
+            return dest
+        tmp = Path(tempfile.mkdtemp(prefix="build-", dir=dest.parent))
         try:
+            base_tree(p, task, tmp / "t", with_hidden=with_hidden)
+            stamp.unlink(missing_ok=True)
+            shutil.rmtree(dest, ignore_errors=True)
             (tmp / "t").rename(dest)
-        except OSError:  # another grading built it at the same moment
-            pass
-        stamp_tmp = tmp / "stamp"
-        stamp_tmp.write_text(sources.tree_hash(dest))
-        stamp_tmp.replace(stamp)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+            stamp_tmp = tmp / "stamp"
+            stamp_tmp.write_text(sources.tree_hash(dest))
+            stamp_tmp.replace(stamp)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     return dest
 
 
