@@ -68,6 +68,19 @@ def test_the_root_catches_errors_raised_by_library_code(monkeypatch) -> None:
                              "`verigap pilot` wrote\n")
 
 
+def test_a_missing_optional_package_names_the_extra_to_install(monkeypatch) -> None:
+    import verigap.report.docs as docs_mod
+
+    def needs_libcst(*args, **kwargs):
+        raise ModuleNotFoundError("No module named 'libcst'", name="libcst")
+
+    monkeypatch.setattr(docs_mod, "sync", needs_libcst)
+    result = CliRunner().invoke(app, ["docs", "--check"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert result.stderr.startswith("error: this command needs the Python package 'libcst'")
+    assert "pip install -e '.[repos]'" in result.stderr and result.stderr.count("\n") == 1
+
+
 def test_a_bad_option_value_is_bad_input() -> None:
     result = CliRunner().invoke(app, ["patchworld", "show", "--k", "99"])
     assert result.exit_code == 2 and result.stderr.startswith("error: ")

@@ -23,15 +23,35 @@ from verigap.sandbox.cli import app as sandbox_app
 from verigap.server.cli import serve
 from verigap.silentbug.cli import app as silentbug_app
 
+#: Optional packages and the extra (pyproject.toml) that installs each.
+EXTRAS = {"libcst": "repos", "hypothesis": "repos", "torch": "torch", "openai": "agents",
+          "anthropic": "agents", "ray": "ray", "fastapi": "server", "uvicorn": "server",
+          "httpx": "server"}
+
+
+def missing_extra_message(name: str) -> str:
+    """What to install when a command needs a package the core install leaves out."""
+    extra = EXTRAS.get(name.split(".")[0])
+    how = (f"`.venv/bin/pip install -e '.[{extra}]'`" if extra
+           else "`make install` (every extra)")
+    return (f"this command needs the Python package {name!r}, which is not installed here "
+            f"(`make pilot` installs only the core); install it with {how}, or run `make install`")
+
 
 class _Root(TyperGroup):
-    """The root command group: turns a VerigapError from any command into one line, exit 2."""
+    """The root command group: turns a VerigapError from any command into one line, exit 2;
+    so is a missing optional package (the core install serves `make pilot` only)."""
 
     def invoke(self, ctx):  # type: ignore[no-untyped-def]
         try:
             return super().invoke(ctx)
         except VerigapError as e:
             typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(2) from None
+        except ModuleNotFoundError as e:
+            if not e.name or e.name.split(".")[0] == "verigap":
+                raise
+            typer.echo(f"error: {missing_extra_message(e.name)}", err=True)
             raise typer.Exit(2) from None
 
 app = typer.Typer(
