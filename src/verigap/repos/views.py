@@ -2,8 +2,8 @@
 
 - ``repos_generality``: ``results/repos/generality.json`` (``benchmarks/repos_generality.py``),
   per project whether it fetched, prepared and yielded tasks, or the reason it did not;
-- ``repos_baselines``: a ``verigap repos run ... --save`` file, per grader and scripted agent;
-- ``repos_grading``: ``benchmarks/repos_grading.py``, the cost of v2 beside a bare pytest run.
+- ``repos_baselines``: a ``verigap repos run ... --save`` file, per grader and scripted agent.
+(v2's grading cost is ``results/repos/v2_speed.json``, quoted in ``docs/exploits.md``.)
 """
 
 from __future__ import annotations
@@ -49,17 +49,3 @@ def baselines_table(data: dict[str, Any]) -> str:
         [[r["grader"], r["agent"], str(r["n"]), f"{r['paid']:.0%}", f"{r['mean_reward']:.2f}",
           f"{r['pass_rate']:.0%}", f"{r['true_success']:.0%}", f"{r['paid_wrong']:.0%}"]
          for r in data["rows"]])
-
-
-@view("repos_grading")
-def grading_table(data: dict[str, Any]) -> str:
-    """Median seconds per task of a bare pytest run and of v2's whole grade, and the ratio."""
-    s = data["summary"]
-    gen = s["generation"]
-    return markdown_table(
-        ["tasks", "agent", "bare pytest (median s)", "v2 grade (median s)", "v2 / bare",
-         "v2 correct", "make-tasks (s)", "load average"],
-        [[str(s["tasks"]), s["agent"], f"{s['raw_pytest_s_median']:.2f}",
-          f"{s['v2_s_median']:.2f}", f"{s['v2_over_raw_median']:.2f}x",
-          f"{s['correct_share']:.0%}", f"{gen.get('total_s', 0):.0f}",
-          "{:.1f} → {:.1f}".format(*s["loadavg"])]])

@@ -134,6 +134,16 @@ def _pool(k: int, size: int, seed: int, stream: str):
     return generate(k, size, seed=seed, stream=stream)  # type: ignore[arg-type]
 
 
+def _reward_scheme(reward: Any) -> Any:
+    """The config's reward scheme, with a bad one reported as the config field it came from."""
+    from verigap.rewards import parse_scheme
+
+    try:
+        return parse_scheme(reward)
+    except ValueError as e:
+        raise ConfigError(f"config.reward: {e}") from None
+
+
 @dataclass
 class PatchWorldServed(ServedEnv):
     """A batch of Patch World programs stepped together (a batch of one is the Gymnasium env)."""
@@ -144,12 +154,7 @@ class PatchWorldServed(ServedEnv):
     _env: Any = None
 
     def __post_init__(self) -> None:
-        from verigap.rewards import parse_scheme
-
-        try:
-            self._scheme = parse_scheme(self.config.reward)
-        except ValueError as e:
-            raise ConfigError(f"config.reward: {e}") from None
+        self._scheme = _reward_scheme(self.config.reward)
 
     def reset(self, seed: int | None, options: dict[str, Any]) -> Observation:
         from verigap.patchworld.env import BatchedPatchWorld
@@ -313,12 +318,7 @@ class RepoServed(_ToolServed):
     name: str = "repo"
 
     def __post_init__(self) -> None:
-        from verigap.rewards import parse_scheme
-
-        try:
-            self._scheme = parse_scheme(self.config.reward)
-        except ValueError as e:
-            raise ConfigError(f"config.reward: {e}") from None
+        self._scheme = _reward_scheme(self.config.reward)
 
     def reset(self, seed: int | None, options: dict[str, Any]) -> Observation:
         from verigap.agents import standard_tools
