@@ -7,6 +7,8 @@ did not clear the same rule here (clean - ablated >= 3 x the larger seed std).
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +39,22 @@ class AblationRow:
                 "clean": self.clean.to_dict(), "ablated": self.ablated.to_dict(),
                 **self.gap.to_dict(), "load_bearing": self.load_bearing,
                 "override": SUBSTRATES[self.substrate].ablations[self.mechanism]}
+
+
+def run_timing(results: dict[str, dict[str, Any]], fresh: set[str]) -> dict[str, Any]:
+    """Wall and CPU seconds of the training runs behind a calibration, summed over all of them
+    and over those this invocation executed (the rest were read from the cache, timed when
+    they ran), with the load average at the end: machine-specific, unlike the verdicts."""
+    def total(key: str, names: Sequence[str] | set[str]) -> float:
+        return round(sum(float(results[n].get(key) or 0.0) for n in names), 1)
+
+    return {"runs_cpu_s": total("cpu_s", results), "runs_wall_s": total("wall_s", results),
+            "executed_cpu_s": total("cpu_s", fresh), "executed_wall_s": total("wall_s", fresh),
+            "runs_cached": len(results) - len(fresh),
+            "loadavg": [round(x, 2) for x in os.getloadavg()],
+            "note": "wall_s above is this invocation's wall time; runs_*_s sum every run it "
+                    "used, including cached runs timed when they ran; executed_*_s only the "
+                    "runs it ran"}
 
 
 def clean_jobs(cache_dir: Path, substrate: str, files: dict[str, str], seeds: Sequence[int]
@@ -99,9 +117,11 @@ def ablate(substrates: Sequence[str] = ("acrobot_modular",), mechanisms: Sequenc
         if not known:
             raise ConfigError(f"substrate {sub!r} has no ablation switches; use a modular one")
         pairs += [(sub, m) for m in (mechanisms or sorted(known))]
+    started = time.time()
     jobs = [j for sub in substrates for j in clean_jobs(cache_dir, sub, files, seed_list)]
     for sub, mech in pairs:
         jobs += ablation_jobs(cache_dir, sub, mech, files, seed_list)
+    fresh = {j.name for j in jobs if not (j.run_dir / "result.json").is_file()}
     results = run_jobs(jobs, executor=executor, workers=workers, progress=progress,
                        description="silentbug ablate")
     rows = ablation_rows(results, cache_dir, files, pairs, seed_list)
@@ -111,7 +131,10 @@ def ablate(substrates: Sequence[str] = ("acrobot_modular",), mechanisms: Sequenc
         flags = "".join(f" --substrate {s}" for s in substrates) + "".join(
             f" --mechanism {m}" for m in mechanisms or ())
         write_result(out, strict({"version": 1, "seeds": list(seed_list),
-                                  "rows": [r.to_dict() for r in rows]}),
+                                  "rows": [r.to_dict() for r in rows],
+                                  "wall_s": round(time.time() - started, 1),
+                                  "runs_total": len(jobs), "runs_executed": len(fresh),
+                                  "timing": run_timing(results, fresh)}),
                      command=f"verigap silentbug ablate{flags} --seeds {seeds} --out {out}")
     return rows
 

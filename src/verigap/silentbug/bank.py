@@ -20,6 +20,8 @@ from verigap.silentbug.patching import PatchError, apply_unified_diff, parse_uni
 from verigap.silentbug.substrate import SUBSTRATES, Mechanism, SubstrateName, pristine_files
 
 BugClass = Literal["wrong_line", "omission", "interaction", "statistical"]
+GATED = ("omission", "interaction")
+"""classes whose 'mechanism' (if named) must have been shown load-bearing by the ablation"""
 Component = Literal[
     "action_sampling", "rollout_storage", "bootstrapping", "advantage_estimation",
     "advantage_normalization", "policy_loss", "value_loss", "entropy_bonus",
@@ -47,7 +49,9 @@ class Bug(BaseModel):
     split: Literal["train", "test"] = Field(
         description="train/test split by mechanism: every bug of one mechanism shares it")
     mechanism: Mechanism | None = Field(
-        default=None, description="for omission bugs: the ablated mechanism the bug removes")
+        default=None, description="the ablated mechanism the bug removes (required for omission "
+        "bugs) or defeats (optional for interaction bugs); calibration refuses the bug unless "
+        "the ablation showed that mechanism load-bearing on its substrate")
     patch: str = Field(pattern=r"^[A-Za-z0-9_.-]+\.diff$", description="file under bugs/patches/")
     ground_truth_lines: list[int] = Field(min_length=1, description="1-based, pristine file")
     symptom: str = Field(min_length=1)
@@ -63,13 +67,16 @@ class Bug(BaseModel):
 
     @model_validator(mode="after")
     def _omission_names_mechanism(self) -> Bug:
-        if self.bug_class == "omission":
-            if self.mechanism is None:
-                raise ValueError("an omission bug must name the 'mechanism' it removes, so "
-                                 "calibration can check the ablation showed it load-bearing")
+        if self.bug_class == "omission" and self.mechanism is None:
+            raise ValueError("an omission bug must name the 'mechanism' it removes, so "
+                             "calibration can check the ablation showed it load-bearing")
+        if self.mechanism is not None:
+            if self.bug_class not in GATED:
+                raise ValueError(f"'mechanism' gates only {' and '.join(GATED)} bugs; a "
+                                 f"{self.bug_class} bug is judged by its own runs: drop it")
             if self.mechanism not in SUBSTRATES[self.substrate].ablations:
                 raise ValueError(f"substrate {self.substrate!r} has no ablation for "
-                                 f"{self.mechanism!r}; put omission bugs on a modular substrate")
+                                 f"{self.mechanism!r}; put the bug on a modular substrate")
         return self
 
 

@@ -1,8 +1,9 @@
 """Calibration: clean vs broken runs over seeds at a fixed budget, and the acceptance rule.
 
 A bug is accepted only if clean - broken >= 3 x the larger seed std (and positive); a broken run
-that crashes or times out is not silent and is rejected; an omission bug is refused unless the
-ablation on its substrate showed the mechanism it removes is load-bearing. Every run is cached
+that crashes or times out is not silent and is rejected; an omission bug (and an interaction
+bug that names the mechanism it defeats) is refused unless the ablation on its substrate showed
+that mechanism is load-bearing. Every run is cached
 by the hash of its workspace and config; runs go to a process pool with a progress bar.
 """
 
@@ -12,7 +13,7 @@ import json
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from verigap.silentbug.ablation import (
     arm_from,
     checked_arm,
     clean_jobs,
+    run_timing,
 )
 from verigap.silentbug.bank import Bug, Registry, broken_files, load_registry
 from verigap.silentbug.runner import learning_curve, plan_run
@@ -33,8 +35,9 @@ from verigap.silentbug.stats import SIGMAS, Arm, Gap, gap
 from verigap.silentbug.substrate import SUBSTRATES, pristine_files
 
 RULE = (f"accepted iff clean - broken > 0 and >= {SIGMAS:g} x max(sample std of clean, of broken) "
-        "over seeds, every broken run finished (silent), and for omission bugs the ablation of "
-        "the same mechanism on the same substrate cleared the same rule")
+        "over seeds, every broken run finished (silent), and for omission bugs (and interaction "
+        "bugs naming a mechanism) the ablation of that mechanism on the same substrate cleared "
+        "the same rule")
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,7 @@ class Calibration:
     wall_s: float
     runs_total: int
     runs_executed: int
+    timing: dict[str, Any] = field(default_factory=dict)
 
     def accepted(self) -> list[BugResult]:
         return [r for r in self.results if r.verdict == "accepted"]
@@ -84,7 +88,7 @@ class Calibration:
                         "refused": sum(r.verdict == "refused" for r in self.results),
                         "accepted_ids": [r.bug.id for r in self.accepted()]},
             "wall_s": round(self.wall_s, 1), "runs_total": self.runs_total,
-            "runs_executed": self.runs_executed,
+            "runs_executed": self.runs_executed, "timing": self.timing,
         }
 
 
@@ -92,10 +96,10 @@ def judge(bug: Bug, clean: Arm, broken: Arm, statuses: Sequence[str],
           mechanism_load_bearing: bool | None) -> tuple[Gap, str, str]:
     """(gap, verdict, reason) for one bug from its numbers."""
     g = gap(clean, broken)
-    if bug.bug_class == "omission" and not mechanism_load_bearing:
+    if bug.mechanism and not mechanism_load_bearing:
         return g, "refused", (f"ablation did not show {bug.mechanism!r} load-bearing on "
-                              f"{bug.substrate}; an omission of it is not a task there "
-                              "(its broken runs are skipped)")
+                              f"{bug.substrate}; a {bug.bug_class} bug of it is not a task "
+                              "there (its broken runs are skipped)")
     if any(s != "ok" for s in statuses):
         return g, "rejected", "a broken run crashed or timed out: the bug is not silent"
     if g.clears:
@@ -117,15 +121,14 @@ def calibrate(bug_ids: Sequence[str] | None = None, *, seeds: int = 3,
     pristine = pristine_files()
 
     substrates = sorted({b.substrate for b in bugs})
-    pairs = sorted({(b.substrate, b.mechanism) for b in bugs
-                    if b.bug_class == "omission" and b.mechanism})
+    pairs = sorted({(b.substrate, b.mechanism) for b in bugs if b.mechanism})
     # phase 1: clean runs and the ablations that omission bugs rely on
     jobs: list[Job] = []
     for sub in substrates:
         jobs += clean_jobs(cache_dir, sub, pristine, seed_list)
     for sub, mech in pairs:
         jobs += ablation_jobs(cache_dir, sub, mech, pristine, seed_list)
-    executed = sum(not (j.run_dir / "result.json").is_file() for j in jobs)
+    fresh = {j.name for j in jobs if not (j.run_dir / "result.json").is_file()}
     results = run_jobs(jobs, executor=executor, workers=workers, progress=progress,
                        description="silentbug calibrate: clean + ablations")
     clean = {sub: checked_arm(results, clean_jobs(cache_dir, sub, pristine, seed_list))
@@ -133,18 +136,18 @@ def calibrate(bug_ids: Sequence[str] | None = None, *, seeds: int = 3,
     ablations = ablation_rows(results, cache_dir, pristine, pairs, seed_list)
     load_bearing = {(a.substrate, a.mechanism): a.load_bearing for a in ablations}
 
-    # phase 2: broken runs; an omission whose mechanism is not load-bearing is refused
-    # whatever its numbers, so it is not run
+    # phase 2: broken runs; a bug whose mechanism is not load-bearing is refused whatever its
+    # numbers, so it is not run
     broken_by_bug: dict[str, list[Job]] = {}
     for bug in bugs:
-        if bug.bug_class == "omission" and not load_bearing[(bug.substrate, bug.mechanism)]:
+        if bug.mechanism and not load_bearing[(bug.substrate, bug.mechanism)]:
             broken_by_bug[bug.id] = []
             continue
         files = broken_files(bug, pristine)
         broken_by_bug[bug.id] = [plan_run(cache_dir, bug.substrate, bug.id, files, {}, s)
                                  for s in seed_list]
     broken_jobs = [j for js in broken_by_bug.values() for j in js]
-    executed += sum(not (j.run_dir / "result.json").is_file() for j in broken_jobs)
+    fresh |= {j.name for j in broken_jobs if not (j.run_dir / "result.json").is_file()}
     results.update(run_jobs(broken_jobs, executor=executor, workers=workers, progress=progress,
                             description="silentbug calibrate: broken"))
     jobs += broken_jobs
@@ -158,7 +161,7 @@ def calibrate(bug_ids: Sequence[str] | None = None, *, seeds: int = 3,
         bug_results.append(BugResult(bug, clean[bug.substrate], broken, g, verdict, reason,
                                      statuses))
     cal = Calibration(bug_results, ablations, clean, seed_list, time.time() - started,
-                      len(jobs), executed)
+                      len(jobs), len(fresh), run_timing(results, fresh))
     if out is not None:
         ids = " ".join(f"--bug {i}" for i in bug_ids or ())
         write_result(out, strict(cal.to_dict()), command=f"verigap silentbug calibrate {ids}"
