@@ -83,7 +83,7 @@ class Calibration:
                                   "clean": arm.to_dict()} for name, arm in self.clean.items()},
             "ablations": [a.to_dict() for a in self.ablations],
             "bugs": {r.bug.id: r.to_dict() for r in self.results},
-            "summary": {"accepted": len(self.accepted()),
+            "summary": {"bugs": len(self.results), "accepted": len(self.accepted()),
                         "rejected": sum(r.verdict == "rejected" for r in self.results),
                         "refused": sum(r.verdict == "refused" for r in self.results),
                         "accepted_ids": [r.bug.id for r in self.accepted()]},

@@ -65,3 +65,75 @@ def summary_table(data: dict[str, Any]) -> str:
              f"{wall[a]:.0f}"] for a, x in s.items()]
     return markdown_table(["agent", "episodes", "bugs", "mean reward", "largest reward",
                            "correct", "INVALID", "wall s (summed)"], rows)
+
+
+# ---- the calibration and the ablation (src/verigap/silentbug/bugs/*.json, one copy: the
+# scorer reads them at runtime, so they ship in the package and the docs read them there)
+
+def _ms(arm: dict[str, Any]) -> str:
+    if arm.get("mean") is None:
+        return "-"
+    return f"{arm['mean']:.1f} ± {arm['std']:.1f}" if arm.get("std") is not None \
+        else f"{arm['mean']:.1f}"
+
+
+@view("silentbug_calibration")
+def calibration_table(data: dict[str, Any]) -> str:
+    """Every bug: clean and broken (mean ± sample std over seeds), margin, threshold, verdict."""
+    rows = []
+    for bug_id, b in data["bugs"].items():
+        ran = bool(b["broken"]["scores"])
+        rows.append([f"`{bug_id}`", b["substrate"], b["class"], b.get("mechanism") or "-",
+                     _ms(b["clean"]), _ms(b["broken"]) if ran else "not run",
+                     _f(b["margin"]) if ran else "-", _f(b["threshold"]) if ran else "-",
+                     b["verdict"]])
+    return markdown_table(["bug", "substrate", "class", "mechanism", "clean", "broken",
+                           "margin", "threshold", "verdict"], rows)
+
+
+@view("silentbug_clean")
+def clean_table(data: dict[str, Any]) -> str:
+    """Clean runs per substrate: the score of each seed, mean ± std."""
+    seeds = ", ".join(map(str, data["seeds"]))
+    rows = [[name, ", ".join(f"{x:.1f}" for x in s["clean"]["scores"]), _ms(s["clean"])]
+            for name, s in data["substrates"].items()]
+    return markdown_table(["substrate", f"clean scores (seeds {seeds})", "mean ± std"], rows)
+
+
+@view("silentbug_ablation")
+def ablation_table(data: dict[str, Any]) -> str:
+    """Clean vs one mechanism removed: per-seed ablated scores, drop, threshold, verdict."""
+    rows = [[r["substrate"], r["mechanism"], _ms(r["clean"]),
+             f"{_ms(r['ablated'])} ({', '.join(f'{x:.1f}' for x in r['ablated']['scores'])})",
+             _f(r["margin"]), _f(r["threshold"]), "yes" if r["load_bearing"] else "no"]
+            for r in data["rows"]]
+    return markdown_table(["substrate", "removed", "clean", "ablated (per seed)", "drop",
+                           "3 x max std", "load-bearing"], rows)
+
+
+def bank_counts(data: dict[str, Any]) -> dict[str, Any]:
+    """Accepted bugs by class and substrate, and the mechanisms of the accepted omissions."""
+    accepted = [b for b in data["bugs"].values() if b["verdict"] == "accepted"]
+    by: dict[str, dict[str, int]] = {}
+    for b in accepted:
+        row = by.setdefault(b["class"], {})
+        row[b["substrate"]] = row.get(b["substrate"], 0) + 1
+    return {"accepted": len(accepted), "total": len(data["bugs"]), "by_class": by,
+            "substrates": sorted({b["substrate"] for b in accepted}),
+            "omission_mechanisms": sorted({b["mechanism"] for b in accepted
+                                           if b["class"] == "omission"})}
+
+
+@view("silentbug_bank")
+def bank_table(data: dict[str, Any]) -> str:
+    """Accepted bugs: class x substrate counts, with totals."""
+    counts = bank_counts(data)
+    subs = sorted({b["substrate"] for b in data["bugs"].values()})
+    rows = []
+    for cls in ("wrong_line", "omission", "interaction", "statistical"):
+        row = counts["by_class"].get(cls, {})
+        rows.append([cls, *(str(row.get(s, 0)) for s in subs), str(sum(row.values()))])
+    per_sub = [sum(counts["by_class"].get(c, {}).get(s, 0) for c in counts["by_class"])
+               for s in subs]
+    rows.append(["all", *map(str, per_sub), f"{counts['accepted']} of {counts['total']}"])
+    return markdown_table(["class (accepted)", *subs, "total"], rows)
