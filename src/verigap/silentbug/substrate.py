@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 SubstrateName = Literal["cartpole_single", "cartpole_modular", "acrobot_modular"]
 Mechanism = Literal["grad_clip", "adv_norm", "entropy_bonus", "value_clip", "bootstrap",
-                    "ratio_clip", "lr_decay"]
+                    "value_loss"]
 
 PACKAGE = "substrates"  # the name the copied package has inside a workspace
 
@@ -41,10 +41,7 @@ _MODULAR_ABLATIONS: dict[str, dict[str, Any]] = {
     "entropy_bonus": {"entropy_weight": 0.0},
     "value_clip": {"clip_value_loss": False},
     "bootstrap": {"bootstrap": False},
-    # ratio_clip is also the value-clipping range, so this removes value clipping too (which
-    # the value_clip row shows is not load-bearing on its own): a superset of the surrogate clip
-    "ratio_clip": {"ratio_clip": 1e9},
-    "lr_decay": {"lr_decay": False},
+    "value_loss": {"value_weight": 0.0},
 }
 
 _MODULAR_FILES = ("__init__.py", "envs.py", "ppo_modular")
