@@ -116,3 +116,31 @@ def test_committed_calibration_covers_the_registry_and_its_gates():
     for r in _doc("ablation.json")["data"]["rows"]:
         if (r["substrate"], r["mechanism"]) in rows:
             assert rows[(r["substrate"], r["mechanism"])] == r["load_bearing"]
+
+
+def _cal(bugs: dict, rows: list, seeds=(1, 2, 3)) -> dict:
+    return {"seeds": list(seeds), "bugs": bugs, "ablations": rows,
+            "substrates": {s: {"clean": {"mean": 1.0}} for s in {b["substrate"]
+                                                                 for b in bugs.values()}},
+            "summary": {}, "wall_s": 1.0}
+
+
+def test_merge_keeps_uncalibrated_bugs_with_their_own_provenance():
+    from verigap.silentbug.calibrate import merge_calibration
+
+    old = _cal({"a": {"substrate": "s", "verdict": "accepted"},
+                "b": {"substrate": "s", "verdict": "rejected"}},
+               [{"substrate": "s", "mechanism": "m", "load_bearing": False}])
+    new = _cal({"b": {"substrate": "s", "verdict": "accepted"},
+                "c": {"substrate": "t", "verdict": "refused"}},
+               [{"substrate": "s", "mechanism": "m", "load_bearing": True}])
+    merged = merge_calibration(old, {"command": "old", "argv": []}, new,
+                               {"command": "new", "argv": ["x"]})
+    assert merged["summary"] == {"bugs": 3, "accepted": 2, "rejected": 0, "refused": 1,
+                                 "accepted_ids": ["a", "b"]}
+    assert merged["bugs"]["a"]["calibrated_by"] == {"command": "old"}
+    assert merged["bugs"]["b"]["calibrated_by"] == {"command": "new"}
+    assert [r["load_bearing"] for r in merged["ablations"]] == [True]  # replaced, not doubled
+    assert set(merged["substrates"]) == {"s", "t"}
+    with pytest.raises(ConfigError, match="seeds"):
+        merge_calibration(old, {}, _cal({}, [], seeds=(1, 2)), {})

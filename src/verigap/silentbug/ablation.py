@@ -105,7 +105,7 @@ def ablation_rows(results: dict[str, dict[str, Any]], cache_dir: Path, files: di
 def ablate(substrates: Sequence[str] = ("acrobot_modular",), mechanisms: Sequence[str] | None = None,
            *, seeds: int = 3, cache_dir: Path = Path("runs/silentbug"), out: Path | None = None,
            executor: Executor = "process", workers: int | None = None,
-           progress: bool = True) -> list[AblationRow]:
+           progress: bool = True, merge: bool = False) -> list[AblationRow]:
     """Clean vs each mechanism removed, per substrate, over ``seeds`` seeds (cached runs)."""
     seed_list = tuple(range(1, seeds + 1))
     files = pristine_files()
@@ -126,16 +126,35 @@ def ablate(substrates: Sequence[str] = ("acrobot_modular",), mechanisms: Sequenc
                        description="silentbug ablate")
     rows = ablation_rows(results, cache_dir, files, pairs, seed_list)
     if out is not None:
-        from verigap.silentbug.calibrate import strict  # calibrate imports this module
+        from verigap.results import make_meta
+        from verigap.silentbug.calibrate import (
+            provenance,
+            read_baselines,
+            strict,  # calibrate imports this module
+        )
 
         flags = "".join(f" --substrate {s}" for s in substrates) + "".join(
             f" --mechanism {m}" for m in mechanisms or ())
-        write_result(out, strict({"version": 1, "seeds": list(seed_list),
-                                  "rows": [r.to_dict() for r in rows],
-                                  "wall_s": round(time.time() - started, 1),
-                                  "runs_total": len(jobs), "runs_executed": len(fresh),
-                                  "timing": run_timing(results, fresh)}),
-                     command=f"verigap silentbug ablate{flags} --seeds {seeds} --out {out}")
+        command = (f"verigap silentbug ablate{flags} --seeds {seeds} --cache-dir {cache_dir} "
+                   f"--out {out}" + (" --merge" if merge else ""))
+        data = strict({"version": 1, "seeds": list(seed_list),
+                       "rows": [r.to_dict() for r in rows],
+                       "wall_s": round(time.time() - started, 1),
+                       "runs_total": len(jobs), "runs_executed": len(fresh),
+                       "timing": run_timing(results, fresh)})
+        if merge and out.is_file():
+            old = read_baselines(out)  # a results file or the first, bare format
+            if old.get("seeds") != data["seeds"]:
+                raise ConfigError(f"cannot merge ablations over seeds {data['seeds']} into "
+                                  f"{out} (seeds {old.get('seeds')}); rerun it whole")
+            was = {k: v for k, v in provenance(out).items() if k != "argv"}
+            by = {k: v for k, v in make_meta(command).items() if k != "argv"}
+            keyed = {(r["substrate"], r["mechanism"]): {"calibrated_by": was, **r}
+                     for r in old["rows"]}
+            keyed.update({(r["substrate"], r["mechanism"]): {**r, "calibrated_by": by}
+                          for r in data["rows"]})
+            data = {**data, "rows": [keyed[k] for k in sorted(keyed)], "merged": True}
+        write_result(out, data, command=command)
     return rows
 
 

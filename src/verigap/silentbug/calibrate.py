@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from verigap.errors import ConfigError
-from verigap.results import write_result
+from verigap.results import make_meta, read_meta, write_result
 from verigap.runs import METRICS, RESULT, Executor, Job, read_jsonl, run_jobs
 from verigap.silentbug.ablation import (
     AblationRow,
@@ -112,8 +112,12 @@ def judge(bug: Bug, clean: Arm, broken: Arm, statuses: Sequence[str],
 def calibrate(bug_ids: Sequence[str] | None = None, *, seeds: int = 3,
               cache_dir: Path = Path("runs/silentbug"), out: Path | None = None,
               registry: Registry | None = None, executor: Executor = "process",
-              workers: int | None = None, progress: bool = True) -> Calibration:
-    """Run (or read from cache) every clean, broken and needed ablation run; judge each bug."""
+              workers: int | None = None, progress: bool = True,
+              merge: bool = False) -> Calibration:
+    """Run (or read from cache) every clean, broken and needed ablation run; judge each bug.
+
+    With ``merge``, an existing ``out`` keeps the bugs and ablation rows this call did not
+    calibrate (each with the provenance of the call that did); the rest are replaced."""
     started = time.time()
     registry = registry or load_registry()
     bugs = [registry.get(i) for i in bug_ids] if bug_ids else list(registry.bugs)
@@ -163,10 +167,53 @@ def calibrate(bug_ids: Sequence[str] | None = None, *, seeds: int = 3,
     cal = Calibration(bug_results, ablations, clean, seed_list, time.time() - started,
                       len(jobs), len(fresh), run_timing(results, fresh))
     if out is not None:
-        ids = " ".join(f"--bug {i}" for i in bug_ids or ())
-        write_result(out, strict(cal.to_dict()), command=f"verigap silentbug calibrate {ids}"
-                     f"--seeds {seeds} --out {out}".replace("  ", " "))
+        ids = "".join(f" --bug {i}" for i in bug_ids or ())
+        command = (f"verigap silentbug calibrate{ids} --seeds {seeds} --cache-dir {cache_dir} "
+                   f"--out {out}" + (" --merge" if merge else ""))
+        data = strict(cal.to_dict())
+        if merge and out.is_file():
+            data = merge_calibration(read_baselines(out), provenance(out), data,
+                                     make_meta(command))
+        write_result(out, data, command=command)
     return cal
+
+
+def provenance(path: Path) -> dict[str, Any]:
+    try:
+        return read_meta(path)
+    except ConfigError:  # the first, bare format: no meta
+        return {"command": "unknown (written before calibrations carried provenance)"}
+
+
+def merge_calibration(old: dict[str, Any], old_meta: dict[str, Any], new: dict[str, Any],
+                      new_meta: dict[str, Any]) -> dict[str, Any]:
+    """``new`` laid over ``old``: bugs, ablation rows and clean substrates that ``new``
+    calibrated replace those of ``old``; every entry says which invocation (command, commit,
+    machine, versions) produced it, so numbers from two machines are never mistaken for one
+    run. Seeds must match; the summary is recomputed over the merged bugs."""
+    if old.get("seeds") != new["seeds"]:
+        raise ConfigError(f"cannot merge a calibration over seeds {new['seeds']} into one over "
+                          f"{old.get('seeds')}; rerun the whole calibration with those seeds")
+    by = {k: v for k, v in new_meta.items() if k != "argv"}
+    was = {k: v for k, v in old_meta.items() if k != "argv"}
+
+    def tag(entry: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
+        return {**entry, "calibrated_by": entry.get("calibrated_by", meta)}
+
+    bugs = {k: tag(v, was) for k, v in old["bugs"].items()}
+    bugs.update({k: tag(v, by) for k, v in new["bugs"].items()})
+    rows = {(r["substrate"], r["mechanism"]): tag(r, was) for r in old.get("ablations", [])}
+    rows.update({(r["substrate"], r["mechanism"]): tag(r, by) for r in new["ablations"]})
+    subs = {k: tag(v, was) for k, v in old.get("substrates", {}).items()}
+    subs.update({k: tag(v, by) for k, v in new["substrates"].items()})
+    accepted = [k for k, b in bugs.items() if b["verdict"] == "accepted"]
+    return {**new, "bugs": bugs, "ablations": [rows[k] for k in sorted(rows)],
+            "substrates": dict(sorted(subs.items())),
+            "summary": {"bugs": len(bugs), "accepted": len(accepted),
+                        "rejected": sum(b["verdict"] == "rejected" for b in bugs.values()),
+                        "refused": sum(b["verdict"] == "refused" for b in bugs.values()),
+                        "accepted_ids": accepted},
+            "merged": True}
 
 
 def strict(value: Any) -> Any:

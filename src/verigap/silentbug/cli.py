@@ -65,13 +65,17 @@ def ablate(substrate: list[str] = typer.Option(["acrobot_modular"], help="substr
            seeds: int = typer.Option(3, min=2), cache_dir: Path = CACHE,
            out: Path = typer.Option(Path("runs/silentbug/ablation.json")),
            workers: int | None = WORKERS, as_json: bool = JSON,
-           markdown: bool = MARKDOWN) -> None:
+           markdown: bool = MARKDOWN,
+           merge: bool = typer.Option(False, "--merge", help="keep the rows of an existing "
+                                      "--out file that this call does not ablate (each row "
+                                      "records the invocation that produced it)")) -> None:
     """Remove each stability mechanism from the clean code; show which ones hurt.
 
     Example: verigap silentbug ablate --substrate acrobot_modular --seeds 3
     """
     rows = run_ablation(substrate, mechanism or None, seeds=seeds, cache_dir=cache_dir,
-                        out=out, workers=workers, progress=not (as_json or markdown))
+                        out=out, workers=workers, progress=not (as_json or markdown),
+                        merge=merge)
     if as_json:
         print(json.dumps([r.to_dict() for r in rows], indent=2))
         return
@@ -94,13 +98,17 @@ def calibrate(bug: list[str] = typer.Option(None, "--bug", help="bug id(s); defa
               seeds: int = typer.Option(3, min=2), cache_dir: Path = CACHE,
               out: Path = typer.Option(Path("runs/silentbug/baselines.json")),
               workers: int | None = WORKERS, as_json: bool = JSON,
-              markdown: bool = MARKDOWN) -> None:
+              markdown: bool = MARKDOWN,
+              merge: bool = typer.Option(False, "--merge", help="keep the bugs of an existing "
+                                         "--out file that this call does not calibrate (each "
+                                         "entry records the invocation that produced it)")
+              ) -> None:
     """Clean vs broken over seeds; accept bugs whose gap clears 3 x the larger seed std.
 
     Example: verigap silentbug calibrate --seeds 3 --markdown
     """
     cal = run_calibration(bug or None, seeds=seeds, cache_dir=cache_dir, out=out,
-                          workers=workers, progress=not (as_json or markdown))
+                          workers=workers, progress=not (as_json or markdown), merge=merge)
     if as_json:
         print(json.dumps(strict(cal.to_dict()), indent=2))
         return
