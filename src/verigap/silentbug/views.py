@@ -79,25 +79,36 @@ def _ms(arm: dict[str, Any]) -> str:
 
 @view("silentbug_calibration")
 def calibration_table(data: dict[str, Any]) -> str:
-    """Every bug: clean and broken (mean ± sample std over seeds), margin, threshold, verdict."""
+    """Every bug: clean and broken (mean ± sample std over seeds), margin, threshold, verdict,
+    and when it was calibrated (a merged file holds entries from several invocations)."""
     rows = []
     for bug_id, b in data["bugs"].items():
         ran = bool(b["broken"]["scores"])
         rows.append([f"`{bug_id}`", b["substrate"], b["class"], b.get("mechanism") or "-",
                      _ms(b["clean"]), _ms(b["broken"]) if ran else "not run",
                      _f(b["margin"]) if ran else "-", _f(b["threshold"]) if ran else "-",
-                     b["verdict"]])
+                     b["verdict"], calibrated_when(b)])
     return markdown_table(["bug", "substrate", "class", "mechanism", "clean", "broken",
-                           "margin", "threshold", "verdict"], rows)
+                           "margin", "threshold", "verdict", "calibrated"], rows)
+
+
+def calibrated_when(entry: dict[str, Any]) -> str:
+    """The day of the invocation that produced a merged entry; "first run" for entries from
+    the calibration written before files carried provenance; "-" in an unmerged file."""
+    by = entry.get("calibrated_by")
+    if by is None:
+        return "-"
+    return by["written_at"][:10] if "written_at" in by else "first run"
 
 
 @view("silentbug_clean")
 def clean_table(data: dict[str, Any]) -> str:
     """Clean runs per substrate: the score of each seed, mean ± std."""
     seeds = ", ".join(map(str, data["seeds"]))
-    rows = [[name, ", ".join(f"{x:.1f}" for x in s["clean"]["scores"]), _ms(s["clean"])]
-            for name, s in data["substrates"].items()]
-    return markdown_table(["substrate", f"clean scores (seeds {seeds})", "mean ± std"], rows)
+    rows = [[name, ", ".join(f"{x:.1f}" for x in s["clean"]["scores"]), _ms(s["clean"]),
+             calibrated_when(s)] for name, s in data["substrates"].items()]
+    return markdown_table(["substrate", f"clean scores (seeds {seeds})", "mean ± std",
+                           "calibrated"], rows)
 
 
 @view("silentbug_ablation")
@@ -105,10 +116,10 @@ def ablation_table(data: dict[str, Any]) -> str:
     """Clean vs one mechanism removed: per-seed ablated scores, drop, threshold, verdict."""
     rows = [[r["substrate"], r["mechanism"], _ms(r["clean"]),
              f"{_ms(r['ablated'])} ({', '.join(f'{x:.1f}' for x in r['ablated']['scores'])})",
-             _f(r["margin"]), _f(r["threshold"]), "yes" if r["load_bearing"] else "no"]
-            for r in data["rows"]]
+             _f(r["margin"]), _f(r["threshold"]), "yes" if r["load_bearing"] else "no",
+             calibrated_when(r)] for r in data["rows"]]
     return markdown_table(["substrate", "removed", "clean", "ablated (per seed)", "drop",
-                           "3 x max std", "load-bearing"], rows)
+                           "3 x max std", "load-bearing", "calibrated"], rows)
 
 
 def bank_counts(data: dict[str, Any]) -> dict[str, Any]:
