@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 SubstrateName = Literal["cartpole_single", "cartpole_modular", "acrobot_modular"]
 Mechanism = Literal["grad_clip", "adv_norm", "entropy_bonus", "value_clip", "bootstrap",
-                    "value_loss"]
+                    "value_loss", "gae_trace"]
 
 PACKAGE = "substrates"  # the name the copied package has inside a workspace
 
@@ -42,6 +42,7 @@ _MODULAR_ABLATIONS: dict[str, dict[str, Any]] = {
     "value_clip": {"clip_value_loss": False},
     "bootstrap": {"bootstrap": False},
     "value_loss": {"value_weight": 0.0},
+    "gae_trace": {"trace_decay": 0.0},
 }
 
 _MODULAR_FILES = ("__init__.py", "envs.py", "ppo_modular")
