@@ -11,6 +11,7 @@ executor runs it: serial, a local process pool (default: all cores), or Ray.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import signal
@@ -107,8 +108,15 @@ class Job:
 
 def _execute(job: Job) -> tuple[str, dict[str, Any]]:
     job.run_dir.mkdir(parents=True, exist_ok=True)
-    result = job.fn(job.run_dir, **job.kwargs)
-    write_json_atomic(job.run_dir / RESULT, result)
+    # Two sweeps sharing a cache may both find a run missing: one trains it, the other waits
+    # and reads the result. Without the lock both wrote the same metrics.jsonl at once and the
+    # interleaved file gave a wrong score.
+    with open(job.run_dir.parent / f"{job.run_dir.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if is_complete(job.run_dir):
+            return job.name, read_json(job.run_dir / RESULT)
+        result = job.fn(job.run_dir, **job.kwargs)
+        write_json_atomic(job.run_dir / RESULT, result)
     return job.name, result
 
 

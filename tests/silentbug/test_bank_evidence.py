@@ -144,3 +144,29 @@ def test_merge_keeps_uncalibrated_bugs_with_their_own_provenance():
     assert set(merged["substrates"]) == {"s", "t"}
     with pytest.raises(ConfigError, match="seeds"):
         merge_calibration(old, {}, _cal({}, [], seeds=(1, 2)), {})
+
+
+def _mark_and_return(run_dir: Path, marker: str) -> dict:
+    Path(marker).write_text("ran")
+    return {"ran": True}
+
+
+def test_a_run_another_sweep_is_finishing_is_read_not_trained_twice(tmp_path):
+    """Two calibrations sharing a cache found the same run missing and both trained it into
+    one run dir; the interleaved metrics.jsonl gave a wrong score. Now the second waits on
+    the run's lock and reads the first one's result."""
+    import fcntl
+    from concurrent.futures import ProcessPoolExecutor
+
+    from verigap.runs import Job, _execute, write_json_atomic
+
+    run_dir, marker = tmp_path / "run", tmp_path / "marker"
+    job = Job("j", run_dir, _mark_and_return, {"marker": str(marker)})
+    run_dir.mkdir()
+    with open(tmp_path / "run.lock", "w") as lock, ProcessPoolExecutor(1) as pool:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # "the other sweep" is training this run
+        fut = pool.submit(_execute, job)
+        write_json_atomic(run_dir / "result.json", {"ran": "elsewhere"})
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        assert fut.result(timeout=120) == ("j", {"ran": "elsewhere"})
+    assert not marker.exists()
