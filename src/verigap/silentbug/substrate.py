@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 SubstrateName = Literal["cartpole_single", "cartpole_modular", "acrobot_modular"]
 Mechanism = Literal["grad_clip", "adv_norm", "entropy_bonus", "value_clip", "bootstrap",
-                    "value_loss", "gae_trace"]
+                    "value_loss", "gae_trace", "lr_decay"]
 
 PACKAGE = "substrates"  # the name the copied package has inside a workspace
 
@@ -43,6 +43,7 @@ _MODULAR_ABLATIONS: dict[str, dict[str, Any]] = {
     "bootstrap": {"bootstrap": False},
     "value_loss": {"value_weight": 0.0},
     "gae_trace": {"trace_decay": 0.0},
+    "lr_decay": {"lr_decay": False},
 }
 
 _MODULAR_FILES = ("__init__.py", "envs.py", "ppo_modular")
