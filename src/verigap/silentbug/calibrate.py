@@ -185,6 +185,17 @@ def provenance(path: Path) -> dict[str, Any]:
         return {"command": "unknown (written before calibrations carried provenance)"}
 
 
+def _invocations(cal: dict[str, Any], meta: dict[str, Any]) -> list[dict[str, Any]]:
+    """What each invocation behind a (merged) calibration ran: its command, wall time, runs
+    executed and cached, and their CPU time."""
+    if "invocations" in cal:
+        return list(cal["invocations"])
+    if "timing" not in cal:  # the first calibration recorded no timing
+        return []
+    return [{"command": meta.get("command"), "written_at": meta.get("written_at"),
+             **{k: cal.get(k) for k in ("wall_s", "runs_total", "runs_executed", "timing")}}]
+
+
 def merge_calibration(old: dict[str, Any], old_meta: dict[str, Any], new: dict[str, Any],
                       new_meta: dict[str, Any]) -> dict[str, Any]:
     """``new`` laid over ``old``: bugs, ablation rows and clean substrates that ``new``
@@ -207,7 +218,9 @@ def merge_calibration(old: dict[str, Any], old_meta: dict[str, Any], new: dict[s
     subs = {k: tag(v, was) for k, v in old.get("substrates", {}).items()}
     subs.update({k: tag(v, by) for k, v in new["substrates"].items()})
     accepted = [k for k, b in bugs.items() if b["verdict"] == "accepted"]
-    return {**new, "bugs": bugs, "ablations": [rows[k] for k in sorted(rows)],
+    return {**new, "bugs": bugs,
+            "invocations": [*_invocations(old, old_meta), *_invocations(new, new_meta)],
+            "ablations": [rows[k] for k in sorted(rows)],
             "substrates": dict(sorted(subs.items())),
             "summary": {"bugs": len(bugs), "accepted": len(accepted),
                         "rejected": sum(b["verdict"] == "rejected" for b in bugs.values()),
