@@ -118,7 +118,7 @@ def _act(task: RepoTask, ws: Path, agent: str, *, backend: str | None, max_turns
     # the environment at its fixed path, as in v2's runs: no host path shows to the agent
     m = execution.Mounts({env_prefix: execution.ENV_MOUNT}, backend)
     box = make_sandbox(ws, backend=m.backend, limits=Limits(wall_s=120.0),
-                       ro_mounts=m.mounts if m.neutral else None,
+                       ro_mounts=m.binds if m.neutral else None,
                        ro_binds=[] if m.neutral else [env_prefix])
     python = m.inside(python)
     if kind == "scripted":

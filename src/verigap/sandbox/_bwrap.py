@@ -204,7 +204,9 @@ class BwrapSandbox(Sandbox):
             os.chown(p, self.uid, self.uid, follow_symlinks=False)
 
     def _default_path(self) -> str:
-        return f"{SHIM_DIR}:{Path(sys.base_prefix) / 'bin'}:{DEFAULT_PATH}"
+        # ``python``/``python3`` come from the shim; the base install's own bin directory is
+        # not listed, so the environment names no host path (issue 11)
+        return f"{SHIM_DIR}:{DEFAULT_PATH}"
 
     def _bwrap_args(self, rel_cwd: str) -> list[str]:
         plan = _MountPlan()
