@@ -40,7 +40,7 @@ class Slotted:
 
 
 def _resolver():
-    return F.Resolver(__file__.rsplit("/", 1)[0])
+    return F.Resolver(__file__.rsplit("/", 1)[0], [__name__.split(".")[0]])
 
 
 def _round(x, refs=None):
@@ -65,6 +65,7 @@ def test_decoder_resolves_only_builtins_and_reference_classes():
     assert r.cls(["os", "system"]) is None  # not a class, not the reference's
     assert r.cls(["subprocess", "Popen"]) is None  # a class, but not the reference's
     assert r.cls(["builtins", "open"]) is None
+    assert F.Resolver(r.root, ["other"]).cls([__name__, "Point"]) is None  # not a project package
     with pytest.raises(F.CarryError):
         F.dec(["o", ["subprocess", "Popen"], None, []], r)
     with pytest.raises(F.CarryError):
@@ -184,3 +185,20 @@ def test_control_in_process_outcomes_pay_the_encoder_scrub(tests_only_task, tmp_
 
 def test_python_of_this_suite_can_load_the_harness_module():
     assert F.__name__.endswith("_verigap_forward") and sys.version_info >= (3, 10)
+
+
+@needs_bwrap
+def test_a_site_the_channel_cannot_carry_is_rejected_with_a_reason(fixture_tasks, tmp_path,
+                                                                   backend):
+    """A site the decorator cannot wrap (a nested function) and a site whose tests do not pass
+    through the channel on the reference both make ``carries`` say why."""
+    _stats, tasks, p = fixture_tasks
+    site = next(s for s in tasks[0].sites if s.function == SITE)
+    nested = site.model_copy(update={"qualname": "wrap.<locals>.inner"})
+    assert "not a plain function definition" in forward.carries(p, [nested], p.tree,
+                                                                backend=backend)
+    # a "base" in which the site is not broken: its tests pass through the channel there
+    # too, so nothing shows that the mutation reaches them
+    base = tmp_path / "base"
+    shutil.copytree(p.tree, base)
+    assert "does not reach its tests" in forward.carries(p, [site], base, backend=backend)

@@ -191,7 +191,10 @@ def carries(p: Prepared, sites: Sequence[Any], base: Path, *, backend: str | Non
     channel). Otherwise why not."""
     tests = sorted({t for s in sites for t in s.fail_to_pass})
     for tree, want in ((p.tree, True), (base, False)):
-        run = run_forwarded(p, tree, sites, tests, backend=backend)
+        try:
+            run = run_forwarded(p, tree, sites, tests, backend=backend)
+        except (ValueError, SyntaxError) as e:  # a function the decorator cannot wrap
+            return str(e)
         if not run.report_found:
             return "the forwarded run wrote no report"
         for s in sites:

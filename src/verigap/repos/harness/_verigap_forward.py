@@ -148,11 +148,14 @@ def _state(x, refs, depth) -> list:
 # --------------------------------------------------------------------------- decoding
 
 class Resolver:
-    """Classes by (module, qualname): builtins, or classes whose code lives under ``root`` (the
-    reference tree). Nothing else is looked up, so a message can name no other callable."""
+    """Classes by (module, qualname): builtins, or classes of the project's own packages
+    (``packages``, top-level names) in modules already imported from under ``root`` (the
+    reference tree; never a test module or conftest). Nothing else is looked up, so a message
+    can name no other callable."""
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, packages) -> None:
         self.root = root.rstrip(os.sep) + os.sep
+        self.packages = set(packages)
 
     def cls(self, name) -> type | None:
         mod, qual = name
@@ -161,7 +164,7 @@ class Resolver:
         if mod == "builtins":
             obj = getattr(builtins, qual, None) if "." not in qual else None
         else:
-            m = sys.modules.get(mod)
+            m = sys.modules.get(mod) if mod.split(".")[0] in self.packages else None
             if m is None or not (getattr(m, "__file__", None) or "").startswith(self.root):
                 return None
             obj = m
@@ -326,7 +329,7 @@ class _Client:
 
     def configure(self, cfg: dict) -> None:
         self.cfg = cfg
-        self.resolver = Resolver(cfg["root"])
+        self.resolver = Resolver(cfg["root"], cfg.get("packages", ()))
 
     def connect(self) -> socket.socket:
         if self.sock is not None:
