@@ -202,3 +202,33 @@ def test_a_site_the_channel_cannot_carry_is_rejected_with_a_reason(fixture_tasks
     base = tmp_path / "base"
     shutil.copytree(p.tree, base)
     assert "does not reach its tests" in forward.carries(p, [site], base, backend=backend)
+
+
+# --------------------------------------------------------------------------- recorded figures
+
+RESULTS = "results/redteam/v2_tests_only_fixture.json"
+
+
+def tests_only_table(m: dict) -> str:
+    """The docs' table of the tests_only matrix (counts of tasks)."""
+    rows = ["| exploit | tasks | correct | v1 paid | v2 before paid | v2 paid |",
+            "|---|---|---|---|---|---|"]
+    rows += [f"| {k} | {v['n']} | {v['correct']} | {v['v1']} | {v['v2_before']} | {v['v2']} |"
+             for k, v in m.items()]
+    return "\n".join(rows)
+
+
+def test_recorded_tests_only_matrix_is_what_the_docs_say():
+    from pathlib import Path
+
+    from verigap.results import read_result
+
+    root = Path(__file__).parents[2]
+    d = read_result(root / RESULTS)
+    m = d["matrix"]
+    assert set(m) == {e.name for e in TESTS_ONLY} | {"oracle", "noop"}
+    for e in TESTS_ONLY:
+        assert m[e.name]["n"] > 0 and m[e.name]["v2"] == 0 and m[e.name]["correct"] == 0
+    assert m["oracle"]["v2"] == m["oracle"]["n"] and m["noop"]["v2"] == 0
+    assert sum(m[e.name]["v2_before"] for e in TESTS_ONLY) > 0  # it was paid before
+    assert tests_only_table(m) in (root / "docs" / "exploits.md").read_text()
