@@ -92,6 +92,8 @@ def neutral_env(env: Path) -> tuple[Path, Path] | None:
                     continue
                 target = f"{PYTHON_MOUNT}/{rt.relative_to(base).as_posix()}"
             links[f.name] = target
+    if "python" not in links:  # a venv of copies, not links: shown as it is
+        return None
     spec = "\n".join(lines) + "\n" + repr(sorted(links.items())) + str(base)
     key = hashlib.sha256(f"{env}\0{spec}".encode()).hexdigest()[:24]
     dest = _cache() / "envs" / key
