@@ -209,7 +209,7 @@ def test_a_site_the_channel_cannot_carry_is_rejected_with_a_reason(fixture_tasks
 RESULTS = "results/redteam/v2_tests_only_fixture.json"
 
 
-def tests_only_table(m: dict) -> str:
+def _matrix_table(m: dict) -> str:
     """The docs' table of the tests_only matrix (counts of tasks)."""
     rows = ["| exploit | tasks | correct | v1 paid | v2 before paid | v2 paid |",
             "|---|---|---|---|---|---|"]
@@ -231,4 +231,4 @@ def test_recorded_tests_only_matrix_is_what_the_docs_say():
         assert m[e.name]["n"] > 0 and m[e.name]["v2"] == 0 and m[e.name]["correct"] == 0
     assert m["oracle"]["v2"] == m["oracle"]["n"] and m["noop"]["v2"] == 0
     assert sum(m[e.name]["v2_before"] for e in TESTS_ONLY) > 0  # it was paid before
-    assert tests_only_table(m) in (root / "docs" / "exploits.md").read_text()
+    assert _matrix_table(m) in (root / "docs" / "exploits.md").read_text()
