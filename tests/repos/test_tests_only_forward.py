@@ -111,6 +111,26 @@ def test_in_place_changes_are_written_back_and_identity_kept():
     assert F.dec(msg["return"], _resolver(), refs) is items  # the result *is* the argument
 
 
+def test_a_generator_is_run_there_and_replayed_here():
+    def gen(n):
+        yield from range(n)
+        raise ValueError("done")
+
+    import cloudpickle
+
+    globals()["gen"] = gen
+    try:
+        msg = json.loads(json.dumps(F.answer({"t": (__name__, "gen")},
+                                             cloudpickle.dumps(("t", (2,), {})))))
+    finally:
+        del globals()["gen"]
+    r = _resolver()
+    it = F._replay([F.dec(x, r) for x in msg["generator"]], F.dec(msg["raise"], r))
+    assert next(it) == 0 and next(it) == 1
+    with pytest.raises(ValueError, match="done"):
+        next(it)
+
+
 def test_decorate_puts_the_forwarder_innermost():
     src = "class A:\n    @staticmethod\n    def f(x):\n        return x\n\n\ndef g():\n    pass\n"
     out = forward.decorate(src, {"A.f": "m.py::A.f", "g": "m.py::g"})

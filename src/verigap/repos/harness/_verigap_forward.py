@@ -16,8 +16,10 @@ roles, one process each, each in a sandbox of its own:
   answers with :func:`enc`: the result, the arguments the call changed in place (written back
   into the caller's objects) and what the call printed.
 
-What cannot cross raises :class:`CarryError` in the test (so the test fails): functions and
-generators as results, objects of classes the reference does not define, callbacks that must
+A generator result is run to its end in the candidate's process and replayed in the test's
+(its items, then the exception it ended with, if any): eager, not lazy. What cannot cross
+raises :class:`CarryError` in the test (so the test fails): functions and other iterators as
+results, objects of classes the reference does not define, callbacks that must
 run in the test's process. A task keeps such a site only if the reference passes its tests
 through this channel (checked when the task is built).
 """
@@ -34,9 +36,11 @@ import socket
 import struct
 import sys
 import time
+import types
 
 MAX_MSG = 64 << 20
 MAX_DEPTH = 48
+MAX_ITEMS = 100_000
 CALL_TIMEOUT_S = 60.0
 CONNECT_TIMEOUT_S = 30.0
 
@@ -120,8 +124,6 @@ def enc(x, refs: dict[int, list] | None = None, depth: int = 0):
 
     if isinstance(x, enum.Enum):
         return ["e", _names(t)[0], x.name]
-    import types
-
     if isinstance(x, (types.FunctionType, types.MethodType, types.BuiltinFunctionType,
                       types.GeneratorType, types.CoroutineType, types.ModuleType,
                       functools.partial)) or hasattr(x, "__next__"):
@@ -394,9 +396,19 @@ class _Client:
             if key not in refs:
                 raise CarryError("malformed message")
             write_back(refs[key], dec(new, self.resolver, refs))
+        if "generator" in msg:  # the candidate's generator, already run: replay it here
+            items = [dec(x, self.resolver, refs) for x in msg["generator"]]
+            end = dec(msg["raise"], self.resolver, refs) if "raise" in msg else None
+            return _replay(items, end)
         if "raise" in msg:
             raise dec(msg["raise"], self.resolver, refs)
         return dec(msg["return"], self.resolver, refs)
+
+
+def _replay(items: list, end: BaseException | None):
+    yield from items
+    if end is not None:
+        raise end
 
 
 CLIENT = _Client()
@@ -461,6 +473,26 @@ def answer(targets: dict, blob: bytes) -> dict:
         except BaseException as e:  # noqa: BLE001 - the candidate's exception is the answer
             raised = e
     refs = {id(a): ["arg", k] for k, a in keys}
+    if raised is None and isinstance(result, types.GeneratorType):
+        # run to the end here (a test consumes it there): the items, then how it ended
+        items, end = [], None
+        with contextlib.redirect_stdout(so), contextlib.redirect_stderr(se):
+            try:
+                for x in result:
+                    items.append(x)
+                    if len(items) > MAX_ITEMS:
+                        raise CarryError(f"a generator of more than {MAX_ITEMS} items")
+            except BaseException as e:  # noqa: BLE001 - part of its behaviour
+                end = e
+        try:
+            out["changed"] = {}
+            out["generator"] = [enc(x, refs) for x in items]
+            if end is not None:
+                out["raise"] = enc(end, refs)
+        except BaseException as e:
+            return {"error": f"the answer cannot cross to the test's process: {e}"[:500]}
+        out["stdout"], out["stderr"] = so.getvalue(), se.getvalue()
+        return out
     try:
         changed = {}
         for k, a in keys:
