@@ -140,13 +140,16 @@ def _feats(programs: Programs) -> list[np.ndarray]:
     return [features(programs, t) for t in range(programs.k)]
 
 
-def train_group(run_dirs: list[Path], configs: list[dict[str, Any] | GRPOConfig],
-                sft_cache: Path | None = None) -> dict[str, Any]:
-    """``train`` for several runs at once: writes each run directory as ``train`` would (its
-    config, metrics, policy and result.json, the first's result left to the caller, which
-    gets it back); a run's ``wall_s`` is its share of the group's wall time."""
+def train_group(run_dir: Path, configs: list[dict[str, Any] | GRPOConfig],
+                sft_cache: Path | None = None, other_dirs: list[Path] = ()) -> dict[str, Any]:
+    """``train`` for several runs at once: ``configs[0]`` trains into ``run_dir`` and the rest
+    into ``other_dirs``, each directory written as ``train`` would (config, metrics, policy),
+    with result.json for the others; the first's result is returned, for the executor to write
+    last. A run's ``wall_s`` is its share of the group's wall time."""
     cs = [c if isinstance(c, GRPOConfig) else GRPOConfig.model_validate(c) for c in configs]
-    dirs = [Path(d) for d in run_dirs]
+    dirs = [Path(run_dir), *[Path(d) for d in other_dirs]]
+    if len(dirs) != len(cs):
+        raise ConfigError(f"train_group: {len(cs)} configs but {len(dirs)} run directories")
     for d, c in zip(dirs, cs, strict=True):
         d.mkdir(parents=True, exist_ok=True)
         write_json_atomic(d / "config.json", c.model_dump(mode="json"))
