@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from verigap.errors import ConfigError
-from verigap.patchworld.group import train_group
+from verigap.patchworld.group import GroupTrainer, train_group
 from verigap.patchworld.grpo import GRPOConfig, train
 from verigap.patchworld.pilot import group_jobs, jobs
 from verigap.patchworld.policy import N_FEATURES, all_features, features, sample, sample_group
@@ -61,9 +61,11 @@ def _run_files(d: Path) -> tuple[str, list[np.ndarray]]:
         return (d / "metrics.jsonl").read_text(), [z[f] for f in z.files]
 
 
-def test_a_group_trains_every_run_to_the_numbers_it_gets_alone(tmp_path):
+def test_a_group_trains_every_run_to_the_numbers_it_gets_alone(tmp_path, monkeypatch):
     # two seeds (so members gather their seed's programs and reference) and four rewards,
-    # two of which draw from the run's generator (audits) besides the sampling
+    # two of which draw from the run's generator (audits) besides the sampling; observations
+    # built 4 steps at a time, so the 6 steps cross a chunk boundary
+    monkeypatch.setattr(GroupTrainer, "CHUNK", 4)
     configs = [GRPOConfig(seed=s, reward=r, **TINY) for s, r in
                ((0, Visible()), (1, Audit(rate=0.5)), (0, Audit(rate=0.25)),
                 (1, DeletionPenalty(per_deletion=0.5)))]

@@ -84,6 +84,22 @@ class GroupTrainer:
         self.models = [MLP(*[w[j] for w in self.params]) for j in range(self.m)]
         b, g = c.programs, c.group
         self.ep_rows = (self.su[:, None] * b + np.repeat(np.arange(b), g)[None, :]).reshape(-1)
+        self._chunk: tuple[int, np.ndarray] = (-1, np.empty(0))
+
+    CHUNK = 50  # steps whose observations are built in one ``all_features`` call per seed
+
+    def observations(self, i: int) -> np.ndarray:
+        """(U, rows, F): step ``i``'s observations per seed. They are built for ``CHUNK`` steps
+        at a time (``all_features`` works program by program, so the values are the same)."""
+        first, xs = self._chunk
+        if not first <= i < first + len(xs):
+            b, n = self.c.programs, min(self.CHUNK, max(1, self.c.steps - i))
+            idx = np.arange(i * b, (i + n) * b)
+            xs = np.stack([all_features(pool[idx % pool.size]).reshape(n, b * self.c.k, -1)
+                           for pool in self.pools], axis=1)  # (n, U, rows, F)
+            first = i
+            self._chunk = (first, xs)
+        return xs[i - first]
 
     def step(self, i: int) -> list[dict[str, float]]:
         c, m = self.c, self.m
@@ -91,7 +107,7 @@ class GroupTrainer:
         rows = b * k
         idx = np.arange(i * b, (i + 1) * b)
         progs = [pool[idx % pool.size] for pool in self.pools]
-        xs = np.stack([all_features(p).reshape(rows, -1) for p in progs])  # (U, rows, F)
+        xs = self.observations(i)  # (U, rows, F)
         x = xs[self.su]
         logits, h = _forward(x, *self.params)
         logp = log_softmax(logits)  # (M, rows, 34)
@@ -123,17 +139,18 @@ class GroupTrainer:
         dh = np.matmul(dz, self.params[2].transpose(0, 2, 1)) * (1.0 - h * h)
         self.opt.step([np.matmul(x.transpose(0, 2, 1), dh), dh.sum(1),
                        np.matmul(h.transpose(0, 2, 1), dz), dz.sum(1)])
-        kl = categorical_kl(logp, logq)
-        zero_var = (np.abs(adv).sum(-1) == 0).mean(-1)
-        return [{
-            "reward": float(pays[j].reward.mean()),
-            "train_pass": float(passed[j].mean()),
-            "train_correct": float(correct[j].mean()),
-            "kl": float(kl[j].mean()),
-            "audited": float(pays[j].audited.mean()),
-            "caught": float(pays[j].caught.mean()),
-            "zero_variance_groups": float(zero_var[j]),
-        } for j in range(m)]
+        # a mean along the last axis sums each member's row as the 1-D mean does (a test checks)
+        stats = {
+            "reward": reward.mean(-1),
+            "train_pass": passed.mean(-1),
+            "train_correct": correct.mean(-1),
+            "kl": categorical_kl(logp, logq).mean(-1),
+            "audited": np.stack([p.audited for p in pays]).mean(-1),
+            "caught": np.stack([p.caught for p in pays]).mean(-1),
+            "zero_variance_groups": (np.abs(adv).sum(-1) == 0).mean(-1),
+        }
+        columns = {key: v.tolist() for key, v in stats.items()}
+        return [{key: float(v[j]) for key, v in columns.items()} for j in range(m)]
 
 
 def _feats(programs: Programs) -> list[np.ndarray]:
