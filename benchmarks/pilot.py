@@ -103,10 +103,13 @@ def _timed_group(src: Path, mode: str, cfgs: list[dict], dirs: list[Path], sft_c
 
 
 def sweep_groups() -> list[Job]:
-    """The sweep's group jobs, big and small groups alternating, so a few are varied."""
+    """The sweep's group jobs, big and small groups alternating, so a few are varied; the small
+    ones (a k-spread setting's three seeds) from the largest k down, the costliest first and the
+    one grouping helps least (three seeds share nothing but the NumPy calls)."""
     groups = group_jobs(jobs(Path("unused")))
     big = [g for g in groups if len(g.kwargs["configs"]) > 3]
-    small = [g for g in groups if len(g.kwargs["configs"]) <= 3]
+    small = sorted((g for g in groups if len(g.kwargs["configs"]) <= 3),
+                   key=lambda g: -g.kwargs["configs"][0]["k"])
     out = []
     for i in range(max(len(big), len(small))):
         out += big[i:i + 1] + small[i:i + 1]
