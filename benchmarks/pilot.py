@@ -155,7 +155,7 @@ def compare(ref: str, n_groups: int, out: Path | None) -> dict:
         "loadavg_before": list(load_before), "loadavg_after": list(os.getloadavg()),
         "per_group": rows,
     }
-    print(f"\\n{summary['runs']} runs in {len(rows)} groups: old {old:.1f} CPU-s, new {new:.1f} "
+    print(f"\n{summary['runs']} runs in {len(rows)} groups: old {old:.1f} CPU-s, new {new:.1f} "
           f"CPU-s, ratio {old / new:.2f}x, results identical: {summary['all_identical']}")
     if out is not None:
         from verigap.results import write_result
