@@ -38,18 +38,17 @@ TRASH = ".verigap-trash"
 def fingerprint(root: Path) -> bytes:
     """A digest of every entry under ``root``: relative path, mode, size, mtime (ns)."""
     h = hashlib.blake2b(digest_size=16)
-    root_s = str(root)
-    stack = [root_s]
+    stack = [(str(root), "")]
     while stack:
-        d = stack.pop()
+        d, rel = stack.pop()
         with os.scandir(d) as it:
             entries = sorted(it, key=lambda e: e.name)
         for e in entries:
             st = e.stat(follow_symlinks=False)
-            rel = os.path.relpath(e.path, root_s)
-            h.update(f"{rel}\0{st.st_mode}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+            name = rel + e.name
+            h.update(f"{name}\0{st.st_mode}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
             if e.is_dir(follow_symlinks=False):
-                stack.append(e.path)
+                stack.append((e.path, name + "/"))
     return h.digest()
 
 
