@@ -21,6 +21,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from verigap.errors import ConfigError, VerigapError
+from verigap.sandbox import discard
 from verigap.server._models import (
     Action,
     Observation,
@@ -241,7 +242,9 @@ class _ToolServed(ServedEnv):
         self._episode += 1
         ws = self.workdir / f"episode-{self._episode}" / "workspace"
         old = self.workdir / f"episode-{self._episode - 1}"
-        shutil.rmtree(old, ignore_errors=True)  # only the last episode's directory is kept
+        # only the last episode's directory is kept; it is deleted in the background, not
+        # while the client waits for its reset (thousands of files on a slow disk)
+        discard(old)
         ws.parent.mkdir(parents=True, exist_ok=True)
         return ws
 
