@@ -322,7 +322,9 @@ class BwrapSandbox(Sandbox):
     def _run(self, argv: list[str], env: dict[str, str], rel_cwd: str, timeout: float) -> tuple:
         if self._session is not None:
             request = {
-                "launcher": native_argv(argv, self.limits, uid=self.uid, visible=_SYSTEM_DIRS),
+                # the server starts every command with default signals (see SERVER)
+                "launcher": native_argv(argv, self.limits, uid=self.uid, visible=_SYSTEM_DIRS,
+                                        reset_signals=False),
                 "argv": argv,
                 "rlimits": self.limits.rlimits(),
                 "env": env,

@@ -63,6 +63,18 @@ import ctypes
 if ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE
     sys.exit("verigap sandbox: prctl(PR_SET_DUMPABLE) failed")
 sock = socket.socket(fileno=fd)
+# A signal the host ignored (SIGINT and SIGQUIT when started in the background) reaches the
+# server ignored and would survive into every command: back to the default, here, once, so
+# the launcher needs no `env --default-signal`. SIGPIPE and SIGXFSZ stay as Python set them
+# (subprocess resets those in each child) so that the server survives its host going away.
+for s in signal.valid_signals():
+    if s in (signal.SIGPIPE, signal.SIGXFSZ):
+        continue
+    try:
+        if signal.getsignal(s) == signal.SIG_IGN:
+            signal.signal(s, signal.SIG_DFL)
+    except (OSError, ValueError):
+        pass
 uid = int(sys.argv[2]) if sys.argv[2] else None
 server = os.getpid()
 
