@@ -16,6 +16,8 @@
    workspace by ``shutil.rmtree`` against ``discard`` (rename, deleted in the background).
 
 Row names: ``bwrap`` (a sandbox per command, setpriv/prlimit launcher),
+``bwrap_env_launcher`` (the same with ``env --default-signal`` always in the chain, as
+before it became conditional),
 ``bwrap_python_wrapper`` (the same forced onto the Python limits wrapper used before issue
 19), ``bwrap_persistent`` (``persistent=True``), ``unsafe``; commands ``true`` and
 ``python_c_pass``.
@@ -87,6 +89,14 @@ def python_wrapper_launcher() -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def env_launcher() -> Iterator[None]:
+    """Keep ``env --default-signal`` in the launcher chain, as before it became conditional
+    (one exec more per command; now only used where the host ignores a signal)."""
+    with mock.patch.object(_limits, "inherited_ignored_signals", lambda: True):
+        yield
+
+
 def _old_chown(root: Path, uid: int) -> None:
     """How make_sandbox handed the workspace to the sandbox uid before issue 19."""
     out = [root]
@@ -120,6 +130,12 @@ def bench_commands(ws: Path, reps: int, have_bwrap: bool) -> dict:
                 return bw.exec(a)
 
         boxes["bwrap_python_wrapper"] = bwrap_python
+
+        def bwrap_env(a: list[str]) -> object:
+            with env_launcher():
+                return bw.exec(a)
+
+        boxes["bwrap_env_launcher"] = bwrap_env
         session = make_sandbox(ws, backend="bwrap", limits=Limits(), persistent=True)
         boxes["bwrap_persistent"] = lambda a: session.exec(a)
     unsafe = make_sandbox(ws, backend="unsafe", limits=Limits())
@@ -141,7 +157,38 @@ def bench_commands(ws: Path, reps: int, have_bwrap: bool) -> dict:
                 row["added_wall_min_ms"] = round(min(walls[name]) - min(walls["bare"]), 2)
             rows[name] = row
         out[label] = rows
+    if have_bwrap and _limits.native_launcher() is not None:
+        out["launcher_chain_alone"] = bench_launcher_chain(bw.uid, reps)
     return out
+
+
+def bench_launcher_chain(uid: int | None, reps: int) -> dict:
+    """The launcher chain run on the host, outside any sandbox, with and without ``env
+    --default-signal``: the programs exec one another in one child process, so its CPU
+    time (which the sandbox rows cannot see: bubblewrap does not reap the sandbox's init)
+    counts all of it, and CPU time is steady under load where wall time is not."""
+    chains = {
+        "with_env": _limits.native_argv(["true"], Limits(), uid=uid, reset_signals=True),
+        "without_env": _limits.native_argv(["true"], Limits(), uid=uid, reset_signals=False),
+        "bare_true": ["true"],
+    }
+
+    def kids_cpu() -> float:
+        r = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return r.ru_utime + r.ru_stime
+
+    walls: dict[str, list[float]] = {k: [] for k in chains}
+    cpus: dict[str, list[float]] = {k: [] for k in chains}
+    for _ in range(reps * 3):
+        for name, argv in chains.items():
+            c0, t0 = kids_cpu(), time.perf_counter()
+            subprocess.run(argv, capture_output=True)  # type: ignore[arg-type]
+            walls[name].append((time.perf_counter() - t0) * 1e3)
+            cpus[name].append((kids_cpu() - c0) * 1e3)
+    rows = {name: summarize(walls[name], cpus[name]) for name in chains}
+    for name in chains:
+        rows[name]["cpu_mean_ms"] = round(statistics.mean(cpus[name]), 3)
+    return rows
 
 
 def bench_workspace(src: Path, tmp: Path, reps: int, have_bwrap: bool) -> dict:
@@ -221,7 +268,9 @@ def main() -> None:
     args = ap.parse_args()
     have_bwrap = shutil.which("bwrap") is not None
     command = "PYTHONPATH=src python benchmarks/sandbox.py " + " ".join(sys.argv[1:])
-    meta = {"cpus": os.cpu_count(), "euid": os.geteuid(), "bwrap": have_bwrap}
+    meta = {"cpus": os.cpu_count(), "euid": os.geteuid(), "bwrap": have_bwrap,
+            # True: the "bwrap" row also runs env --default-signal (started in the background)
+            "host_ignores_signals": _limits.inherited_ignored_signals()}
     warnings.simplefilter("ignore", UnsafeSandboxWarning)
     with tempfile.TemporaryDirectory(prefix="verigap-sandbox-bench-", dir=args.dir) as tmp_s:
         tmp = Path(tmp_s)
@@ -283,8 +332,8 @@ def main() -> None:
             for name, r in rows.items():
                 extra = (
                     f" {r['added_wall_median_ms']:9.1f} {r['added_wall_min_ms']:9.1f}"
-                    if name != "bare"
-                    else ""
+                    if "added_wall_median_ms" in r
+                    else f" cpu mean {r['cpu_mean_ms']:.2f} ms" if "cpu_mean_ms" in r else ""
                 )
                 print(
                     f"  {label:15s} {name:31s} {r['wall_median_ms']:8.1f} {r['wall_min_ms']:8.1f}"

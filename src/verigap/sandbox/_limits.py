@@ -183,7 +183,7 @@ def native_argv(
 
     ``reset_signals``: put coreutils ``env --default-signal`` in the chain, for a caller
     whose children would inherit an ignored signal (``inherited_ignored_signals``); each
-    program in the chain is one more exec, ~1.5 ms of CPU here.
+    program in the chain is one more exec (~1 ms of CPU; benchmarks/sandbox.py).
     """
     native = native_launcher(visible)
     if native is None:
