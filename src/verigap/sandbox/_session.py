@@ -23,7 +23,12 @@ What keeps each command as self-contained as a fresh sandbox:
 
 What a session shares between its commands, unlike per-command sandboxes: System V IPC
 objects a command created (the IPC namespace is the sandbox's, never the host's or another
-sandbox's). The workspace is shared in both modes by design.
+sandbox's). What a command can see of the session: process ids keep counting from the
+earlier commands, the server itself runs as pid 2 (its source on its command line), and
+the init's start time and CPU counters in ``/proc/1`` date from the session's start. The
+workspace is shared in both modes by design; everything else a command can write is
+``/tmp`` (emptied) since the sandbox's root and ``/dev`` are remounted read-only
+(``_bwrap._SEAL``).
 """
 
 from __future__ import annotations
