@@ -94,14 +94,17 @@ def discard(path: Path) -> None:
     if not path.exists():
         return
     trash = path.parent / TRASH
+    doomed = trash / f"{path.name}-{uuid.uuid4().hex[:12]}"
     try:
         trash.mkdir(exist_ok=True)
-        doomed = trash / f"{path.name}-{uuid.uuid4().hex[:12]}"
         os.rename(path, doomed)
-        new = [p for p in trash.iterdir()]  # with any an earlier process left behind
     except OSError:
         shutil.rmtree(path, ignore_errors=True)
         return
+    try:
+        new = [doomed, *(p for p in trash.iterdir() if p != doomed)]  # and any left behind
+    except OSError:
+        new = [doomed]
     with _reaper_cv:
         new = [p for p in new if p not in _doomed and p not in _queued]
         _queued.update(new)
@@ -113,7 +116,7 @@ def discard(path: Path) -> None:
         _reaper_cv.notify_all()
 
 
-_queued: set[Path] = set()  # every path ever queued: a leftover is queued once
+_queued: set[Path] = set()  # queued and not yet deleted: a leftover is queued once
 
 
 def wait_discarded(timeout: float | None = None) -> bool:
