@@ -136,20 +136,25 @@ def curves(substrate: list[str] = typer.Option(list(SUBSTRATES), help="substrate
            label: str = typer.Option("clean", help="'clean', a bug id or ablate-<mechanism>"),
            seeds: int = typer.Option(3, min=1), bins: int = typer.Option(5, min=1),
            cache_dir: Path = CACHE,
+           train: bool = typer.Option(False, "--train", help="first run what the cache lacks"),
+           workers: int | None = WORKERS,
            out: Path | None = typer.Option(None, help="also write the curves as a results file"),
            as_json: bool = JSON) -> None:
-    """Learning curves (mean return per slice of the budget) of cached runs; runs nothing.
+    """Learning curves (mean return per slice of the budget) of cached runs (--train: run the
+    missing ones first, the same runs calibrate uses).
 
     Example: verigap silentbug curves --label clean --bins 5
     """
-    rows = cached_curves(substrate, label, seeds=seeds, bins=bins, cache_dir=cache_dir)
+    rows = cached_curves(substrate, label, seeds=seeds, bins=bins, cache_dir=cache_dir,
+                         train=train, workers=workers)
     if out is not None:
         from verigap.results import write_result
 
         subs = "".join(f" --substrate {s}" for s in substrate)
         write_result(out, {"label": label, "bins": bins, "seeds": seeds, "rows": strict(rows)},
                      command=f"verigap silentbug curves{subs} --label {label} --seeds {seeds} "
-                             f"--bins {bins} --cache-dir {cache_dir} --out {out}")
+                             f"--bins {bins}{' --train' if train else ''} --cache-dir {cache_dir}"
+                             f" --out {out}")
     if as_json:
         print(json.dumps(rows, indent=2))
         return
