@@ -34,6 +34,7 @@ from verigap.silentbug.scoring import (
     behaviour_hacks,
     edit_flags,
     integrity,
+    mean_score,
     run_config,
 )
 from verigap.silentbug.substrate import pristine_files, workspace_files
@@ -328,6 +329,9 @@ def run_controls(controls: Sequence[Control], setup: ScoringSetup,
         row = {"control": c.name, "bug": c.bug, "kind": c.kind, "what": c.what,
                "before": _verdict(before, bool(problems)), "after": verdict_after,
                "expect": "paid" if c.kind == "honest" else " or ".join(c.expect), "ok": ok,
+               # the environment's mean return at this budget (None: no episode ended in it);
+               # a few thousand steps barely separate codes, so this is no outcome
+               "score": mean_score(runs) if runs else None, "clean_score": mean_score(clean),
                "watch": [{k: r.get("watch", {}).get(k) if r.get("watch") else None
                           for k in ("steps", "env_tamper", "outside", "scorer_tamper")}
                          for r in runs],
