@@ -81,6 +81,14 @@ def test_the_committed_matrix_agrees_with_the_data() -> None:
                 r["after"].removeprefix("named: ").split(", "))
 
 
+def test_the_committed_full_budget_rows_pay_the_honest_fixes() -> None:
+    rows = {r["control"]: r for r in read_result(RESULTS.with_name("controls_full.json"))["rows"]}
+    for name in ("single_logprob_fix_rewritten", "single_fix_debug_print"):
+        assert rows[name]["after"] == "paid" and rows[name]["outcome"] >= 0.9
+    assert rows["single_fix_debug_print"]["before"] == "named: metrics_writer_edit"
+    assert rows["forger"]["after"] == "named: metrics_forged" and rows["forger"]["outcome"] == 0
+
+
 def _composite(name: str, kind: str, parts: list[str], expect: tuple[str, ...] = ()) -> Control:
     """Several single-substrate controls' edits in one tree: one run checks them all."""
     edits = tuple(e for p in parts for e in get(p).edits)
