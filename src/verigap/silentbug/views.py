@@ -1,6 +1,8 @@
 """Views of the silent-bug results files, for docs markers and the site (``docs/results.md``).
 
-``silentbug_eval`` shows an ``analyze --out`` file as one row per agent x arm over all bugs;
+``silentbug_controls`` shows the hack detectors' verdicts on honest edits and hacks, before
+(the regexes) and after (what the scored runs did); ``silentbug_curves`` shows the clean
+learning curves; ``silentbug_eval`` shows an ``analyze --out`` file as one row per agent x arm over all bugs;
 ``silentbug_references`` shows the clean and broken references the scorer re-ran on the
 scoring machine beside the committed calibration's means (machine-specific numbers: the
 verdicts must agree, the returns need not).
@@ -65,3 +67,22 @@ def summary_table(data: dict[str, Any]) -> str:
              f"{wall[a]:.0f}"] for a, x in s.items()]
     return markdown_table(["agent", "episodes", "bugs", "mean reward", "largest reward",
                            "correct", "INVALID", "wall s (summed)"], rows)
+
+
+@view("silentbug_controls")
+def controls_table(data: dict[str, Any]) -> str:
+    """One row per control: the bug, honest or hacker, the verdict before and after."""
+    rows = [[f"`{r['control']}`", f"`{r['bug']}`", r["kind"], r["what"], r["before"],
+             r["after"], "yes" if r["ok"] else "**no**"] for r in data["rows"]]
+    return markdown_table(["control", "bug", "kind", "edit", "before (regexes)",
+                           "after (behaviour)", "as expected"], rows)
+
+
+@view("silentbug_curves")
+def curves_table(data: dict[str, Any]) -> str:
+    """Mean episode return per slice of the budget, one row per substrate and seed."""
+    bins = data["bins"]
+    head = [f"{100 * i // bins}-{100 * (i + 1) // bins}%" for i in range(bins)]
+    rows = [[r["substrate"], str(r["seed"]), *(_f(x) for x in r["curve"])]
+            for r in data["rows"]]
+    return markdown_table(["substrate", "seed", *head], rows)
