@@ -2,14 +2,16 @@
 measured in one run against the default configuration; `--sweep` also times the whole 42-run
 pilot sweep on this machine (into a temporary directory).
 
-`--compare REF` times pilot runs of this checkout against the same runs of the code at git
-REF (extracted into a temporary directory), alternating old and new run by run, each in its own
-process with its own SFT cache, and checks that every result is identical apart from its wall
+`--compare REF` times the sweep's groups of runs (``pilot.group_jobs``) against the same runs
+with the code at git REF (extracted into a temporary directory), alternating old and new group
+by group, each in its own process with its own SFT cache: the old code trains the runs one after
+another with ``train`` in one process (as a pool worker of the old sweep did), the new one with
+``train_group``. Every run's result, metrics and policy must be identical apart from its wall
 time. The CPU seconds (user + system of the child) are the figure to compare on a shared
 machine; the ratio and the load average go to ``results/patchworld/pilot_speed.json``.
 
 Run: `python benchmarks/pilot.py [--steps 200] [--sweep]` or
-`python benchmarks/pilot.py --compare 53c16d4 [--runs 42]`.
+`python benchmarks/pilot.py --compare 53c16d4 [--groups 9]` (9: the whole sweep).
 """
 
 from __future__ import annotations
@@ -25,11 +27,13 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 from threadpoolctl import threadpool_limits
 
 from verigap.patchworld.grpo import GRPOConfig, GRPOTrainer
-from verigap.patchworld.pilot import jobs, run_pilot
+from verigap.patchworld.pilot import group_jobs, jobs, run_pilot
 from verigap.patchworld.sft import SFTConfig, sft
+from verigap.runs import Job
 
 
 def steps_per_second(steps: int, **overrides) -> float:
@@ -45,13 +49,23 @@ def steps_per_second(steps: int, **overrides) -> float:
 BEFORE = "53c16d4"  # main before the issue-19 speed work
 
 CHILD = r'''
-import json, sys
+import hashlib, json, sys
 from pathlib import Path
 from verigap.patchworld.grpo import train
-cfg, run_dir = json.loads(sys.argv[1]), Path(sys.argv[2])
-result = train(run_dir, cfg, sft_cache=Path(sys.argv[3]))
-result.pop("wall_s")
-(run_dir / "result.json").write_text(json.dumps(result, sort_keys=True))
+mode, cfgs, dirs = sys.argv[1], json.loads(sys.argv[2]), [Path(d) for d in json.loads(sys.argv[3])]
+sft_cache = Path(sys.argv[4])
+if mode == "each":
+    results = [train(d, c, sft_cache=sft_cache) for d, c in zip(dirs, cfgs)]
+else:
+    from verigap.patchworld.group import train_group
+    results = [train_group(dirs[0], cfgs, sft_cache=sft_cache, other_dirs=dirs[1:])]
+    results += [json.loads((d / "result.json").read_text()) for d in dirs[1:]]
+out = []
+for d, r in zip(dirs, results):
+    r.pop("wall_s")
+    r["metrics_sha256"] = hashlib.sha256((d / "metrics.jsonl").read_bytes()).hexdigest()
+    out.append(json.loads(json.dumps(r)))
+print("RESULTS " + json.dumps(out, sort_keys=True))
 '''
 
 
@@ -65,58 +79,89 @@ def _source_at(ref: str, dest: Path) -> Path:
     return dest / "src"
 
 
-def _timed_run(src: Path, cfg: dict, run_dir: Path, sft_cache: Path) -> tuple[float, dict]:
+def _policies(dirs: list[Path]) -> list[list[bytes]]:
+    out = []
+    for d in dirs:
+        with np.load(d / "policy.npz") as z:
+            out.append([z[f].tobytes() for f in z.files])
+    return out
+
+
+def _timed_group(src: Path, mode: str, cfgs: list[dict], dirs: list[Path], sft_cache: Path
+                 ) -> tuple[float, list[dict], list[list[bytes]]]:
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME")}
     env.update(PYTHONPATH=str(src), OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
                MKL_NUM_THREADS="1")
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run([sys.executable, "-c", CHILD, json.dumps(cfg), str(run_dir), str(sft_cache)],
-                   check=True, env=env)
+    proc = subprocess.run([sys.executable, "-c", CHILD, mode, json.dumps(cfgs),
+                           json.dumps([str(d) for d in dirs]), str(sft_cache)],
+                          check=True, env=env, capture_output=True, text=True)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
-    return cpu, json.loads((run_dir / "result.json").read_text())
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("RESULTS "))
+    return cpu, json.loads(line[len("RESULTS "):]), _policies(dirs)
 
 
-def compare(ref: str, n_runs: int, out: Path | None) -> dict:
-    """CPU time of the first ``n_runs`` pilot jobs, old (``ref``) against new, alternating."""
+def sweep_groups() -> list[Job]:
+    """The sweep's group jobs, big and small groups alternating, so a few are varied; the small
+    ones (a k-spread setting's three seeds) from the largest k down, the costliest first and the
+    one grouping helps least (three seeds share nothing but the NumPy calls)."""
+    groups = group_jobs(jobs(Path("unused")))
+    big = [g for g in groups if len(g.kwargs["configs"]) > 3]
+    small = sorted((g for g in groups if len(g.kwargs["configs"]) <= 3),
+                   key=lambda g: -g.kwargs["configs"][0]["k"])
+    out = []
+    for i in range(max(len(big), len(small))):
+        out += big[i:i + 1] + small[i:i + 1]
+    return out
+
+
+def compare(ref: str, n_groups: int, out: Path | None) -> dict:
+    """CPU time of the first ``n_groups`` sweep groups, old (``ref``, run by run) against new
+    (``train_group``), alternating."""
     load_before = os.getloadavg()
     new_src = Path(__file__).resolve().parent.parent / "src"
     rows = []
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         old_src = _source_at(ref, tmp / "old")
-        todo = jobs(tmp / "unused")
-        # spread the subset over settings first, seeds second, so a small subset is varied
-        todo = sorted(todo, key=lambda j: j.name.rsplit("seed", 1)[1])[:n_runs]
-        for job in todo:
-            row = {"job": job.name}
-            for name, src in (("old", old_src), ("new", new_src)):
-                cpu, result = _timed_run(src, job.config, tmp / name / job.name,
-                                         tmp / name / "_sft")
-                row[f"{name}_cpu_s"], row[f"{name}_result"] = cpu, result
-            row["identical"] = row["old_result"] == row["new_result"]
-            row["final"] = {k: row["new_result"]["final"][k]
-                            for k in ("visible_pass", "true_success", "false_success")}
-            print(f"{job.name:32s} old {row['old_cpu_s']:6.1f} CPU-s  new "
+        for job in sweep_groups()[:n_groups]:
+            cfgs = job.kwargs["configs"]
+            names = [str(Path(p).relative_to("unused"))
+                     for p in [job.run_dir, *job.kwargs["other_dirs"]]]
+            row: dict = {"group": job.name, "runs": names}
+            seen = {}
+            for name, src, mode in (("old", old_src, "each"), ("new", new_src, "group")):
+                dirs = [tmp / name / n for n in names]
+                cpu, results, policies = _timed_group(src, mode, cfgs, dirs, tmp / name / "_sft")
+                row[f"{name}_cpu_s"] = cpu
+                seen[name] = (results, policies)
+            row["identical"] = seen["old"] == seen["new"]
+            row["final"] = {n: {k: r["final"][k] for k in ("visible_pass", "true_success",
+                                                           "false_success")}
+                            for n, r in zip(names, seen["new"][0], strict=True)}
+            print(f"{job.name:28s} {len(names)} runs  old {row['old_cpu_s']:6.1f} CPU-s  new "
                   f"{row['new_cpu_s']:6.1f} CPU-s  identical={row['identical']}", flush=True)
             rows.append(row)
     old = sum(r["old_cpu_s"] for r in rows)
     new = sum(r["new_cpu_s"] for r in rows)
     summary = {
-        "before_ref": ref, "runs": len(rows), "old_cpu_s": old, "new_cpu_s": new,
-        "cpu_ratio_old_over_new": old / new,
-        "median_run_ratio": statistics.median(r["old_cpu_s"] / r["new_cpu_s"] for r in rows),
+        "before_ref": ref, "groups": len(rows), "runs": sum(len(r["runs"]) for r in rows),
+        "old_cpu_s": old, "new_cpu_s": new, "cpu_ratio_old_over_new": old / new,
+        "median_group_ratio": statistics.median(r["old_cpu_s"] / r["new_cpu_s"] for r in rows),
         "all_identical": all(r["identical"] for r in rows),
+        "identical_means": "every run's result.json (apart from wall_s), metrics.jsonl and "
+                           "policy.npz arrays byte for byte",
         "loadavg_before": list(load_before), "loadavg_after": list(os.getloadavg()),
-        "per_run": [{k: v for k, v in r.items() if not k.endswith("_result")} for r in rows],
+        "per_group": rows,
     }
-    print(f"\n{len(rows)} runs: old {old:.1f} CPU-s, new {new:.1f} CPU-s, ratio "
-          f"{old / new:.2f}x, results identical: {summary['all_identical']}")
+    print(f"\n{summary['runs']} runs in {len(rows)} groups: old {old:.1f} CPU-s, new {new:.1f} "
+          f"CPU-s, ratio {old / new:.2f}x, results identical: {summary['all_identical']}")
     if out is not None:
         from verigap.results import write_result
 
         write_result(out, summary, command=f"PYTHONPATH=src python benchmarks/pilot.py "
-                     f"--compare {ref} --runs {n_runs} --out {out}")
+                     f"--compare {ref} --groups {n_groups} --out {out}")
     return summary
 
 
@@ -126,11 +171,12 @@ def main() -> None:
     ap.add_argument("--sweep", action="store_true", help="also time the full 42-run sweep")
     ap.add_argument("--compare", metavar="REF", nargs="?", const=BEFORE,
                     help=f"time pilot runs against git REF (default {BEFORE}) instead")
-    ap.add_argument("--runs", type=int, default=6, help="with --compare: how many of the 42")
+    ap.add_argument("--groups", type=int, default=2,
+                    help="with --compare: how many of the sweep's 9 groups of runs")
     ap.add_argument("--out", type=Path, help="with --compare: write the results file here")
     args = ap.parse_args()
     if args.compare:
-        compare(args.compare, args.runs, args.out)
+        compare(args.compare, args.groups, args.out)
         return
     with threadpool_limits(1):
         base = steps_per_second(args.steps)

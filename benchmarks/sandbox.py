@@ -9,9 +9,15 @@
    the same round (median over rounds), so a loaded stretch of the run cancels out.
 2. Workspace creation from a ~1,000-file tree (``materialize`` + ``make_sandbox``): "now"
    against "before" (the previous implementation: ``cp -a`` and a pathlib walk to hand the
-   files to the sandbox uid), and the copy alone, interleaved the same way.
+   files to the sandbox uid), the copy alone, and "pool" (``WorkspacePool.take`` of a
+   ready-made copy by rename, then ``make_sandbox``), interleaved the same way. The pool
+   refills between rounds, timed apart (``pool_refill_between_takes``): its copying is moved
+   off the waiting path, not saved. ``delete_rmtree`` / ``delete_discard``: removing a
+   workspace by ``shutil.rmtree`` against ``discard`` (rename, deleted in the background).
 
 Row names: ``bwrap`` (a sandbox per command, setpriv/prlimit launcher),
+``bwrap_env_launcher`` (the same with ``env --default-signal`` always in the chain, as
+before it became conditional),
 ``bwrap_python_wrapper`` (the same forced onto the Python limits wrapper used before issue
 19), ``bwrap_persistent`` (``persistent=True``), ``unsafe``; commands ``true`` and
 ``python_c_pass``.
@@ -50,10 +56,13 @@ from verigap.results import write_result  # noqa: E402
 from verigap.sandbox import (  # noqa: E402
     Limits,
     UnsafeSandboxWarning,
+    WorkspacePool,
     _bwrap,
     _limits,
+    discard,
     make_sandbox,
     materialize,
+    wait_discarded,
 )
 
 GOAL_ADDED_MS = 10.0  # issue 19: a sandboxed command adds at most this over running it bare
@@ -77,6 +86,14 @@ def timed(fn: Callable[[], object]) -> tuple[float, float]:
 def python_wrapper_launcher() -> Iterator[None]:
     """Make the backends use the Python limits wrapper (the launcher before issue 19)."""
     with mock.patch.object(_limits, "native_launcher", lambda visible=None: None):
+        yield
+
+
+@contextlib.contextmanager
+def env_launcher() -> Iterator[None]:
+    """Keep ``env --default-signal`` in the launcher chain, as before it became conditional
+    (one exec more per command; now only used where the host ignores a signal)."""
+    with mock.patch.object(_limits, "inherited_ignored_signals", lambda: True):
         yield
 
 
@@ -113,6 +130,12 @@ def bench_commands(ws: Path, reps: int, have_bwrap: bool) -> dict:
                 return bw.exec(a)
 
         boxes["bwrap_python_wrapper"] = bwrap_python
+
+        def bwrap_env(a: list[str]) -> object:
+            with env_launcher():
+                return bw.exec(a)
+
+        boxes["bwrap_env_launcher"] = bwrap_env
         session = make_sandbox(ws, backend="bwrap", limits=Limits(), persistent=True)
         boxes["bwrap_persistent"] = lambda a: session.exec(a)
     unsafe = make_sandbox(ws, backend="unsafe", limits=Limits())
@@ -134,7 +157,38 @@ def bench_commands(ws: Path, reps: int, have_bwrap: bool) -> dict:
                 row["added_wall_min_ms"] = round(min(walls[name]) - min(walls["bare"]), 2)
             rows[name] = row
         out[label] = rows
+    if have_bwrap and _limits.native_launcher() is not None:
+        out["launcher_chain_alone"] = bench_launcher_chain(bw.uid, reps)
     return out
+
+
+def bench_launcher_chain(uid: int | None, reps: int) -> dict:
+    """The launcher chain run on the host, outside any sandbox, with and without ``env
+    --default-signal``: the programs exec one another in one child process, so its CPU
+    time (which the sandbox rows cannot see: bubblewrap does not reap the sandbox's init)
+    counts all of it, and CPU time is steady under load where wall time is not."""
+    chains = {
+        "with_env": _limits.native_argv(["true"], Limits(), uid=uid, reset_signals=True),
+        "without_env": _limits.native_argv(["true"], Limits(), uid=uid, reset_signals=False),
+        "bare_true": ["true"],
+    }
+
+    def kids_cpu() -> float:
+        r = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return r.ru_utime + r.ru_stime
+
+    walls: dict[str, list[float]] = {k: [] for k in chains}
+    cpus: dict[str, list[float]] = {k: [] for k in chains}
+    for _ in range(reps * 3):
+        for name, argv in chains.items():
+            c0, t0 = kids_cpu(), time.perf_counter()
+            subprocess.run(argv, capture_output=True)  # type: ignore[arg-type]
+            walls[name].append((time.perf_counter() - t0) * 1e3)
+            cpus[name].append((kids_cpu() - c0) * 1e3)
+    rows = {name: summarize(walls[name], cpus[name]) for name in chains}
+    for name in chains:
+        rows[name]["cpu_mean_ms"] = round(statistics.mean(cpus[name]), 3)
+    return rows
 
 
 def bench_workspace(src: Path, tmp: Path, reps: int, have_bwrap: bool) -> dict:
@@ -153,7 +207,14 @@ def bench_workspace(src: Path, tmp: Path, reps: int, have_bwrap: bool) -> dict:
     def copy_only() -> None:  # "materialize_only": the copy without make_sandbox
         materialize(src, tmp / f"ws{next(counter)}")
 
-    runs = {"before": old, "now": new, "materialize_only": copy_only}
+    pool = WorkspacePool(src, tmp / "pool", size=2)
+
+    def pooled() -> None:  # "pool": a ready copy taken by rename, then make_sandbox
+        make_sandbox(pool.take(tmp / f"ws{next(counter)}"), backend=backend)
+
+    runs = {"before": old, "now": new, "materialize_only": copy_only, "pool": pooled}
+    refill: dict[str, list[float]] = {"wall": [], "cpu": []}
+    deleted: dict[str, list[float]] = {"rmtree": [], "discard": []}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UnsafeSandboxWarning)
         for fn in runs.values():
@@ -165,12 +226,31 @@ def bench_workspace(src: Path, tmp: Path, reps: int, have_bwrap: bool) -> dict:
                 w, c = timed(fn)
                 walls[name].append(w)
                 cpus[name].append(c)
+            # the pool refills after its take, timed on its own (as an episode's minutes
+            # would hide it), so that its copying overlaps no other row's measurement
+            w, c = timed(lambda: pool.wait_ready(timeout=600))
+            refill["wall"].append(w)
+            refill["cpu"].append(c)
+            # deleting a workspace: on the waiting path (rmtree) and behind it (discard)
+            a, b = (tmp / f"ws{next(counter)}" for _ in range(2))
+            materialize(src, a)
+            materialize(src, b)
+            deleted["rmtree"].append(timed(lambda a=a: shutil.rmtree(a))[0])
+            deleted["discard"].append(timed(lambda b=b: discard(b))[0])
+            wait_discarded(timeout=600)
+    stats = pool.stats
+    pool.close()
     rows = {name: summarize(walls[name], cpus[name]) for name in runs}
     for name in runs:
         pairs = zip(walls[name], walls["before"], strict=True)
         rows[name]["ratio_to_before_wall_median"] = round(
             statistics.median(a / b for a, b in pairs), 3
         )
+    rows["pool"]["copied_on_the_spot"] = stats.copied_on_the_spot
+    rows["pool"]["taken"] = stats.taken
+    rows["pool_refill_between_takes"] = summarize(refill["wall"], refill["cpu"])
+    rows["delete_rmtree"] = summarize(deleted["rmtree"])
+    rows["delete_discard"] = summarize(deleted["discard"])
     return rows
 
 
@@ -188,7 +268,9 @@ def main() -> None:
     args = ap.parse_args()
     have_bwrap = shutil.which("bwrap") is not None
     command = "PYTHONPATH=src python benchmarks/sandbox.py " + " ".join(sys.argv[1:])
-    meta = {"cpus": os.cpu_count(), "euid": os.geteuid(), "bwrap": have_bwrap}
+    meta = {"cpus": os.cpu_count(), "euid": os.geteuid(), "bwrap": have_bwrap,
+            # True: the "bwrap" row also runs env --default-signal (started in the background)
+            "host_ignores_signals": _limits.inherited_ignored_signals()}
     warnings.simplefilter("ignore", UnsafeSandboxWarning)
     with tempfile.TemporaryDirectory(prefix="verigap-sandbox-bench-", dir=args.dir) as tmp_s:
         tmp = Path(tmp_s)
@@ -201,6 +283,7 @@ def main() -> None:
         ws_rows = bench_workspace(src, tmp, reps_ws, have_bwrap)
         load1 = os.getloadavg()
         now = ws_rows["now"]["wall_median_ms"]
+        pooled = ws_rows["pool"]["wall_median_ms"]
         ws_data = {
             **meta,
             "files": args.files,
@@ -208,15 +291,18 @@ def main() -> None:
             "rows": ws_rows,
             "goal_ms": GOAL_WORKSPACE_MS,
             "goal_met_wall_median": now <= GOAL_WORKSPACE_MS,
+            "goal_met_wall_median_pool": pooled <= GOAL_WORKSPACE_MS,
             "load_average_before": list(load0),
             "load_average_after": list(load1),
         }
         print(f"workspace from {args.files} files on {meta['filesystem']} ({reps_ws} rounds):")
         print(f"  {'':36s} {'wall med':>9s} {'wall min':>9s} {'cpu med':>8s} {'ratio':>6s}")
         for name, r in ws_rows.items():
+            ratio = r.get("ratio_to_before_wall_median")
             print(
                 f"  {name:36s} {r['wall_median_ms']:9.1f} {r['wall_min_ms']:9.1f}"
-                f" {r['cpu_median_ms']:8.1f} {r['ratio_to_before_wall_median']:5.2f}x"
+                f" {r.get('cpu_median_ms', float('nan')):8.1f}"
+                + (f" {ratio:5.2f}x" if ratio is not None else "")
             )
 
         ws = materialize(src, tmp / "cmd-ws")
@@ -246,8 +332,8 @@ def main() -> None:
             for name, r in rows.items():
                 extra = (
                     f" {r['added_wall_median_ms']:9.1f} {r['added_wall_min_ms']:9.1f}"
-                    if name != "bare"
-                    else ""
+                    if "added_wall_median_ms" in r
+                    else f" cpu mean {r['cpu_mean_ms']:.2f} ms" if "cpu_mean_ms" in r else ""
                 )
                 print(
                     f"  {label:15s} {name:31s} {r['wall_median_ms']:8.1f} {r['wall_min_ms']:8.1f}"

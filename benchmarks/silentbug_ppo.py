@@ -9,6 +9,11 @@ seconds (the child's user + system time) are printed too: on a shared machine th
 better estimate of the wall time on one idle core. ``--out`` writes the figures, with the
 load average before and after, through ``verigap.results.write_result``.
 
+Two more rows run the substrates the way calibration runs them, through
+``verigap.silentbug.runner.run_workspace`` (``ppo_single_preloaded``, ``ppo_modular_preloaded``):
+forked from a preloaded interpreter that imported NumPy
+and Torch once per worker (its one-off start-up is recorded apart, as ``preloaded_startup_s``).
+
 The baseline is lighter than CleanRL's own ``ppo.py`` (no TensorBoard writer, no entropy in the
 rollout, no KL or clip-fraction statistics), so the ratios understate the gap to the real script.
 
@@ -131,6 +136,29 @@ def _run(code: str, seed: int, tmp: Path, name: str, extra: list[str]) -> dict:
     return {"wall_s": wall, "cpu_s": cpu, "sps": result["steps"] / wall, "score": result["score"]}
 
 
+def _run_preloaded(substrate: str, seed: int, tmp: Path) -> dict:
+    from verigap.silentbug.runner import run_workspace
+    from verigap.silentbug.substrate import SUBSTRATES, pristine_files, workspace_files
+
+    sub = SUBSTRATES[substrate]
+    res = run_workspace(tmp / f"{substrate}-{seed}-{time.monotonic_ns()}",
+                        files=workspace_files(substrate, pristine_files()), entry=sub.entry,
+                        config={**sub.config, "seed": seed})
+    assert res["status"] == "ok", res
+    return {"wall_s": res["wall_s"], "cpu_s": res["cpu_s"], "sps": 40_000 / res["wall_s"],
+            "score": res["score"]}
+
+
+def _preloaded_startup(tmp: Path) -> float:
+    """Wall seconds until the preloaded interpreter has run a job that does nothing."""
+    from verigap.silentbug.runner import run_workspace
+
+    started = time.perf_counter()
+    run_workspace(tmp / "noop", files={"__init__.py": "", "noop.py": "def main(argv): pass\n"},
+                  entry="noop", config={"seed": 0, "total_timesteps": 1})
+    return time.perf_counter() - started
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=2, help="seeds per implementation")
@@ -144,16 +172,23 @@ def main() -> None:
     impls = {"baseline (CleanRL-style)": (BASELINE, []),
              "ppo_single": (OURS, [root, "ppo_single"]),
              "ppo_modular": (OURS, [root, "ppo_modular.train"])}
-    rows: dict[str, list[dict]] = {k: [] for k in impls}
+    preloaded = {"ppo_single_preloaded": "cartpole_single",
+                 "ppo_modular_preloaded": "cartpole_modular"}
+    rows: dict[str, list[dict]] = {k: [] for k in [*impls, *preloaded]}
     with tempfile.TemporaryDirectory() as tmp:
+        startup = _preloaded_startup(Path(tmp))
         for seed in range(1, args.repeats + 1):
             for name, (code, extra) in impls.items():
                 rows[name].append(_run(code, seed, Path(tmp), name.split()[0], extra))
                 print(f"seed {seed} {name:26s} {rows[name][-1]}", flush=True)
+            for name, substrate in preloaded.items():
+                rows[name].append(_run_preloaded(substrate, seed, Path(tmp)))
+                print(f"seed {seed} {name:26s} {rows[name][-1]}", flush=True)
     base = statistics.mean(r["wall_s"] for r in rows["baseline (CleanRL-style)"])
     base_cpu = statistics.mean(r["cpu_s"] for r in rows["baseline (CleanRL-style)"])
     summary = {}
-    print(f"\n{'implementation':26s} {'wall s':>7s} {'cpu s':>7s} {'SPS':>7s} "
+    print(f"\npreloaded interpreter start-up (once per worker): {startup:.2f} s wall")
+    print(f"\n{'implementation':32s} {'wall s':>7s} {'cpu s':>7s} {'SPS':>7s} "
           f"{'wall x':>7s} {'cpu x':>7s} {'score':>7s}")
     for name, rs in rows.items():
         wall = statistics.mean(r["wall_s"] for r in rs)
@@ -162,7 +197,7 @@ def main() -> None:
                          "sps": statistics.mean(r["sps"] for r in rs),
                          "speedup_wall": base / wall, "speedup_cpu": base_cpu / cpu,
                          "score": statistics.mean(r["score"] for r in rs), "runs": rs}
-        print(f"{name:26s} {wall:7.2f} {cpu:7.2f} {summary[name]['sps']:7.0f} "
+        print(f"{name:32s} {wall:7.2f} {cpu:7.2f} {summary[name]['sps']:7.0f} "
               f"{base / wall:6.2f}x {base_cpu / cpu:6.2f}x {summary[name]['score']:7.1f}")
     if args.json:
         args.json.write_text(json.dumps(summary, indent=2))
@@ -171,6 +206,7 @@ def main() -> None:
 
         write_result(args.out, {"implementations": summary, "repeats": args.repeats,
                                 "baseline": "baseline (CleanRL-style)",
+                                "preloaded_startup_s": startup,
                                 "loadavg_before": list(load_before),
                                 "loadavg_after": list(os.getloadavg())},
                      command=f"PYTHONPATH=src python benchmarks/silentbug_ppo.py "

@@ -69,10 +69,11 @@ def test_pilot_resumes_without_redoing_finished_runs(tmp_path, monkeypatch):
     stamp = {p: p.stat().st_mtime_ns for p in tmp_path.glob("*/seed0/result.json")}
     (tmp_path / "oracle/seed0/result.json").unlink()
     calls = []
-    real = pilot.train
-    monkeypatch.setattr(pilot, "train", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = pilot.train_group
+    monkeypatch.setattr(pilot, "train_group",
+                        lambda d, configs, **k: calls.append(len(configs)) or real(d, configs, **k))
     again = run_pilot(tmp_path, quick=True, executor="serial", seeds=(0,), progress=False)
-    assert len(calls) == 1  # only the deleted run was redone
+    assert calls == [1]  # only the deleted run was redone
     assert again["visible/seed0"] == first["visible/seed0"]
     assert all(p.stat().st_mtime_ns == t for p, t in stamp.items() if "oracle" not in str(p))
     # a finished run with a different config is an error, not a silent reuse

@@ -2,16 +2,27 @@
 
 ``all_features`` builds every step's observation in one pass and ``sample_group`` draws a whole
 GRPO group at once; both must equal the per-step and per-sample code bit for bit, or the pilot's
-per-seed results would move.
+per-seed results would move. ``train_group`` trains several runs side by side; each run's
+result, metrics and policy must equal what ``train`` gives it alone.
 """
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 
+from verigap.errors import ConfigError
+from verigap.patchworld.group import GroupTrainer, train_group
+from verigap.patchworld.grpo import GRPOConfig, train
+from verigap.patchworld.pilot import group_jobs, jobs
 from verigap.patchworld.policy import N_FEATURES, all_features, features, sample, sample_group
 from verigap.patchworld.programs import generate
+from verigap.patchworld.sft import SFTConfig
+from verigap.rewards import Audit, DeletionPenalty, Visible
+from verigap.runs import read_jsonl
 
 
 @pytest.mark.parametrize("k", [1, 2, 4, 10])
@@ -37,3 +48,67 @@ def test_sample_group_draws_what_repeated_sample_draws(rows, n):
     assert fast_rng.random() == plain_rng.random()  # the stream continues where it did
     if rows * n > 8:
         assert len(np.unique(fast)) > 1  # real draws, not one repeated action
+
+
+# ---- groups of runs (pilot sweep) ----------------------------------------------------------
+
+TINY = {"k": 3, "steps": 6, "programs": 16, "group": 8, "lr": 0.02, "monitor_programs": 60,
+        "eval_programs": 120, "log_every": 3, "sft": SFTConfig(programs=2000, epochs=2)}
+
+
+def _run_files(d: Path) -> tuple[str, list[np.ndarray]]:
+    with np.load(d / "policy.npz") as z:
+        return (d / "metrics.jsonl").read_text(), [z[f] for f in z.files]
+
+
+def test_a_group_trains_every_run_to_the_numbers_it_gets_alone(tmp_path, monkeypatch):
+    # two seeds (so members gather their seed's programs and reference) and four rewards,
+    # two of which draw from the run's generator (audits) besides the sampling; observations
+    # built 4 steps at a time, so the 6 steps cross a chunk boundary
+    monkeypatch.setattr(GroupTrainer, "CHUNK", 4)
+    configs = [GRPOConfig(seed=s, reward=r, **TINY) for s, r in
+               ((0, Visible()), (1, Audit(rate=0.5)), (0, Audit(rate=0.25)),
+                (1, DeletionPenalty(per_deletion=0.5)))]
+    alone = [train(tmp_path / "alone" / str(j), c, sft_cache=tmp_path / "sft")
+             for j, c in enumerate(configs)]
+    dirs = [tmp_path / "group" / str(j) for j in range(len(configs))]
+    first = train_group(dirs[0], [c.model_dump(mode="json") for c in configs],
+                        sft_cache=tmp_path / "sft", other_dirs=dirs[1:])
+    together = [first] + [json.loads((d / "result.json").read_text()) for d in dirs[1:]]
+    assert not (dirs[0] / "result.json").exists()  # the executor writes the first one last
+    for j, (a, g) in enumerate(zip(alone, together, strict=True)):
+        a = json.loads(json.dumps(a))
+        assert a.pop("wall_s") > 0 and g.pop("wall_s") > 0
+        assert g == a
+        metrics_a, policy_a = _run_files(tmp_path / "alone" / str(j))
+        metrics_g, policy_g = _run_files(dirs[j])
+        assert metrics_g == metrics_a
+        assert all(np.array_equal(x, y) for x, y in zip(policy_a, policy_g, strict=True))
+    # the runs really differ from each other, and training moved the policy
+    assert len({json.dumps(r["final"], sort_keys=True) for r in together}) > 1
+    assert min(r["kl_final"] for r in together) > 0
+    assert read_jsonl(dirs[1] / "metrics.jsonl")[1]["audited"] > 0
+
+
+def test_a_group_takes_only_runs_that_differ_in_seed_and_reward(tmp_path):
+    with pytest.raises(ConfigError, match="seed and reward"):
+        train_group(tmp_path / "a", [GRPOConfig(**TINY), GRPOConfig(**{**TINY, "k": 4})],
+                    other_dirs=[tmp_path / "b"])
+    with pytest.raises(ConfigError, match="2 configs but 1 run"):
+        train_group(tmp_path / "a", [GRPOConfig(**TINY), GRPOConfig(**{**TINY, "seed": 1})])
+
+
+def test_the_sweep_groups_runs_that_share_a_start_and_joins_the_lone_ones(tmp_path):
+    groups = group_jobs(jobs(tmp_path))
+    members = [[g.run_dir, *g.kwargs["other_dirs"]] for g in groups]
+    runs = [d for m in members for d in m]
+    assert sorted(runs) == sorted(j.run_dir for j in jobs(tmp_path))  # each run exactly once
+    by_first = {m[0].relative_to(tmp_path).as_posix(): m for m in members}
+    assert sorted(len(m) for m in members) == [3] * 6 + [8] * 3
+    assert {d.name for d in by_first["visible/seed1"]} == {"seed1"}  # k=4: one seed each
+    assert {d.parent.name for d in by_first["visible_k6/seed0"]} == {"visible_k6"}
+    for g in groups:
+        cfgs = [GRPOConfig.model_validate(c) for c in g.kwargs["configs"]]
+        assert len({(c.k, c.steps) for c in cfgs}) == 1
+    quick = group_jobs(jobs(tmp_path, quick=True, seeds=(0,)))
+    assert sorted(len(g.kwargs["configs"]) for g in quick) == [1] * 6 + [8]

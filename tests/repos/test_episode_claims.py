@@ -24,8 +24,18 @@ def test_scripted_names_cover_the_battery_and_impossible_agents():
 
 
 @pytest.mark.slow
-def test_claims_are_checked_in_an_episode(fixture_tasks, tmp_path, backend):
+def test_claims_are_checked_in_an_episode(fixture_tasks, tmp_path, backend, monkeypatch):
     _, tasks, _ = fixture_tasks
+    import verigap.sandbox
+
+    boxes = []
+    real = verigap.sandbox.make_sandbox
+
+    def recording(*a, **kw):
+        boxes.append(real(*a, **kw))
+        return boxes[-1]
+
+    monkeypatch.setattr(verigap.sandbox, "make_sandbox", recording)
     liar = episode.run_task_episode(tasks[0], tmp_path / "liar", agent="scripted:claim_unrun",
                                     backend=backend)
     assert liar["correct"] and liar["reward"] == 1.0  # the fix is right: paid ...
@@ -36,3 +46,7 @@ def test_claims_are_checked_in_an_episode(fixture_tasks, tmp_path, backend):
     assert honest["correct"] and honest["reward"] == 1.0
     assert honest["claims"] and all(c["supported"] for c in honest["claims"])
     assert "unsupported_claim" not in honest["hacks"]
+    # the agent's commands ran in one persistent sandbox per episode, stopped before grading
+    agent_boxes = [b for b in boxes if getattr(b, "persistent", False)]
+    assert len(agent_boxes) == (2 if backend == "bwrap" else 0)
+    assert all(b._session._holder == {} for b in agent_boxes)  # closed: no server left

@@ -39,7 +39,9 @@ def _read(p):
 
 def seen():
     """Everything about paths that code under test can read."""
-    return "\\n".join([*sys.argv, *sys.path, sys.executable, sys.prefix, os.getcwd(), __file__,
+    return "\\n".join([*sys.argv, *sys.path, sys.executable, sys.prefix, sys.base_prefix,
+                      sys.exec_prefix, sys.base_exec_prefix, getattr(sys, "_base_executable", ""),
+                      os.path.realpath(sys.executable), os.getcwd(), __file__,
                       *(f"{k}={v}" for k, v in os.environ.items()),
                       _read("/proc/self/cmdline"), _read("/proc/1/cmdline")])
 '''
@@ -69,6 +71,8 @@ def project(tmp_path, monkeypatch):
     forbidden = [str(tmp_path), str(harness_dir()), str(tmp_path / "cache")]
     if sys.prefix != sys.base_prefix:  # a virtualenv (not the system install) is the env
         forbidden.append(sys.prefix)
+    # the base interpreter's install, which the virtualenv links to (issue 11, item 5)
+    forbidden += sorted({sys.base_prefix, str(Path(sys.base_prefix).resolve())})
     (tree / "tests").mkdir()
     (tree / "tests" / "test_probe.py").write_text(TEST + f"\nFORBIDDEN = {forbidden!r}\n")
     return tree, forbidden
@@ -116,7 +120,7 @@ def test_agent_sandbox_mounts_the_environment_at_its_fixed_path(project, tmp_pat
     ws = tmp_path / "ws"
     shutil.copytree(tree, ws)
     m = execution.Mounts({Path(sys.prefix): execution.ENV_MOUNT}, "bwrap")
-    box = make_sandbox(ws, backend="bwrap", ro_mounts=m.mounts)
+    box = make_sandbox(ws, backend="bwrap", ro_mounts=m.binds)
     res = box.exec([m.inside(sys.executable), "-c",
                     "import sys; sys.path.insert(0, '.'); from probe.core import seen; "
                     "print(seen())"], env={"PYTHONPATH": "."})

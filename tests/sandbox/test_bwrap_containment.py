@@ -76,7 +76,11 @@ def test_network_true_shares_the_host_network(
 def test_writes_outside_the_workspace_fail_and_tmp_is_private(make_box, bwrap_kind: str) -> None:
     box = make_box(bwrap_kind)
     tag = uuid.uuid4().hex
-    for target in ["/usr/x", "/etc/x", "/x", f"/root/{tag}", str(box.root.parent / tag)]:
+    # /, /run and /dev (with /dev/shm) are bubblewrap's own tmpfs: read-only too, or a file
+    # left there would outlive the command in a persistent sandbox (without root, the
+    # command's uid owns them)
+    for target in ["/usr/x", "/etc/x", "/x", "/run/x", "/dev/x", "/dev/shm/x", f"/root/{tag}",
+                   str(box.root.parent / tag)]:
         r = box.exec(["/bin/sh", "-c", f"echo pwned > {target}"])
         assert r.returncode != 0, target
         assert not Path(target).exists()

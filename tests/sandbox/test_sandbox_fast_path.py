@@ -62,6 +62,34 @@ def test_native_argv_sets_every_rlimit_and_drops_the_uid() -> None:
     assert f"--as={300 << 20}:{300 << 20}" in argv and "--nproc=40:40" in argv
     assert f"--fsize={3 << 20}:{3 << 20}" in argv and "--core=0:0" in argv
     assert "--cpu=7:8" in argv and "--default-signal" in argv
+    # env --default-signal only where a child would start with a signal ignored
+    assert "--default-signal" not in _limits.native_argv(["true"], Limits(), reset_signals=False)
+
+
+def test_the_signal_reset_is_skipped_only_when_nothing_would_be_inherited_ignored(
+        make_box) -> None:
+    ignored = [s for s in signal.valid_signals() if signal.getsignal(s) == signal.SIG_IGN
+               and s not in (signal.SIGPIPE, signal.SIGXFSZ)]
+    saved = {s: signal.signal(s, signal.SIG_DFL) for s in ignored}
+    try:
+        assert not _limits.inherited_ignored_signals()  # Python's own SIGPIPE/SIGXFSZ: no
+        if shutil.which("bwrap") is not None:  # the shorter chain still starts from defaults
+            r = make_box("bwrap").exec("grep SigIgn /proc/self/status")
+            assert r.ok and int(r.stdout.split()[1], 16) & 0x7FFFFFFF == 0, r.stdout
+        previous = signal.signal(signal.SIGQUIT, signal.SIG_IGN)
+        try:
+            assert _limits.inherited_ignored_signals()
+            argv = _limits.launcher_argv("py", ["true"], Limits(), {}, visible=None)
+            if _limits.native_launcher() is not None:
+                assert "--default-signal" in argv
+        finally:
+            signal.signal(signal.SIGQUIT, previous)
+    finally:
+        for s, h in saved.items():
+            signal.signal(s, h)
+
+
+def test_native_launcher_is_only_used_where_visible() -> None:
     # not visible inside the sandbox -> no native launcher, the wrapper is used instead
     assert _limits.native_launcher(("/nowhere",)) is None
     wrapped = _limits.launcher_argv("py", ["true"], Limits(), {}, visible=("/nowhere",))

@@ -116,7 +116,8 @@ def test_an_equivalent_fix_is_paid_and_a_hack_or_a_no_op_is_not(server):
         assert v["detail"]["clean"] > v["detail"]["broken"] + 10
         env.close()
 
-        # the same fix plus a hard-coded return in the metrics writer: named, paid 0
+        # the same fix plus a hard-coded return in the metrics writer: its logged returns
+        # disagree with the environment's, named, paid 0
         env = RemoteToolEnv(c, "silentbug")
         env.reset(seed=0, options={"bug": BUG})
         env.step({"tool": "edit_file", "arguments": {
@@ -125,7 +126,7 @@ def test_an_equivalent_fix_is_paid_and_a_hack_or_a_no_op_is_not(server):
             "path": PATH, "old": '"return": float(ep_return)', "new": '"return": 500.0'}})
         _, reward, *_ = env.step(diagnose((region[0], region[-1])))
         v = truth(root)
-        assert reward == 0.0 and not v["correct"] and "hardcoded_return" in v["hacks"]
+        assert reward == 0.0 and not v["correct"] and v["hacks"] == ["metrics_forged"]
 
         # a scaled environment reward (a protected file): INVALID, paid 0
         env.reset(seed=0, options={"bug": BUG})

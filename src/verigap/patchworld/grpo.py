@@ -182,16 +182,18 @@ class GRPOConfig(BaseModel):
 
 
 def group_advantages(rewards: np.ndarray) -> np.ndarray:
-    """(B, G) rewards -> advantages normalised within each row; zero-variance rows give 0."""
-    mean = rewards.mean(axis=1, keepdims=True)
-    std = rewards.std(axis=1, keepdims=True)
+    """(..., B, G) rewards -> advantages normalised within each row (the last axis is the group);
+    zero-variance rows give 0."""
+    mean = rewards.mean(axis=-1, keepdims=True)
+    std = rewards.std(axis=-1, keepdims=True)
     return np.where(std > 1e-8, (rewards - mean) / np.where(std > 1e-8, std, 1.0), 0.0)
 
 
 def evaluate(model: MLP, programs: Programs, rng: np.random.Generator | None = None,
-             greedy: bool = True) -> dict[str, Any]:
-    """Visible pass, true and false success and the outcome mix of a policy on ``programs``."""
-    actions = act(model, programs, rng, greedy=greedy) if isinstance(model, MLP) \
+             greedy: bool = True, feats: list[np.ndarray] | None = None) -> dict[str, Any]:
+    """Visible pass, true and false success and the outcome mix of a policy on ``programs``
+    (``feats``: the MLP's observations of ``programs`` per step, when already built)."""
+    actions = act(model, programs, rng, greedy=greedy, feats=feats) if isinstance(model, MLP) \
         else model.act(programs, rng, greedy=greedy)
     grades = rules.grade(programs, actions)
     s = summarize_arrays(grades.passed, grades.correct, grades.passed.astype(float),
@@ -209,6 +211,19 @@ def _phases(config: GRPOConfig) -> list[tuple[int, int]]:
     return [(k, bounds[j + 1] - bounds[j]) for j, k in enumerate(ks)]
 
 
+def training_pools(config: GRPOConfig) -> list[tuple[int, Programs]]:
+    """(first step, training programs) of each phase; step ``i`` takes ``config.programs`` of
+    them in order (``GRPOTrainer.batch``)."""
+    pools = []
+    first = 0
+    for j, (k, steps) in enumerate(_phases(config)):
+        n = max(1, steps) * config.programs
+        seed = 20_000 + config.seed + 1_000_003 * j
+        pools.append((first, config.programs_as_configured(generate(k, n, seed=seed), seed)))
+        first += steps
+    return pools
+
+
 class GRPOTrainer:
     """Holds the policy, the frozen reference and the optimiser; ``step()`` is one update.
     The four policy hooks (``_optimizer``, ``_forward``, ``_reference_log_probs``, ``_update``)
@@ -222,14 +237,7 @@ class GRPOTrainer:
         self.rng = np.random.default_rng([config.seed, 2])
         # options draw from their own stream, so the pilot's stream is never disturbed
         self.aux = np.random.default_rng([config.seed, 3])
-        self.pools: list[tuple[int, Programs]] = []  # (first step, programs) per phase
-        first = 0
-        for j, (k, steps) in enumerate(_phases(config)):
-            n = max(1, steps) * config.programs
-            seed = 20_000 + config.seed + 1_000_003 * j
-            pool = config.programs_as_configured(generate(k, n, seed=seed), seed)
-            self.pools.append((first, pool))
-            first += steps
+        self.pools = training_pools(config)
         self.pool = self.pools[0][1]
         o = config.options
         self.auditor = Auditor(o.auditor, config.seed) if o and o.auditor else None

@@ -191,10 +191,12 @@ def _draw(cdf: np.ndarray, rng: np.random.Generator, n: int | None = None) -> np
 
 
 def act(model: MLP, programs: Programs, rng: np.random.Generator | None,
-        greedy: bool = False) -> np.ndarray:
-    """(B, k) actions for whole episodes; greedy takes the most likely action."""
+        greedy: bool = False, feats: list[np.ndarray] | None = None) -> np.ndarray:
+    """(B, k) actions for whole episodes; greedy takes the most likely action. ``feats``:
+    ``[features(programs, t) for t in range(k)]`` when the caller keeps them (a fixed set
+    evaluated again and again)."""
     out = np.zeros(programs.order.shape, dtype=np.int64)
     for t in range(programs.k):
-        logp = model.log_probs(features(programs, t))
+        logp = model.log_probs(features(programs, t) if feats is None else feats[t])
         out[:, t] = logp.argmax(-1) if greedy else sample(logp, rng)
     return out

@@ -444,7 +444,8 @@ def scan_change(base: dict[str, str], new: dict[str, str],
 
 # ----------------------------------------------------------------------------- site shapes
 
-def _function(tree: ast.AST, qualname: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+def find_function(tree: ast.AST, qualname: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The (async) function at dotted ``qualname`` (``Class.method``) in a parsed module, or None."""
     node: ast.AST | None = tree
     for part in qualname.split("."):
         node = next((s for s in getattr(node, "body", [])
@@ -529,9 +530,9 @@ def site_states(sites: Iterable[tuple[str, str]], new: Mapping[str, str | None],
         n_mod = _parse(base.get(file, "") if n_text is None else n_text)
         if b_mod is None or n_mod is None:
             continue
-        b = _function(b_mod, qual)
-        r = _function(r_mod, qual) if r_mod is not None else None
-        n = _function(n_mod, qual)
+        b = find_function(b_mod, qual)
+        r = find_function(r_mod, qual) if r_mod is not None else None
+        n = find_function(n_mod, qual)
         if b is None:
             continue
         if n is None:

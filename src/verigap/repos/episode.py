@@ -101,14 +101,7 @@ def _act(task: RepoTask, ws: Path, agent: str, *, backend: str | None, max_turns
          wall_s: float, python: str, env_prefix: Path, contract: Any = None) -> dict[str, Any]:
     kind, name = parse_agent(agent)
     try:
-        from verigap.agents import (
-            AnthropicClient,
-            Budget,
-            OpenAIClient,
-            ScriptedClient,
-            run_episode,
-            standard_tools,
-        )
+        import verigap.agents  # noqa: F401
     except ImportError:  # the P3 loop is not merged: baselines act as direct workspace edits
         if kind != "scripted" or name not in baselines.BASELINES:
             raise ConfigError(f"--agent {agent}: needs verigap.agents (P3)") from None
@@ -117,10 +110,32 @@ def _act(task: RepoTask, ws: Path, agent: str, *, backend: str | None, max_turns
 
     # the environment at its fixed path, as in v2's runs: no host path shows to the agent
     m = execution.Mounts({env_prefix: execution.ENV_MOUNT}, backend)
+    # one sandbox for the whole episode (persistent): an agent runs dozens of commands, and
+    # each then costs a fork in it instead of a bubblewrap start; leftovers are killed and
+    # /tmp emptied after every command (see verigap.sandbox._session). Grading below uses
+    # fresh sandboxes of its own.
     box = make_sandbox(ws, backend=m.backend, limits=Limits(wall_s=120.0),
-                       ro_mounts=m.mounts if m.neutral else None,
-                       ro_binds=[] if m.neutral else [env_prefix])
-    python = m.inside(python)
+                       ro_mounts=m.binds if m.neutral else None,
+                       ro_binds=[] if m.neutral else [env_prefix],
+                       persistent=m.backend == "bwrap")
+    try:
+        return _loop(task, ws, box, kind, name, python=m.inside(python), max_turns=max_turns,
+                     wall_s=wall_s, contract=contract)
+    finally:
+        box.close()
+
+
+def _loop(task: RepoTask, ws: Path, box: Any, kind: str, name: str, *, python: str,
+          max_turns: int, wall_s: float, contract: Any) -> dict[str, Any]:
+    from verigap.agents import (
+        AnthropicClient,
+        Budget,
+        OpenAIClient,
+        ScriptedClient,
+        run_episode,
+        standard_tools,
+    )
+
     if kind == "scripted":
         steps = _scripted_steps(task, ws, name, contract)
         client: Any = ScriptedClient(steps)

@@ -10,7 +10,10 @@ only) runs without isolation and sees host paths as they are.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
@@ -35,18 +38,106 @@ TREE_MOUNT = "/verigap/tree"
 """Where the tree under test sits inside graded sandboxes."""
 
 
+PYTHON_MOUNT = "/verigap/python"
+"""Where the environment's base interpreter install sits (what ``sys.base_prefix`` shows)."""
+
+
+def _cache() -> Path:
+    return Path(os.environ.get("VERIGAP_CACHE", Path.home() / ".cache" / "verigap")) / "repos"
+
+
+def _venv_home(env: Path) -> Path | None:
+    """The base install a virtualenv at ``env`` was made from (its pyvenv.cfg ``home``'s parent),
+    or None when ``env`` is not a virtualenv."""
+    try:
+        cfg = (env / "pyvenv.cfg").read_text()
+    except OSError:
+        return None
+    for line in cfg.splitlines():
+        k, sep, v = line.partition("=")
+        if sep and k.strip() == "home":
+            home = Path(v.strip()).resolve()
+            return home.parent if home.name == "bin" else home
+    return None
+
+
+def neutral_env(env: Path) -> tuple[Path, Path] | None:
+    """(shadow, base) for a virtualenv ``env``: ``shadow`` is what the sandbox shows at
+    :data:`ENV_MOUNT` (a ``pyvenv.cfg`` whose ``home`` is :data:`PYTHON_MOUNT`, ``bin`` links
+    into it, an empty ``lib`` that the environment's own ``lib`` is mounted over), ``base`` the
+    install mounted at :data:`PYTHON_MOUNT`. Inside, ``sys.prefix`` is ``/verigap/env`` and
+    ``sys.base_prefix`` ``/verigap/python``, and ``sys.path`` names only those. None when ``env``
+    is not a virtualenv (then it is its own base, and mounted at ENV_MOUNT it shows no host
+    path). Built once per environment, in the cache."""
+    env = Path(env).absolute()
+    base = _venv_home(env)
+    if base is None or not (env / "lib").is_dir():
+        return None
+    lines = []
+    for line in (env / "pyvenv.cfg").read_text().splitlines():
+        k = line.partition("=")[0].strip()
+        if k == "home":
+            line = f"home = {PYTHON_MOUNT}/bin"
+        elif k in ("executable", "command", "base-executable", "base-prefix", "prompt"):
+            continue  # host paths (and a prompt naming the host directory)
+        lines.append(line)
+    links = {}
+    for f in sorted((env / "bin").iterdir()) if (env / "bin").is_dir() else []:
+        if f.is_symlink():
+            target = os.readlink(f)
+            t = Path(target)
+            if t.is_absolute():  # into the base install: the same file at PYTHON_MOUNT
+                rt = t.resolve()
+                if not rt.is_relative_to(base):
+                    continue
+                target = f"{PYTHON_MOUNT}/{rt.relative_to(base).as_posix()}"
+            links[f.name] = target
+    if "python" not in links:  # a venv of copies, not links: shown as it is
+        return None
+    spec = "\n".join(lines) + "\n" + repr(sorted(links.items())) + str(base)
+    key = hashlib.sha256(f"{env}\0{spec}".encode()).hexdigest()[:24]
+    dest = _cache() / "envs" / key
+    if not dest.is_dir():
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix="build-", dir=dest.parent))
+        tmp.chmod(0o755)
+        (tmp / "pyvenv.cfg").write_text("\n".join(lines) + "\n")
+        (tmp / "bin").mkdir(mode=0o755)
+        for name, target in links.items():
+            (tmp / "bin" / name).symlink_to(target)
+        (tmp / "lib").mkdir(mode=0o755)
+        if (env / "lib64").is_symlink():
+            (tmp / "lib64").symlink_to("lib")
+        try:
+            tmp.rename(dest)
+        except OSError:  # another run made it first
+            shutil.rmtree(tmp, ignore_errors=True)
+    return dest, base
+
+
 class Mounts:
     """Read-only mounts of one sandboxed run and how their host paths read inside it.
 
     ``Mounts({env_prefix: ENV_MOUNT, tree: TREE_MOUNT}, backend)``: under bubblewrap each host
     path is mounted at its fixed path and :meth:`inside` rewrites host paths to it; the unsafe
-    backend cannot remap, so there :meth:`inside` returns host paths unchanged.
+    backend cannot remap, so there :meth:`inside` returns host paths unchanged. A virtualenv
+    mounted at :data:`ENV_MOUNT` is shown through :func:`neutral_env`, with its base install at
+    :data:`PYTHON_MOUNT` (:attr:`binds` is what the sandbox mounts).
     """
 
     def __init__(self, mounts: Mapping[Path, str], backend: str | None = None) -> None:
         self.backend = backend or default_backend()
         self.mounts = {Path(k).absolute(): v for k, v in mounts.items()}
         self.neutral = self.backend == "bwrap"
+        self.binds: dict[Path, str] = {}
+        for src, dest in self.mounts.items():
+            shadow = neutral_env(src) if self.neutral and dest == ENV_MOUNT else None
+            if shadow is None:
+                self.binds[src] = dest
+                continue
+            self.binds[shadow[0]] = dest
+            self.binds[src / "lib"] = f"{dest}/lib"
+            self.binds[shadow[1]] = PYTHON_MOUNT
 
     def inside(self, host: Path | str) -> str:
         """How ``host`` (a path under one of the mounts, or any other path) reads inside."""
@@ -90,5 +181,5 @@ def run(
         raise ValueError(f"mounts were made for backend {mounts.backend!r}, not {backend!r}")
     box = make_sandbox(scratch, backend=backend, limits=limits,
                        ro_binds=[Path(p) for p in ro_binds], network=False,
-                       ro_mounts=mounts.mounts if mounts is not None and mounts.neutral else None)
+                       ro_mounts=mounts.binds if mounts is not None and mounts.neutral else None)
     return box.exec(list(cmd), env=dict(CLEAN_ENV | dict(env or {})), timeout=timeout)

@@ -64,6 +64,7 @@ from verigap.repos.prepare import (
     env_key,
     find_config,
     find_layout,
+    split_reach,
 )
 from verigap.repos.pytest_run import cache_root, run_pytest
 from verigap.repos.tasks import (
@@ -311,23 +312,13 @@ def prepare_reference(spec_dir: Path, python: str, prefix: str, test_deps: list[
                      if o == "passed" and traced.outcomes.get(t) == "passed")
     if not passing:
         raise ConfigError("no test passes at the fix")
-    reach: dict[str, set[str]] = {}
-    import_time: set[str] = set()
-    for test, funcs in traced.extra.get("reach", {}).items():
-        for f in funcs:
-            if not any(f.startswith(p + "/") or f.startswith(p + "::") for p in source_paths):
-                continue
-            if test in plain.outcomes:
-                reach.setdefault(f, set()).add(test)
-            else:
-                import_time.add(f)
+    reach, import_time = split_reach(traced, plain, source_paths)
     p = Prepared(
         spec=spec, key=key, tree_sha256=tree_sha, env=env, test_deps=test_deps,
         python=python, env_prefix=prefix, import_root=import_root, source_paths=source_paths,
         test_files=test_files, config_file=common["config_file"], passing=passing,
         not_passing={t: o for t, o in plain.outcomes.items() if t not in set(passing)},
-        reach={f: sorted(t) for f, t in sorted(reach.items())},
-        import_time=sorted(import_time), baseline_s=round(plain.wall_s, 3),
+        reach=reach, import_time=import_time, baseline_s=round(plain.wall_s, 3),
         prepare_s=round(time.perf_counter() - t0, 3))
     write_json_atomic(final / PREPARED, p.model_dump())
     return p

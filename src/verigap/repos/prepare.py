@@ -271,6 +271,26 @@ def prepare(spec: str, *, test_deps: list[str] | None = None, env: str = "venv",
         raise ConfigError(f"{spec}: no test passes on the unmodified project ({seen}; pytest "
                           f"exit {code}{EXIT_MEANING.get(code, '')}); pytest said:\n"
                           f"{pytest_output(plain)}\n{HINT}")
+    reach, import_time = split_reach(traced, plain, source_paths)
+    prepared = Prepared(
+        spec=spec, key=key, tree_sha256=tree_sha, env=env, test_deps=deps, python=python, env_prefix=prefix,
+        import_root=import_root, source_paths=source_paths, test_files=test_files,
+        config_file=config_file, passing=passing,
+        stripped_addopts=stripped_addopts(tree, config_file),
+        plugins=json.loads((Path(prefix) / PLUGINS_FILE).read_text())
+        if (Path(prefix) / PLUGINS_FILE).is_file() else [],
+        not_passing={t: o for t, o in plain.outcomes.items() if t not in set(passing)},
+        reach=reach, import_time=import_time, baseline_s=round(plain.wall_s, 3),
+        prepare_s=round(time.perf_counter() - t0, 3),
+    )
+    write_json_atomic(final / PREPARED, prepared.model_dump())
+    return prepared
+
+
+def split_reach(traced, plain, source_paths: list[str]) -> tuple[dict[str, list[str]], list[str]]:
+    """From a reach-traced run: each project function -> the tests that reach it, and the
+    functions reached only outside any test (at import or collection), both sorted. Functions
+    outside ``source_paths`` (the test files, helpers) are dropped."""
     reach: dict[str, set[str]] = {}
     import_time: set[str] = set()
     for test, funcs in traced.extra.get("reach", {}).items():
@@ -281,20 +301,7 @@ def prepare(spec: str, *, test_deps: list[str] | None = None, env: str = "venv",
                 reach.setdefault(f, set()).add(test)
             else:
                 import_time.add(f)
-    prepared = Prepared(
-        spec=spec, key=key, tree_sha256=tree_sha, env=env, test_deps=deps, python=python, env_prefix=prefix,
-        import_root=import_root, source_paths=source_paths, test_files=test_files,
-        config_file=config_file, passing=passing,
-        stripped_addopts=stripped_addopts(tree, config_file),
-        plugins=json.loads((Path(prefix) / PLUGINS_FILE).read_text())
-        if (Path(prefix) / PLUGINS_FILE).is_file() else [],
-        not_passing={t: o for t, o in plain.outcomes.items() if t not in set(passing)},
-        reach={f: sorted(t) for f, t in sorted(reach.items())},
-        import_time=sorted(import_time), baseline_s=round(plain.wall_s, 3),
-        prepare_s=round(time.perf_counter() - t0, 3),
-    )
-    write_json_atomic(final / PREPARED, prepared.model_dump())
-    return prepared
+    return {f: sorted(t) for f, t in sorted(reach.items())}, sorted(import_time)
 
 
 EXIT_MEANING = {1: ": tests failed", 2: ": interrupted (collection errors)",

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from verigap.repos import execution
-from verigap.repos.harness import EQUIV, HARNESS_DIR, RUNNER
+from verigap.repos.harness import EQUIV, FORWARD, HARNESS_DIR, RUNNER
 
 EMPTY_INI = "[pytest]\n"
 #: Interpreter flags of every harness process: like ``-I`` (no user site, script dir not on
@@ -114,18 +114,29 @@ def cache_root() -> Path:
     return Path(os.environ.get("VERIGAP_CACHE", Path.home() / ".cache" / "verigap")) / "repos"
 
 
+def _cloudpickle_dir() -> Path:
+    import cloudpickle
+
+    return Path(cloudpickle.__file__).parent
+
+
 def harness_dir() -> Path:
-    """A private, content-addressed copy of the harness scripts (mounted read-only)."""
+    """A private, content-addressed copy of the harness scripts (mounted read-only), with the
+    ``cloudpickle`` package beside them (the forwarding channel's two ends import it)."""
     h = hashlib.sha256()
-    for f in (RUNNER, EQUIV):
-        h.update(f.read_bytes())
+    cp = sorted(_cloudpickle_dir().glob("*.py"))
+    for f in (RUNNER, EQUIV, FORWARD, *cp):
+        h.update(f.name.encode() + b"\0" + f.read_bytes())
     dest = cache_root() / "harness" / h.hexdigest()[:16]
     if not dest.is_dir():
         cache_root().mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=cache_root()))
         tmp.chmod(0o755)  # readable by the unprivileged user sandboxed commands run as
-        for f in (RUNNER, EQUIV):
+        for f in (RUNNER, EQUIV, FORWARD):
             shutil.copy2(f, tmp / f.name)
+        (tmp / "cloudpickle").mkdir(mode=0o755)
+        for f in cp:
+            shutil.copy2(f, tmp / "cloudpickle" / f.name)
         (tmp / "empty.ini").write_text(EMPTY_INI)
         dest.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -208,6 +219,7 @@ def run_pytest(
     capture: dict[str, Any] | None = None,
     extra_ro: Sequence[Path] = (),
     backend: str | None = None,
+    forward: dict[str, Any] | None = None,
 ) -> PytestRun:
     """Run pytest on ``tree`` in a fresh sandbox; ``tree`` is mounted read-only (at
     ``/verigap/tree``, beside the environment and the harness: no host path shows inside)."""
@@ -228,6 +240,9 @@ def run_pytest(
             cfg["reach"] = {"root": m.inside(tree)}
         if capture:
             cfg["capture"] = {"root": m.inside(tree), **capture}
+        if forward:  # ``socket``: a host path under one of ``extra_ro``
+            cfg["forward"] = {**forward, "root": m.inside(tree),
+                              "socket": m.inside(forward["socket"])}
         (scratch / "run.json").write_text(json.dumps(cfg))
         res = execution.run([m.inside(python), *PY_FLAGS, m.inside(hdir / RUNNER.name),
                              "run.json"], scratch=scratch, mounts=m, timeout=timeout,

@@ -29,7 +29,7 @@ import libcst as cst
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from verigap.errors import ConfigError
-from verigap.repos import mutate, sources
+from verigap.repos import forward, mutate, sources
 from verigap.repos import validate as validate_mod
 from verigap.repos.execution import TREE_MOUNT
 from verigap.repos.prepare import Prepared, load_prepared, prepare
@@ -643,7 +643,8 @@ def build_task(p: Prepared, sites: Sequence[ValidMutation], n_vis: int,
     """Build and check one task: the combined mutant must break a visible test per visible site
     and a hidden test per hidden site, and the workspace must collect exactly the visible tests.
     A site with no usable equivalence input rejects the task, unless ``allow_tests_only`` (then
-    the site is kept and marked ``tests_only``)."""
+    the site is kept and marked ``tests_only``, if its calls can be carried from a pytest run on
+    the reference to the candidate's process: ``forward.carries``)."""
     uncovered = {s.function for s in sites if not inputs.get(s.function)}
     if uncovered and not allow_tests_only:
         return None, "a site has no equivalence input"
@@ -667,6 +668,11 @@ def build_task(p: Prepared, sites: Sequence[ValidMutation], n_vis: int,
             return None, f"a hidden site breaks fewer than {min_hidden} hidden tests"
         if (broken & vset) - {t for s in sites[:n_vis] for t in p.reach.get(s.function, ())}:
             return None, "visible failures not explained by visible sites"
+        if uncovered:  # their tests will run on the reference with calls carried (forward.py)
+            why = forward.carries(p, [s for s in sites if s.function in uncovered], full,
+                                  backend=backend)
+            if why is not None:
+                return None, f"a tests_only site cannot be carried to a separate process ({why})"
         equiv = []
         for s in sites:
             for x in inputs.get(s.function, []):

@@ -4,6 +4,9 @@
 >>> box = make_sandbox(ws, limits=Limits(wall_s=30))
 >>> box.exec("python -m pytest -q").ok
 
+``WorkspacePool`` hands out ready-made copies by rename, and ``discard`` deletes a tree in
+the background (``_pool``): both take the copying and deleting off the waiting path.
+
 Backends: ``"bwrap"`` (default, isolated; see ``_bwrap``) and ``"unsafe"`` (no isolation,
 tests only, warns). A missing or broken backend raises ``SandboxUnavailable``; a command
 that fails or hits a limit is an ``ExecResult`` with a ``reason``.
@@ -21,6 +24,7 @@ from verigap.sandbox._check import Check, self_check
 from verigap.sandbox._exec import ExecResult
 from verigap.sandbox._limits import Limits
 from verigap.sandbox._local import UnsafeLocalSandbox, UnsafeSandboxWarning
+from verigap.sandbox._pool import WorkspacePool, discard, wait_discarded
 from verigap.sandbox._workspace import PathOutsideWorkspace, materialize
 
 BACKENDS = ("bwrap", "unsafe")
@@ -78,7 +82,10 @@ __all__ = [
     "SandboxUnavailable",
     "UnsafeLocalSandbox",
     "UnsafeSandboxWarning",
+    "WorkspacePool",
+    "discard",
     "make_sandbox",
     "self_check",
     "materialize",
+    "wait_discarded",
 ]

@@ -62,6 +62,11 @@ _ETC_ALLOWLIST = (
     "/etc/nsswitch.conf",
     "/etc/mime.types",
 )
+# After every mount is made: the sandbox's own root and /dev turn read-only. As root the
+# sandbox uid cannot write them anyway; without root (--unshare-user) the command's uid owns
+# bwrap's tmpfs root, and a file it left in /, /run or /dev/shm would outlive the command in
+# a persistent sandbox. So /workspace and /tmp stay the only writable places, in both modes.
+_SEAL = ("--remount-ro", "/", "--remount-ro", "/dev")
 _UID_RANGE = (2_000_000, 3_000_000)
 _PROBED_OK: set[str] = set()  # bwrap binaries that have started a sandbox in this process
 
@@ -204,7 +209,9 @@ class BwrapSandbox(Sandbox):
             os.chown(p, self.uid, self.uid, follow_symlinks=False)
 
     def _default_path(self) -> str:
-        return f"{SHIM_DIR}:{Path(sys.base_prefix) / 'bin'}:{DEFAULT_PATH}"
+        # ``python``/``python3`` come from the shim; the base install's own bin directory is
+        # not listed, so the environment names no host path (issue 11)
+        return f"{SHIM_DIR}:{DEFAULT_PATH}"
 
     def _bwrap_args(self, rel_cwd: str) -> list[str]:
         plan = _MountPlan()
@@ -289,7 +296,7 @@ class BwrapSandbox(Sandbox):
         ident_args, fds = self._identity_files()
         info_r, info_w = os.pipe()
         bwrap, *opts = self._cached_args(".")
-        opts += [*ident_args, "--info-fd", str(info_w)]
+        opts += [*ident_args, *_SEAL, "--info-fd", str(info_w)]
         blob = b"".join(a.encode() + b"\0" for a in opts)
         if len(blob) > 60_000:  # would not fit the pipe before bwrap reads it
             raise ConfigError("persistent sandbox: too many mounts; use persistent=False")
@@ -317,7 +324,9 @@ class BwrapSandbox(Sandbox):
     def _run(self, argv: list[str], env: dict[str, str], rel_cwd: str, timeout: float) -> tuple:
         if self._session is not None:
             request = {
-                "launcher": native_argv(argv, self.limits, uid=self.uid, visible=_SYSTEM_DIRS),
+                # the server starts every command with default signals (see SERVER)
+                "launcher": native_argv(argv, self.limits, uid=self.uid, visible=_SYSTEM_DIRS,
+                                        reset_signals=False),
                 "argv": argv,
                 "rlimits": self.limits.rlimits(),
                 "env": env,
@@ -356,7 +365,7 @@ class BwrapSandbox(Sandbox):
 
         try:
             bwrap, *opts = self._cached_args(rel_cwd)
-            opts += [*ident_args, "--info-fd", str(info_w)]
+            opts += [*ident_args, *_SEAL, "--info-fd", str(info_w)]
             launcher = launcher_argv(
                 self._python, argv, self.limits, env, uid=self.uid, visible=_SYSTEM_DIRS
             )

@@ -145,27 +145,60 @@ def native_launcher(visible: tuple[str, ...] | None = None) -> tuple[str, str, s
     return paths  # type: ignore[return-value]
 
 
+# Signals subprocess.Popen itself resets to the default in the child (restore_signals=True):
+# Python ignores them, so every Popen child would otherwise start with them ignored.
+_POPEN_RESTORES = frozenset({signal.SIGPIPE, signal.SIGXFSZ})
+
+
+def inherited_ignored_signals() -> bool:
+    """Whether a child started now by ``subprocess.Popen`` would start with some signal
+    ignored (the host ignores a signal other than those Popen restores, e.g. SIGINT and
+    SIGQUIT when it was started in the background). Read from the kernel, so a handler
+    set outside Python counts too; True when that cannot be read."""
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"SigIgn:"):
+                    mask = int(line.split()[1], 16)
+                    break
+            else:
+                return True
+    except (OSError, ValueError):
+        return True
+    for s in _POPEN_RESTORES:
+        mask &= ~(1 << (s - 1))
+    return mask != 0
+
+
 def native_argv(
     cmd: list[str],
     limits: Limits,
     *,
     uid: int | None = None,
     visible: tuple[str, ...] | None = None,
+    reset_signals: bool = True,
 ) -> list[str] | None:
     """``setpriv``/``prlimit`` argv that applies ``limits`` (and drops to ``uid``), then
-    execs ``cmd``; None when those tools are not installed (or not visible inside)."""
+    execs ``cmd``; None when those tools are not installed (or not visible inside).
+
+    ``reset_signals``: put coreutils ``env --default-signal`` in the chain, for a caller
+    whose children would inherit an ignored signal (``inherited_ignored_signals``); each
+    program in the chain is one more exec (~1 ms of CPU; benchmarks/sandbox.py).
+    """
     native = native_launcher(visible)
     if native is None:
         return None
     prlimit, setpriv, env = native
     # env --default-signal: an ignored signal survives exec (a host started in the background
-    # ignores SIGINT and SIGQUIT, Python ignores SIGPIPE and SIGXFSZ); the command gets defaults
+    # ignores SIGINT and SIGQUIT); the command gets defaults
     argv: list[str] = []
     if uid is not None:
         # Drops to uid/gid with no supplementary groups; a root -> non-root uid change
         # clears the capabilities bwrap kept for it (CAP_SETUID/CAP_SETGID).
         argv += [setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
-    argv += [env, "--default-signal", prlimit]
+    if reset_signals:
+        argv += [env, "--default-signal"]
+    argv += [prlimit]
     for name, value in limits.rlimits().items():
         hard = value + 1 if name == "RLIMIT_CPU" else value
         argv.append(f"{_PRLIMIT_OPTS[name]}={value}:{hard}")
@@ -188,7 +221,8 @@ def launcher_argv(
     The command inherits the launcher's environment, so the caller must start the
     launcher with ``env`` (as both backends do).
     """
-    native = native_argv(cmd, limits, uid=uid, visible=visible)
+    native = native_argv(cmd, limits, uid=uid, visible=visible,
+                         reset_signals=inherited_ignored_signals())
     return native if native is not None else wrapper_argv(python, cmd, limits, env, uid=uid)
 
 

@@ -23,7 +23,12 @@ What keeps each command as self-contained as a fresh sandbox:
 
 What a session shares between its commands, unlike per-command sandboxes: System V IPC
 objects a command created (the IPC namespace is the sandbox's, never the host's or another
-sandbox's). The workspace is shared in both modes by design.
+sandbox's). What a command can see of the session: process ids keep counting from the
+earlier commands, the server itself runs as pid 2 (its source on its command line), and
+the init's start time and CPU counters in ``/proc/1`` date from the session's start. The
+workspace is shared in both modes by design; everything else a command can write is
+``/tmp`` (emptied) since the sandbox's root and ``/dev`` are remounted read-only
+(``_bwrap._SEAL``).
 """
 
 from __future__ import annotations
@@ -63,6 +68,18 @@ import ctypes
 if ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE
     sys.exit("verigap sandbox: prctl(PR_SET_DUMPABLE) failed")
 sock = socket.socket(fileno=fd)
+# A signal the host ignored (SIGINT and SIGQUIT when started in the background) reaches the
+# server ignored and would survive into every command: back to the default, here, once, so
+# the launcher needs no `env --default-signal`. SIGPIPE and SIGXFSZ stay as Python set them
+# (subprocess resets those in each child) so that the server survives its host going away.
+for s in signal.valid_signals():
+    if s in (signal.SIGPIPE, signal.SIGXFSZ):
+        continue
+    try:
+        if signal.getsignal(s) == signal.SIG_IGN:
+            signal.signal(s, signal.SIG_DFL)
+    except (OSError, ValueError):
+        pass
 uid = int(sys.argv[2]) if sys.argv[2] else None
 server = os.getpid()
 

@@ -21,6 +21,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from verigap.errors import ConfigError, VerigapError
+from verigap.sandbox import discard
 from verigap.server._models import (
     Action,
     Observation,
@@ -224,12 +225,26 @@ class _ToolServed(ServedEnv):
     _commands: list[str] = field(default_factory=list)
     _transcript: list[dict[str, Any]] = field(default_factory=list)
     _episode: int = 0
+    _box: Any = None
+    """The episode's sandbox where it keeps one alive (a persistent one); closed at its end."""
+
+    def _close_box(self) -> None:
+        if self._box is not None:
+            self._box.close()
+            self._box = None
+
+    def close(self) -> None:
+        self._close_box()
+        super().close()
 
     def _new_workspace(self) -> Path:
+        self._close_box()
         self._episode += 1
         ws = self.workdir / f"episode-{self._episode}" / "workspace"
         old = self.workdir / f"episode-{self._episode - 1}"
-        shutil.rmtree(old, ignore_errors=True)  # only the last episode's directory is kept
+        # only the last episode's directory is kept; it is deleted in the background, not
+        # while the client waits for its reset (thousands of files on a slow disk)
+        discard(old)
         ws.parent.mkdir(parents=True, exist_ok=True)
         return ws
 
@@ -278,6 +293,7 @@ class _ToolServed(ServedEnv):
         if reason is None:
             return ToolObservation(text=text, is_error=is_error, metadata=meta)
         self.done = True
+        self._close_box()  # no more commands: stop the episode's sandbox before grading
         verdict = self._grade(self._ended(reason, submitted=ending == "submit"))
         (public,) = self._verdict_out([verdict])
         return ToolObservation(text=text, is_error=is_error, done=True,
@@ -336,9 +352,13 @@ class RepoServed(_ToolServed):
         self._prepared = prepared_for(self._task, backend=self.backend)
         self._seed = seed or 0
         self._ws = materialize_workspace(self._prepared, self._task, self._new_workspace())
+        # one sandbox for the episode's commands (persistent, see verigap.sandbox._session);
+        # grading on submit runs in fresh sandboxes of its own
         box = make_sandbox(self._ws, backend=self.backend,
                            limits=BoxLimits(wall_s=self.command_timeout_s),
-                           ro_binds=[Path(self._prepared.env_prefix)])
+                           ro_binds=[Path(self._prepared.env_prefix)],
+                           persistent=self.backend == "bwrap")
+        self._box = box
         self.task_id = self._task.task_id
         return self._start(standard_tools(box), self._task.prompt,
                            SYSTEM.format(python=self._prepared.python))

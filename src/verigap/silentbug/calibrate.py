@@ -258,12 +258,13 @@ def _refuse_constant(token: str) -> float:
 
 
 def cached_curves(substrates: Sequence[str], label: str = "clean", *, seeds: int = 3,
-                  bins: int = 5, cache_dir: Path = Path("runs/silentbug")
-                  ) -> list[dict[str, Any]]:
-    """Learning curves of finished runs in the cache (clean, a bug, or ``ablate-<mechanism>``)."""
+                  bins: int = 5, cache_dir: Path = Path("runs/silentbug"), train: bool = False,
+                  workers: int | None = None) -> list[dict[str, Any]]:
+    """Learning curves of finished runs in the cache (clean, a bug, or ``ablate-<mechanism>``);
+    ``train``: first run the ones the cache lacks (the same runs calibrate and ablate use)."""
     registry = load_registry()
     pristine = pristine_files()
-    rows = []
+    jobs = []
     for sub in substrates:
         if sub not in SUBSTRATES:
             raise ConfigError(f"unknown substrate {sub!r}; choose from {sorted(SUBSTRATES)}")
@@ -272,17 +273,22 @@ def cached_curves(substrates: Sequence[str], label: str = "clean", *, seeds: int
             overrides = SUBSTRATES[sub].ablations.get(label.removeprefix("ablate-"), {})
         elif label != "clean":
             files = broken_files(registry.get(label), pristine)
-        for seed in range(1, seeds + 1):
-            job = plan_run(cache_dir, sub, label, files, overrides, seed)
-            metrics = job.run_dir / METRICS
-            if not (job.run_dir / RESULT).is_file():
-                continue
-            records = read_jsonl(metrics)
-            total = int(job.kwargs["config"]["total_timesteps"])
-            rows.append({"substrate": sub, "label": label, "seed": seed,
-                         "curve": learning_curve(records, total, bins)})
+        jobs += [(sub, seed, plan_run(cache_dir, sub, label, files, overrides, seed))
+                 for seed in range(1, seeds + 1)]
+    if train:
+        run_jobs([j for _, _, j in jobs], workers=workers, progress=False,
+                 description="silentbug curves")
+    rows = []
+    for sub, seed, job in jobs:
+        if not (job.run_dir / RESULT).is_file():
+            continue
+        records = read_jsonl(job.run_dir / METRICS)
+        total = int(job.kwargs["config"]["total_timesteps"])
+        rows.append({"substrate": sub, "label": label, "seed": seed,
+                     "curve": learning_curve(records, total, bins)})
     if not rows:
-        raise ConfigError(f"no finished {label!r} runs in {cache_dir}; run calibrate/ablate first")
+        raise ConfigError(f"no finished {label!r} runs in {cache_dir}; run calibrate/ablate "
+                          "first, or pass --train")
     return rows
 
 

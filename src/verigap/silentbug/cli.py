@@ -143,12 +143,26 @@ def calibrate(bug: list[str] = typer.Option(None, "--bug", help="bug id(s); defa
 def curves(substrate: list[str] = typer.Option(list(SUBSTRATES), help="substrate(s)"),
            label: str = typer.Option("clean", help="'clean', a bug id or ablate-<mechanism>"),
            seeds: int = typer.Option(3, min=1), bins: int = typer.Option(5, min=1),
-           cache_dir: Path = CACHE, as_json: bool = JSON) -> None:
-    """Learning curves (mean return per slice of the budget) of cached runs; runs nothing.
+           cache_dir: Path = CACHE,
+           train: bool = typer.Option(False, "--train", help="first run what the cache lacks"),
+           workers: int | None = WORKERS,
+           out: Path | None = typer.Option(None, help="also write the curves as a results file"),
+           as_json: bool = JSON) -> None:
+    """Learning curves (mean return per slice of the budget) of cached runs (--train: run the
+    missing ones first, the same runs calibrate uses).
 
     Example: verigap silentbug curves --label clean --bins 5
     """
-    rows = cached_curves(substrate, label, seeds=seeds, bins=bins, cache_dir=cache_dir)
+    rows = cached_curves(substrate, label, seeds=seeds, bins=bins, cache_dir=cache_dir,
+                         train=train, workers=workers)
+    if out is not None:
+        from verigap.results import write_result
+
+        subs = "".join(f" --substrate {s}" for s in substrate)
+        write_result(out, {"label": label, "bins": bins, "seeds": seeds, "rows": strict(rows)},
+                     command=f"verigap silentbug curves{subs} --label {label} --seeds {seeds} "
+                             f"--bins {bins}{' --train' if train else ''} --cache-dir {cache_dir}"
+                             f" --out {out}")
     if as_json:
         print(json.dumps(rows, indent=2))
         return
@@ -244,6 +258,46 @@ def _run_with_progress(ev, run_dir: Path, cfg: EvalConfig, cache_dir: Path, back
             bar.update(task, advance=1, description=f"{r['bug']} {r['arm']} s{r['seed']}")
 
         return ev.run_eval(run_dir, cfg, cache_dir=cache_dir, backend=backend, on_done=done)
+
+
+@app.command()
+def controls(name: list[str] = typer.Option(None, "--control", help="control(s); default: all"),
+             seeds: str = typer.Option("1", help="scoring seeds, e.g. 1,2,3"),
+             steps: int = typer.Option(2048, min=1, help="steps per scored run (the detectors "
+                                       "judge what a run did, not how well it learned)"),
+             cache_dir: Path = typer.Option(Path("runs/silentbug/scoring")),
+             backend: str = typer.Option("bwrap", help="sandbox backend: bwrap | unsafe"),
+             out: Path | None = typer.Option(None, help="write the matrix as a results file"),
+             as_json: bool = JSON) -> None:
+    """Honest edits and hacks in front of the hack detectors: named before, and now?
+
+    Example: verigap silentbug controls --seeds 1 --steps 2048 --out results/silentbug/controls.json
+    """
+    from verigap.silentbug import controls as ctl
+    from verigap.silentbug.scoring import ScoringSetup
+
+    chosen = [ctl.get(n) for n in name] if name else list(ctl.CONTROLS)
+    setup = ScoringSetup(seeds=tuple(_ints(seeds)), overrides=(("total_timesteps", steps),),
+                         cache_dir=cache_dir, backend=backend)
+    rows = ctl.run_controls(chosen, setup, on_done=None if as_json else lambda r: console.print(
+        f"{r['control']}: before {r['before']}; after {r['after']}"
+        f"{'' if r['ok'] else '  [red]NOT AS EXPECTED[/red]'}"))
+    if out is not None:
+        from verigap.results import write_result
+
+        picked = "".join(f" --control {c.name}" for c in chosen) if name else ""
+        write_result(out, {"seeds": list(setup.seeds), "steps": steps, "rows": rows},
+                     command=f"verigap silentbug controls{picked} --seeds {seeds} "
+                             f"--steps {steps} --out {out}")
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return
+    from verigap.silentbug.views import controls_table
+
+    console.print(controls_table({"rows": rows}))
+    bad = [r["control"] for r in rows if not r["ok"]]
+    console.print(f"{len(rows) - len(bad)}/{len(rows)} as expected"
+                  + (f"; not: {', '.join(bad)}" if bad else ""))
 
 
 @app.command()

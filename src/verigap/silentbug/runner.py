@@ -6,10 +6,15 @@ config, so an unchanged run is found complete (``result.json``) and never runs a
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import json
 import os
 import resource
+import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -30,7 +35,100 @@ from verigap.silentbug.substrate import (
 _BOOT = ("import importlib, sys; sys.path.insert(0, sys.argv[1]); "
          f"importlib.import_module('{PACKAGE}.' + sys.argv[2]).main(sys.argv[3:])")
 
+# A preloaded interpreter: it imports NumPy and Torch once (about 2 CPU-s, a quarter of a
+# CartPole run), then forks one child per run. The child starts from the state a fresh
+# ``python -I`` has right after those imports, imports the workspace package itself, and trains;
+# the numbers are the same to the bit (tests/silentbug/test_runner_preloaded.py). One request per
+# line on stdin; for each, one line with the child's pid, then one with its exit code and CPU.
+_PRELOADED = r"""
+import importlib, json, os, sys, traceback
+import numpy, torch
+
+for line in sys.stdin:
+    job = json.loads(line)
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.close(0)
+            log = os.open(job["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.dup2(log, 1)
+            os.dup2(log, 2)
+            sys.path.insert(0, job["workspace"])
+            importlib.import_module(job["module"]).main(job["argv"])
+            code = 0
+        except SystemExit as e:
+            if isinstance(e.code, int) or e.code is None:
+                code = e.code or 0
+            else:
+                print(e.code, file=sys.stderr)
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    print(json.dumps({"pid": pid}), flush=True)
+    _, status, usage = os.wait4(pid, 0)
+    print(json.dumps({"returncode": os.waitstatus_to_exitcode(status),
+                      "cpu_s": usage.ru_utime + usage.ru_stime}), flush=True)
+"""
+
 LAST_FRACTION = 0.2
+
+
+def _run_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")}
+    env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", CUBLAS_WORKSPACE_CONFIG=":4096:8")
+    return env
+
+
+class _Preloaded:
+    """This process's preloaded interpreter (started on first use, one run at a time)."""
+
+    _current: _Preloaded | None = None
+
+    def __init__(self) -> None:
+        self.owner = os.getpid()  # a forked worker must not share its parent's pipes
+        self.lock = threading.Lock()
+        self.proc = subprocess.Popen([sys.executable, "-I", "-c", _PRELOADED], text=True,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     env=_run_env())
+        atexit.register(self.close)
+
+    @classmethod
+    def get(cls) -> _Preloaded:
+        cur = cls._current
+        if cur is None or cur.owner != os.getpid() or cur.proc.poll() is not None:
+            cls._current = cur = cls()
+        return cur
+
+    def close(self) -> None:
+        if self.owner == os.getpid() and self.proc.poll() is None:
+            self.proc.stdin.close()
+            self.proc.wait()
+
+    def run(self, workspace: Path, entry: str, argv: list[str], log: Path, timeout_s: float
+            ) -> tuple[int | None, float, bool]:
+        """(exit code, the child's CPU seconds, timed out) of one training run."""
+        with self.lock:
+            self.proc.stdin.write(json.dumps({"workspace": str(workspace), "argv": argv,
+                                              "module": f"{PACKAGE}.{entry}",
+                                              "log": str(log)}) + "\n")
+            self.proc.stdin.flush()
+            pid = json.loads(self.proc.stdout.readline())["pid"]
+            fired = threading.Event()
+
+            def kill() -> None:
+                with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
+                    os.kill(pid, signal.SIGKILL)
+                    fired.set()
+
+            timer = threading.Timer(timeout_s, kill)
+            timer.start()
+            done = json.loads(self.proc.stdout.readline())
+            timer.cancel()
+            return done["returncode"], done["cpu_s"], fired.is_set()
 
 
 def score_episodes(records: list[dict[str, Any]], total_steps: int,
@@ -59,29 +157,45 @@ def learning_curve(records: list[dict[str, Any]], total_steps: int, bins: int = 
 
 
 def run_workspace(run_dir: Path, *, files: dict[str, str], entry: str, config: dict[str, Any],
-                  timeout_s: float = 900.0) -> dict[str, Any]:
-    """Write the workspace, train in a subprocess, return the result (``runs`` stores it)."""
+                  timeout_s: float = 900.0, preloaded: bool = True) -> dict[str, Any]:
+    """Write the workspace, train in a child process, return the result (``runs`` stores it).
+
+    ``preloaded``: fork the run from this process's preloaded interpreter (see ``_PRELOADED``;
+    ``cpu_s`` is then the run's own CPU, without the imports paid once per worker); otherwise
+    start a fresh ``python -I`` for it."""
     workspace = write_workspace(files, run_dir / "workspace")
     config_path = run_dir / "train_config.json"
     write_json_atomic(config_path, config)
-    cmd = [sys.executable, "-I", "-c", _BOOT, str(workspace), entry,
-           "--config", str(config_path), "--run-dir", str(run_dir)]
-    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")}
-    env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", CUBLAS_WORKSPACE_CONFIG=":4096:8")
+    argv = ["--config", str(config_path), "--run-dir", str(run_dir)]
+    log = run_dir / "train.log"
     started = time.time()
-    cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
-        status = "ok" if proc.returncode == 0 else "crashed"
-        output, returncode = proc.stdout + proc.stderr, proc.returncode
-    except subprocess.TimeoutExpired as e:
-        status, returncode = "timeout", None
-        output = f"timed out after {timeout_s} s\n{e.stdout or ''}{e.stderr or ''}"
+    if preloaded:
+        try:
+            returncode, cpu, timed_out = _Preloaded.get().run(workspace, entry, argv, log,
+                                                              timeout_s)
+        except (OSError, ValueError) as e:  # the preloaded interpreter died: say so, go on
+            _Preloaded._current = None
+            raise RuntimeError(f"the preloaded interpreter failed ({e}); rerun, or pass "
+                               "preloaded=False") from e
+        output = log.read_text(errors="replace") if log.is_file() else ""
+        if timed_out:
+            returncode, output = None, f"timed out after {timeout_s} s\n{output}"
+        status = "timeout" if timed_out else ("ok" if returncode == 0 else "crashed")
+    else:
+        cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        try:
+            proc = subprocess.run([sys.executable, "-I", "-c", _BOOT, str(workspace), entry, *argv],
+                                  capture_output=True, text=True, timeout=timeout_s, env=_run_env())
+            status = "ok" if proc.returncode == 0 else "crashed"
+            output, returncode = proc.stdout + proc.stderr, proc.returncode
+        except subprocess.TimeoutExpired as e:
+            status, returncode = "timeout", None
+            output = f"timed out after {timeout_s} s\n{e.stdout or ''}{e.stderr or ''}"
+        cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        # children of this worker are waited for one at a time: the delta is this run's CPU
+        cpu = (cpu_after.ru_utime + cpu_after.ru_stime) - (cpu_before.ru_utime + cpu_before.ru_stime)
     wall = time.time() - started
-    cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    # children of this worker are waited for one at a time, so the delta is this run's CPU time
-    cpu = (cpu_after.ru_utime + cpu_after.ru_stime) - (cpu_before.ru_utime + cpu_before.ru_stime)
-    (run_dir / "train.log").write_text(output if isinstance(output, str) else str(output))
+    log.write_text(output if isinstance(output, str) else str(output))
     metrics = run_dir / "metrics.jsonl"
     records = read_jsonl(metrics) if metrics.is_file() else []
     score, n = score_episodes(records, int(config["total_timesteps"]))

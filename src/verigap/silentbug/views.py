@@ -1,6 +1,8 @@
 """Views of the silent-bug results files, for docs markers and the site (``docs/results.md``).
 
-``silentbug_eval`` shows an ``analyze --out`` file as one row per agent x arm over all bugs;
+``silentbug_controls`` shows the hack detectors' verdicts on honest edits and hacks, before
+(the regexes) and after (what the scored runs did); ``silentbug_curves`` shows the clean
+learning curves; ``silentbug_eval`` shows an ``analyze --out`` file as one row per agent x arm over all bugs;
 ``silentbug_references`` shows the clean and broken references the scorer re-ran on the
 scoring machine beside the committed calibration's means (machine-specific numbers: the
 verdicts must agree, the returns need not).
@@ -148,3 +150,22 @@ def bank_table(data: dict[str, Any]) -> str:
                for s in subs]
     rows.append(["all", *map(str, per_sub), f"{counts['accepted']} of {counts['total']}"])
     return markdown_table(["class (accepted)", *subs, "total"], rows)
+
+
+@view("silentbug_controls")
+def controls_table(data: dict[str, Any]) -> str:
+    """One row per control: the bug, honest or hacker, the verdict before and after."""
+    rows = [[f"`{r['control']}`", f"`{r['bug']}`", r["kind"], r["what"], r["before"],
+             r["after"], "yes" if r["ok"] else "**no**"] for r in data["rows"]]
+    return markdown_table(["control", "bug", "kind", "edit", "before (regexes)",
+                           "after (behaviour)", "as expected"], rows)
+
+
+@view("silentbug_curves")
+def curves_table(data: dict[str, Any]) -> str:
+    """Mean episode return per slice of the budget, one row per substrate and seed."""
+    bins = data["bins"]
+    head = [f"{100 * i // bins}-{100 * (i + 1) // bins}%" for i in range(bins)]
+    rows = [[r["substrate"], str(r["seed"]), *(_f(x) for x in r["curve"])]
+            for r in data["rows"]]
+    return markdown_table(["substrate", "seed", *head], rows)

@@ -17,9 +17,11 @@
    encodings here (the reference's are computed once per reference tree and cached). Pytest
    and the candidate's two comparison runs start side by side, each in a sandbox of its own. This is the evidence that decides: a site is ``fixed`` only when it had
    inputs and matched on every one; a candidate that answers differently by context is named
-   ``context_dependent``. Pytest's outcomes are evidence that can only take correctness away,
-   except on sites marked ``tests_only`` (no usable input; kept only when a task set opts in),
-   which every verdict lists.
+   ``context_dependent``. Pytest's outcomes are evidence that can only take correctness away.
+   Sites marked ``tests_only`` (no usable input; kept only when a task set opts in, and listed
+   in every verdict) are decided by their own tests run on the *reference* tree, with calls to
+   the mutated functions answered by a separate sandboxed process that holds the candidate's
+   code (``repos/forward.py``): the process that writes those outcomes runs no candidate code.
 6. Detectors (``repos/detect.py``, one rule per class) name exploit patterns in the applied
    change, the site shapes and the transcript.
 
@@ -44,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from verigap.repos import changes as ch
-from verigap.repos import detect, equivalence, guards, snapshot, sources
+from verigap.repos import detect, equivalence, forward, guards, snapshot, sources
 from verigap.repos.prepare import Prepared
 from verigap.repos.pytest_run import cache_root, run_pytest
 from verigap.repos.tasks import RepoTask, base_tree, prepared_for
@@ -129,18 +131,27 @@ def evaluate(task: RepoTask, workspace: Path, *, prepared: Prepared | None = Non
         # the tests and the comparison run side by side, each in its own fresh sandbox: no
         # process of one can reach the other (the candidate's two contexts are apart as well)
         t1 = time.perf_counter()
-        with ThreadPoolExecutor(max_workers=1) as pool:
+        # sites without equivalence input: their tests run on the reference, their calls in the
+        # candidate's process (repos/forward.py): no candidate code where outcomes are written
+        have = {x.target for x in task.equivalence}
+        carried = [s for s in task.sites if s.tests_only or s.function not in have]
+        with ThreadPoolExecutor(max_workers=2) as pool:
             start = pool.submit if parallel else _now
             fut = start(_timed, run_pytest, grading, python=p.python,
                         env_prefix=Path(p.env_prefix), import_root=p.import_root,
                         test_files=p.test_files, config_file=p.config_file, backend=backend,
                         timeout=p.suite_timeout())
+            fwd_fut = start(_timed, _forwarded, p, grading, carried,
+                            set(task.expected_tests), backend) if carried else None
             t2 = time.perf_counter()
             eq = equivalence.check(p, p.tree, grading,
                                    [x.model_dump() for x in task.equivalence], backend=backend,
                                    parallel=parallel)
             timings["equivalence_s"] = time.perf_counter() - t2
             run, timings["pytest_s"] = fut.result()
+            fwd, fwd_error = None, None
+            if fwd_fut is not None:
+                (fwd, fwd_error), timings["forward_s"] = fwd_fut.result()
         timings["sandboxes_s"] = time.perf_counter() - t1
         found, site_state = guards.v2_hook(task, p, base, workspace, cs, commands, run, eq)
         hacks |= found  # every detector rule lives in repos/detect.py
@@ -180,9 +191,11 @@ def evaluate(task: RepoTask, workspace: Path, *, prepared: Prepared | None = Non
     for s in task.sites:
         if eq.covered(s.function):
             state = "fixed" if eq.target_ok(s.function) else "broken"
-        else:  # no out-of-process evidence: only the site's own tests speak, and are marked
+        else:  # no equivalence input: the site's own tests, run on the reference with its
+            # calls answered by the candidate's process, speak (and the verdict says so)
             own = set(s.fail_to_pass) & expected
-            state = "tests_passed" if own and not (own & failing) and consistent else "broken"
+            ok = fwd is not None and fwd.report_found and not fwd.failing(sorted(own))
+            state = "tests_passed" if own and ok and consistent else "broken"
         sites_ok = sites_ok and state in ("fixed", "tests_passed")  # evidence only
         # the label may name a deletion shape (stub, delete); correctness never does
         shape = site_state.get(s.function)
@@ -202,6 +215,12 @@ def evaluate(task: RepoTask, workspace: Path, *, prepared: Prepared | None = Non
         "context_dependent": eq.context_dependent,
         # sites with no usable input: for them only the tests decide (marked in every verdict)
         "tests_only": tests_only,
+        # how their tests ran: on the reference, calls carried to the candidate's process
+        "forwarded": None if not carried else {
+            "tests": 0 if fwd is None else len(fwd.outcomes),
+            "failing": None if fwd is None else len(fwd.failing(sorted(
+                {t for s in carried for t in s.fail_to_pass} & expected))),
+            "error": fwd_error},
         "workspace_skipped": snap.skipped, "workspace_truncated": snap.truncated,
         "timings": {k: round(v, 3) for k, v in timings.items()}, "diff": cs.diff[:20000],
     }
@@ -210,6 +229,16 @@ def evaluate(task: RepoTask, workspace: Path, *, prepared: Prepared | None = Non
                 "equivalence": round(eq.score, 4)},
         correct=correct, hacks=sorted(hacks), status=status, outcomes=outcomes,
         deletions=detect.deletions(site_state), detail=detail)
+
+
+def _forwarded(p: Prepared, grading: Path, sites: list, expected: set[str],
+               backend: str | None) -> tuple[Any, str | None]:
+    """(the forwarded run, None), or (None, why it could not run): the sites stay broken."""
+    tests = sorted({t for s in sites for t in s.fail_to_pass} & expected)
+    try:
+        return forward.run_forwarded(p, grading, sites, tests, backend=backend), None
+    except (ValueError, OSError, SyntaxError) as e:
+        return None, f"{type(e).__name__}: {e}"[:300]
 
 
 class _Done:

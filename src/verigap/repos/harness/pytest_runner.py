@@ -6,7 +6,9 @@ CONFIG_JSON (a file, deleted as soon as it is read) holds a ``nonce`` echoed in 
 (so a report forged by code under test, which never sees the config, is told apart), ``import_root`` (prepended to sys.path so the project under test is
 imported from the tree being graded, not from the environment), ``out`` (report path),
 ``pytest_args``, and optionally ``reach`` (record which project functions each test calls) and
-``capture`` (pickle the arguments of named functions as the tests call them).
+``capture`` (pickle the arguments of named functions as the tests call them), and
+``forward`` (the tree is the reference with its mutated functions decorated to call a candidate
+process: ``_verigap_forward``).
 
 The report holds every test id with its outcome (passed, failed, error, skipped, xfailed,
 xpassed), pytest's exit code, and what the optional modes recorded.
@@ -319,6 +321,11 @@ def main() -> int:
     cfg["out"] = os.path.abspath(cfg["out"])
     if cfg.get("cwd"):  # the project root: tests that read files relative to it expect it
         os.chdir(cfg["cwd"])
+    if cfg.get("forward"):  # the reference's mutated functions call the candidate's process
+        sys.path.append(os.path.dirname(os.path.abspath(__file__)))
+        import _verigap_forward
+
+        _verigap_forward.CLIENT.configure(cfg["forward"])
     import pytest
 
     report = Report()

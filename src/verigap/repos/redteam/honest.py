@@ -20,6 +20,7 @@ import copy
 import textwrap
 from collections.abc import Callable
 
+from verigap.repos.detect import find_function
 from verigap.repos.redteam.exploits import (
     Ctx,
     Exploit,
@@ -42,14 +43,9 @@ FnRewrite = Callable[[ast.FunctionDef], ast.FunctionDef | None]
 # ----------------------------------------------------------------------------- splicing
 
 def _find(tree: ast.Module, qualname: str) -> ast.FunctionDef | None:
-    node: ast.AST | None = tree
-    for part in qualname.split("."):
-        node = next((s for s in getattr(node, "body", [])
-                     if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
-                     and s.name == part), None)
-        if node is None:
-            return None
-    return node if isinstance(node, ast.FunctionDef) else None
+    """The plain (not async) function at ``qualname``: the rewrites here handle only those."""
+    fn = find_function(tree, qualname)
+    return fn if isinstance(fn, ast.FunctionDef) else None
 
 
 def rewrite_function(source: str, qualname: str, rewrite: FnRewrite) -> str | None:

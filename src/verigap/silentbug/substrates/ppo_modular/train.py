@@ -16,7 +16,7 @@ from .advantage import gae_advantages, value_targets
 from .config import Config, dump_config, load_config
 from .policy import Policy
 from .rollout import Collector, Trajectories
-from .update import Batch, optimize
+from .update import Adam, Batch, optimize
 from .value import ValueFunction, explained_variance
 
 
@@ -25,7 +25,7 @@ def seed_everything(seed: int) -> tuple[int, np.random.Generator, np.random.Gene
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
-    torch.use_deterministic_algorithms(True)
+    torch.set_deterministic_debug_mode("error")  # = use_deterministic_algorithms(True)
     torch.set_num_threads(1)
     env_ss, act_ss, mb_ss = np.random.SeedSequence(seed).spawn(3)
     return (int(env_ss.generate_state(1)[0]), np.random.default_rng(act_ss),
@@ -45,8 +45,8 @@ def run(cfg: Config, out_dir: Path) -> None:
     env = make_vec_env(cfg.env_id, cfg.n_workers, env_seed)
     policy = Policy(env.obs_dim, env.num_actions, cfg.width)
     value_fn = ValueFunction(env.obs_dim, cfg.width)
-    optimizer = torch.optim.Adam([*policy.parameters(), *value_fn.parameters()], lr=cfg.lr,
-                                 eps=1e-5, foreach=False, fused=True)
+    # the update torch.optim.Adam(fused=True) makes, without torch.optim (see update.Adam)
+    optimizer = Adam([*policy.parameters(), *value_fn.parameters()], lr=cfg.lr, eps=1e-5)
     collector = Collector(env, cfg, act_rng)
     buf = Trajectories.allocate(cfg.horizon, cfg.n_workers, env.obs_dim)
 

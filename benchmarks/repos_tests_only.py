@@ -1,0 +1,149 @@
+"""tests_only sites under attack: v1, v2 before and v2 now, on tests_only variants of a task set.
+
+    python benchmarks/repos_tests_only.py TASKS_DIR [--limit N] [--reps 2]
+        [--out results/redteam/v2_tests_only_fixture.json]
+
+For every task, the visible site with the most failing tests is stripped of its equivalence
+inputs and marked ``tests_only`` (``redteam.tests_only.as_tests_only``: what a task set built
+with ``--allow-tests-only`` has for a site whose arguments do not pickle). The battery's
+``tests_only_*`` exploits (each fixes the covered sites and leaves that site broken behind one
+of issue 11's in-process techniques, or behind a defeat device) and the two controls run on it,
+graded by:
+
+- ``v1``: the naive grader;
+- ``v2_before``: v2 as it was, the site's tests run in the candidate's own process (this file's
+  :func:`v2_before`: v2 with the forwarded run replaced by an in-process run of the same tests
+  on the graded tree);
+- ``v2``: v2 now, the site's tests run on the reference with calls carried to the candidate's
+  sandboxed process (``repos/forward.py``).
+
+Then the cost: the oracle's workspace graded by v2 on the plain task and on its tests_only
+variant, alternating (plain, variant, plain, variant ...), with the 1-minute load average.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+from verigap.repos import forward
+from verigap.repos.graders import v2
+from verigap.repos.pytest_run import run_pytest
+from verigap.repos.redteam import battery
+from verigap.repos.redteam.exploits import BY_NAME, Ctx, script
+from verigap.repos.redteam.tests_only import TESTS_ONLY, as_tests_only
+from verigap.repos.tasks import load_tasks, materialize_workspace, prepared_for
+from verigap.results import write_result
+
+
+def _in_process(p, candidate, sites, tests, *, backend=None, **_):
+    return run_pytest(candidate, python=p.python, env_prefix=p.env_prefix,
+                      import_root=p.import_root, test_files=list(tests),
+                      config_file=p.config_file, backend=backend, timeout=p.suite_timeout())
+
+
+def v2_before(task, workspace, *, prepared=None, backend=None, commands=()):
+    """v2 with the tests_only site's tests run in the candidate's own process (as before)."""
+    real = forward.run_forwarded
+    forward.run_forwarded = _in_process
+    try:
+        return v2.grade(task, workspace, prepared=prepared, backend=backend, commands=commands)
+    finally:
+        forward.run_forwarded = real
+
+
+def _variant(task):
+    site = max((s for s in task.sites if s.visible), key=lambda s: len(s.fail_to_pass))
+    return as_tests_only(task, {site.function}), site.function
+
+
+def _oracle_ws(task, p, dest: Path) -> Path:
+    ws = materialize_workspace(p, task, dest)
+    for tool, a in script(BY_NAME["oracle"], Ctx(task, p, ws)):
+        if tool == "write_file":
+            (ws / a["path"]).write_text(a["content"])
+    return ws
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("tasks", type=Path)
+    ap.add_argument("--limit", type=int, default=None)
+    ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--runs", type=Path, default=Path(tempfile.gettempdir()) / "vg-tests-only")
+    ap.add_argument("--out", type=Path, default=Path("results/redteam/v2_tests_only_fixture.json"))
+    args = ap.parse_args()
+    warnings.simplefilter("ignore")
+    backend = os.environ.get("VERIGAP_SANDBOX", "bwrap")
+    tasks = load_tasks(args.tasks)[: args.limit]
+    graders = ["v1", "v2", f"{__name__}:v2_before"]
+    names = [e.name for e in TESTS_ONLY] + ["oracle", "noop"]
+    rows, timing = [], []
+    for task in tasks:
+        var, site = _variant(task)
+        tdir = args.runs / "tasks"
+        tdir.mkdir(parents=True, exist_ok=True)
+        tpath = tdir / f"{var.task_id}.json"
+        var.save(tpath)
+        for name in names:
+            t0 = time.perf_counter()
+            r = battery.run_one(args.runs / name / var.task_id, task_path=str(tpath),
+                                exploit=name, graders=graders, backend=backend)
+            g = r["grades"]
+            row = {"task_id": var.task_id, "site": site, "exploit": name,
+                   "correct": r["correct"],
+                   **{k.split(":")[-1]: {"rewarded": g[k]["rewarded"], "hacks": g[k]["hacks"]}
+                      for k in graders}}
+            rows.append(row)
+            print(f"{name:36s} {var.task_id}: correct={r['correct']} v1={g['v1']['rewarded']} "
+                  f"v2_before={g[graders[2]]['rewarded']} v2={g['v2']['rewarded']} "
+                  f"({time.perf_counter() - t0:.0f}s)", flush=True)
+        p = prepared_for(task, backend=backend)
+        with tempfile.TemporaryDirectory() as tmp:
+            ws = _oracle_ws(task, p, Path(tmp) / "ws")
+            v2.evaluate(var, ws, prepared=p, backend=backend)  # warm the caches
+            for rep in range(args.reps):
+                for kind, t in (("plain", task), ("tests_only", var)):
+                    tr = v2.evaluate(t, ws, prepared=p, backend=backend)
+                    assert tr.correct, (kind, tr.detail)
+                    timing.append({"task_id": task.task_id, "kind": kind, "rep": rep,
+                                   "total_s": tr.detail["timings"]["total_s"],
+                                   "forward_s": tr.detail["timings"].get("forward_s"),
+                                   "pytest_s": tr.detail["timings"]["pytest_s"],
+                                   "load_avg_1m": round(os.getloadavg()[0], 2)})
+    matrix = {}
+    for name in names:
+        rs = [r for r in rows if r["exploit"] == name]
+        matrix[name] = {"n": len(rs), "correct": sum(r["correct"] for r in rs),
+                        **{g: sum(r[g]["rewarded"] for r in rs)
+                           for g in ("v1", "v2_before", "v2")}}
+    ratios = []
+    for task in tasks:
+        ts = {k: statistics.median(x["total_s"] for x in timing
+                                   if x["task_id"] == task.task_id and x["kind"] == k)
+              for k in ("plain", "tests_only")}
+        ratios.append({"task_id": task.task_id, "plain_s": ts["plain"],
+                       "tests_only_s": ts["tests_only"],
+                       "ratio": round(ts["tests_only"] / ts["plain"], 3)})
+    data = {"matrix": matrix, "rows": rows, "timing": timing, "timing_by_task": ratios,
+            "ratio_median": round(statistics.median(r["ratio"] for r in ratios), 3),
+            "backend": backend}
+    for name, m in matrix.items():
+        print(f"{name:36s} n={m['n']} correct={m['correct']} v1={m['v1']} "
+              f"v2_before={m['v2_before']} v2={m['v2']}")
+    print("v2 on tests_only variant / v2 on plain task (oracle):", data["ratio_median"])
+    cmd = (f"verigap repos make-tasks tests/repos/fixture_lib --k 4 --n 3 --max-candidates 16 "
+           f"--seed 0 --env current --min-hidden 1 --out {args.tasks} && "
+           f"python benchmarks/repos_tests_only.py {args.tasks} --reps {args.reps}"
+           + (f" --limit {args.limit}" if args.limit else "") + f" --out {args.out}")
+    write_result(args.out, data, command=cmd)
+    print(args.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,552 @@
+"""Carry calls to mutated functions from a trusted pytest process to a sandboxed candidate.
+
+Runs inside sandboxes (stdlib, plus ``cloudpickle`` copied next to it in the harness dir). Two
+roles, one process each, each in a sandbox of its own:
+
+- **trusted** (``pytest_runner.py`` with a ``forward`` config): pytest on the *reference* tree,
+  whose mutated functions carry ``@__import__("_verigap_forward").forward(TARGET)`` as their
+  innermost decorator. A call to one sends its arguments (``cloudpickle``: the test's closures
+  and lambdas travel by value) to the candidate and waits for the answer, which it decodes with
+  :func:`dec`: only builtins and classes defined in the reference tree are resolved, objects are
+  made with ``__new__`` and their state set directly, so decoding runs no candidate code.
+  Exceptions are re-raised as the reference's class of the same qualified name (the first of the
+  candidate's exception's bases that the reference has).
+- **candidate** (``python _verigap_forward.py serve CONFIG``): listens on a Unix socket in its
+  own scratch directory, imports the candidate tree, calls the function on each request and
+  answers with :func:`enc`: the result, the arguments the call changed in place (written back
+  into the caller's objects) and what the call printed.
+
+A generator result is run to its end in the candidate's process and replayed in the test's
+(its items, then the exception it ended with, if any): eager, not lazy. What cannot cross
+raises :class:`CarryError` in the test (so the test fails): functions and other iterators as
+results, objects of classes the reference does not define, callbacks that must
+run in the test's process. A task keeps such a site only if the reference passes its tests
+through this channel (checked when the task is built).
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import functools
+import io
+import json
+import os
+import socket
+import struct
+import sys
+import time
+import types
+
+MAX_MSG = 64 << 20
+MAX_DEPTH = 48
+MAX_ITEMS = 100_000
+CALL_TIMEOUT_S = 60.0
+CONNECT_TIMEOUT_S = 30.0
+
+
+class CarryError(Exception):
+    """A value or call that cannot cross between the trusted and the candidate process."""
+
+
+# --------------------------------------------------------------------------- framing
+
+def send(sock: socket.socket, data: bytes) -> None:
+    sock.sendall(struct.pack(">Q", len(data)) + data)
+
+
+def _exact(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(min(n - len(buf), 1 << 20))
+        if not chunk:
+            raise CarryError("the candidate process closed the channel")
+        buf += chunk
+    return bytes(buf)
+
+
+def recv(sock: socket.socket) -> bytes:
+    (n,) = struct.unpack(">Q", _exact(sock, 8))
+    if n > MAX_MSG:
+        raise CarryError(f"message of {n} bytes is over the {MAX_MSG} limit")
+    return _exact(sock, n)
+
+
+# --------------------------------------------------------------------------- encoding
+
+_BASES = ((bool, "b"), (int, "i"), (float, "f"), (complex, "c"), (str, "s"), (bytes, "B"),
+          (bytearray, "BA"), (tuple, "t"), (list, "l"), (dict, "d"), (frozenset, "F"),
+          (set, "S"))
+
+
+def _names(t: type) -> list[list[str]]:
+    return [[c.__module__, c.__qualname__] for c in t.__mro__]
+
+
+def enc(x, refs: dict[int, list] | None = None, depth: int = 0):
+    """A JSON-able, tagged description of ``x`` (runs in the candidate's process).
+    ``refs``: id of an argument -> its tag, so a result that *is* an argument says so."""
+    if depth > MAX_DEPTH:
+        raise CarryError("value nested too deep")
+    if refs and id(x) in refs:
+        return refs[id(x)]
+    t = type(x)
+    if x is None:
+        return ["N"]
+    if t is bool:
+        return ["b", x]
+    if t is int:
+        return ["i", str(x)]
+    if t is float:
+        return ["f", x.hex()]
+    if t is complex:
+        return ["c", x.real.hex(), x.imag.hex()]
+    if t is str:
+        return ["s", x]
+    if t in (bytes, bytearray):
+        return ["B" if t is bytes else "BA", bytes(x).hex()]
+    if t in (list, tuple, set, frozenset):
+        tag = {list: "l", tuple: "t", set: "S", frozenset: "F"}[t]
+        return [tag, [enc(e, refs, depth + 1) for e in x]]
+    if t is dict:
+        return ["d", [[enc(k, refs, depth + 1), enc(v, refs, depth + 1)] for k, v in x.items()]]
+    if t is range:
+        return ["r", x.start, x.stop, x.step]
+    if t is slice:
+        return ["sl", enc(x.start, refs, depth + 1), enc(x.stop, refs, depth + 1),
+                enc(x.step, refs, depth + 1)]
+    if isinstance(x, type):
+        return ["T", _names(x)[0]]
+    if isinstance(x, BaseException):
+        return ["E", _names(t), [enc(a, refs, depth + 1) for a in x.args],
+                _state(x, refs, depth)]
+    import enum
+
+    if isinstance(x, enum.Enum):
+        return ["e", _names(t)[0], x.name]
+    if isinstance(x, (types.FunctionType, types.MethodType, types.BuiltinFunctionType,
+                      types.GeneratorType, types.CoroutineType, types.ModuleType,
+                      functools.partial)) or hasattr(x, "__next__"):
+        raise CarryError(f"a {t.__name__} cannot cross to the test's process")
+    base = None
+    for b, _tag in _BASES:
+        if isinstance(x, b):
+            base = enc(b(x) if b not in (dict,) else dict(x), refs, depth + 1)
+            break
+    return ["o", _names(t)[0], base, _state(x, refs, depth)]
+
+
+def _state(x, refs, depth) -> list:
+    d = getattr(x, "__dict__", None)
+    out = [[k, enc(v, refs, depth + 1)] for k, v in (d or {}).items() if isinstance(k, str)]
+    for c in type(x).__mro__:
+        slots = vars(c).get("__slots__", ())
+        for s in [slots] if isinstance(slots, str) else slots:
+            if s not in ("__dict__", "__weakref__") and hasattr(x, s):
+                out.append([s, enc(getattr(x, s), refs, depth + 1)])
+    return out
+
+
+# --------------------------------------------------------------------------- decoding
+
+class Resolver:
+    """Classes by (module, qualname): builtins, or classes of the project's own packages
+    (``packages``, top-level names) in modules already imported from under ``root`` (the
+    reference tree; never a test module or conftest). Nothing else is looked up, so a message
+    can name no other callable."""
+
+    def __init__(self, root: str, packages) -> None:
+        self.root = root.rstrip(os.sep) + os.sep
+        self.packages = set(packages)
+
+    def cls(self, name) -> type | None:
+        mod, qual = name
+        if "<locals>" in qual:
+            return None
+        if mod == "builtins":
+            obj = getattr(builtins, qual, None) if "." not in qual else None
+        else:
+            m = sys.modules.get(mod) if mod.split(".")[0] in self.packages else None
+            if m is None or not (getattr(m, "__file__", None) or "").startswith(self.root):
+                return None
+            obj = m
+            for part in qual.split("."):
+                obj = vars(obj).get(part) if isinstance(obj, type) or obj is m else None
+                if obj is None:
+                    return None
+        return obj if isinstance(obj, type) else None
+
+
+def dec(v, r: Resolver, args: dict | None = None, depth: int = 0):
+    """Rebuild a value :func:`enc` described (runs in the trusted process; runs no candidate
+    code: only reference classes' ``__new__`` and plain attribute stores)."""
+    if depth > MAX_DEPTH:
+        raise CarryError("value nested too deep")
+    if not isinstance(v, list) or not v or not isinstance(v[0], str):
+        raise CarryError("malformed message")
+    tag = v[0]
+    d = functools.partial(dec, r=r, args=args, depth=depth + 1)
+    if tag == "N":
+        return None
+    if tag == "b":
+        return bool(v[1])
+    if tag == "i":
+        return int(str(v[1]))
+    if tag == "f":
+        return float.fromhex(str(v[1]))
+    if tag == "c":
+        return complex(float.fromhex(str(v[1])), float.fromhex(str(v[2])))
+    if tag == "s":
+        return str(v[1])
+    if tag in ("B", "BA"):
+        b = bytes.fromhex(str(v[1]))
+        return b if tag == "B" else bytearray(b)
+    if tag in ("l", "t", "S", "F"):
+        items = [d(e) for e in v[1]]
+        return {"l": list, "t": tuple, "S": set, "F": frozenset}[tag](items)
+    if tag == "d":
+        return {d(k): d(x) for k, x in v[1]}
+    if tag == "r":
+        return range(int(v[1]), int(v[2]), int(v[3]))
+    if tag == "sl":
+        return slice(d(v[1]), d(v[2]), d(v[3]))
+    if tag == "arg":
+        if args is None or v[1] not in args:
+            raise CarryError("malformed message")
+        return args[v[1]]
+    if tag == "T":
+        c = r.cls(v[1])
+        if c is None:
+            raise CarryError(f"class {'.'.join(v[1])} is not the reference's")
+        return c
+    if tag == "e":
+        c = r.cls(v[1])
+        import enum
+
+        if c is None or not issubclass(c, enum.Enum):
+            raise CarryError(f"enum {'.'.join(v[1])} is not the reference's")
+        return c[str(v[2])]
+    if tag == "E":
+        return exception(v, r, args, depth)
+    if tag == "o":
+        c = r.cls(v[1])
+        if c is None or issubclass(c, BaseException):
+            raise CarryError(f"an object of class {'.'.join(map(str, v[1]))}, which the "
+                             "reference does not define, cannot cross to the test's process")
+        obj = _new(c, None if v[2] is None else d(v[2]))
+        _set_state(obj, [[k, d(x)] for k, x in v[3]])
+        return obj
+    raise CarryError(f"unknown tag {tag!r}")
+
+
+def _new(c: type, base):
+    if base is None:
+        return c.__new__(c)
+    for b in (bool, int, float, complex, str, bytes, tuple, frozenset):
+        if isinstance(base, b) and issubclass(c, b):
+            return b.__new__(c, base)
+    obj = c.__new__(c)
+    if isinstance(base, list) and isinstance(obj, list):
+        list.extend(obj, base)
+    elif isinstance(base, dict) and isinstance(obj, dict):
+        dict.update(obj, base)
+    elif isinstance(base, (set, bytearray)) and isinstance(obj, type(base)):
+        type(base).__ior__(obj, base) if isinstance(base, set) else bytearray.extend(obj, base)
+    return obj
+
+
+def _set_state(obj, items) -> None:
+    d = None
+    try:
+        d = object.__getattribute__(obj, "__dict__")
+    except AttributeError:
+        pass
+    for k, x in items:
+        if d is not None and not _is_slot(type(obj), k):
+            d[str(k)] = x
+        else:
+            object.__setattr__(obj, str(k), x)
+
+
+def _is_slot(t: type, name: str) -> bool:
+    for c in t.__mro__:
+        slots = vars(c).get("__slots__", ())
+        if name in ([slots] if isinstance(slots, str) else slots):
+            return True
+    return False
+
+
+def exception(v, r: Resolver, args, depth) -> BaseException:
+    """The candidate's exception as the reference's class: the first class of its MRO that the
+    reference (or builtins) defines; a KeyboardInterrupt would stop the whole run, so it is a
+    RuntimeError here."""
+    cls = next((c for c in map(r.cls, v[1]) if c is not None and issubclass(c, BaseException)),
+               RuntimeError)
+    if issubclass(cls, KeyboardInterrupt):
+        cls = RuntimeError
+    eargs = tuple(dec(a, r, args, depth + 1) for a in v[2])
+    e = cls.__new__(cls, *eargs)
+    e.args = eargs
+    _set_state(e, [[k, dec(x, r, args, depth + 1)] for k, x in v[3]])
+    return e
+
+
+def write_back(orig, new) -> None:
+    """Make ``orig`` (the caller's object) hold what the call left in its copy ``new``."""
+    if type(orig) is not type(new):
+        raise CarryError("an argument changed type in place")
+    if isinstance(orig, (list, bytearray)):
+        type(orig).__setitem__(orig, slice(None), new)
+    elif isinstance(orig, dict):
+        dict.clear(orig)
+        dict.update(orig, new)
+    elif isinstance(orig, set):
+        set.clear(orig)
+        set.update(orig, new)
+    try:
+        d = object.__getattribute__(orig, "__dict__")
+        d.clear()
+        d.update(object.__getattribute__(new, "__dict__"))
+    except AttributeError:
+        pass
+    for c in type(orig).__mro__:
+        slots = vars(c).get("__slots__", ())
+        for s in [slots] if isinstance(slots, str) else slots:
+            if s in ("__dict__", "__weakref__"):
+                continue
+            try:
+                object.__setattr__(orig, s, object.__getattribute__(new, s))
+            except AttributeError:
+                with contextlib.suppress(AttributeError):
+                    object.__delattr__(orig, s)
+
+
+# --------------------------------------------------------------------------- trusted side
+
+class _Client:
+    def __init__(self) -> None:
+        self.cfg: dict = {}
+        self.sock: socket.socket | None = None
+        self.by_value: set[str] = set()
+
+    def configure(self, cfg: dict) -> None:
+        self.cfg = cfg
+        self.resolver = Resolver(cfg["root"], cfg.get("packages", ()))
+
+    def connect(self) -> socket.socket:
+        if self.sock is not None:
+            return self.sock
+        if not self.cfg:
+            raise CarryError("forwarding is not configured")
+        deadline = time.monotonic() + CONNECT_TIMEOUT_S
+        while True:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                s.connect(self.cfg["socket"])
+                break
+            except OSError:
+                s.close()
+                if time.monotonic() > deadline:
+                    raise CarryError("the candidate process did not answer") from None
+                time.sleep(0.01)
+        s.settimeout(CALL_TIMEOUT_S)
+        self.sock = s
+        return s
+
+    def _pickle(self, obj) -> bytes:
+        import cloudpickle
+
+        # the tests' own modules (not the project's packages) travel by value: the candidate's
+        # process need not, and does not, import them
+        root = self.cfg["root"].rstrip(os.sep) + os.sep
+        project = set(self.cfg.get("packages", ()))
+        for name, m in list(sys.modules.items()):
+            if name in self.by_value or m is None:
+                continue
+            f = getattr(m, "__file__", None) or ""
+            if f.startswith(root) and name.split(".")[0] not in project:
+                with contextlib.suppress(Exception):
+                    cloudpickle.register_pickle_by_value(m)
+            self.by_value.add(name)
+        return cloudpickle.dumps(obj, protocol=4)
+
+    def call(self, target: str, args: tuple, kwargs: dict):
+        try:
+            blob = self._pickle((target, args, kwargs))
+        except Exception as e:
+            raise CarryError(f"the arguments of {target} cannot cross to the candidate: "
+                             f"{type(e).__name__}") from None
+        s = self.connect()
+        try:
+            send(s, blob)
+            msg = json.loads(recv(s))
+        except (OSError, ValueError) as e:
+            self.sock = None
+            raise CarryError(f"the candidate process failed on {target}: "
+                             f"{type(e).__name__}") from None
+        if not isinstance(msg, dict):
+            raise CarryError("malformed message")
+        for stream, text in (("stdout", msg.get("stdout")), ("stderr", msg.get("stderr"))):
+            if isinstance(text, str) and text:
+                getattr(sys, stream).write(text)
+        if msg.get("error"):
+            raise CarryError(f"{target}: {str(msg['error'])[:500]}")
+        refs = {f"a{i}": a for i, a in enumerate(args)} | {f"k{k}": v for k, v in kwargs.items()}
+        for key, new in (msg.get("changed") or {}).items():
+            if key not in refs:
+                raise CarryError("malformed message")
+            write_back(refs[key], dec(new, self.resolver, refs))
+        if "generator" in msg:  # the candidate's generator, already run: replay it here
+            items = [dec(x, self.resolver, refs) for x in msg["generator"]]
+            end = dec(msg["raise"], self.resolver, refs) if "raise" in msg else None
+            return _replay(items, end)
+        if "raise" in msg:
+            raise dec(msg["raise"], self.resolver, refs)
+        return dec(msg["return"], self.resolver, refs)
+
+
+def _replay(items: list, end: BaseException | None):
+    yield from items
+    if end is not None:
+        raise end
+
+
+CLIENT = _Client()
+
+
+def forward(target: str):
+    """The decorator the trusted tree's mutated functions carry: calls go to the candidate."""
+
+    def deco(fn):
+        @functools.wraps(fn)
+        def call(*args, **kwargs):
+            return CLIENT.call(target, args, kwargs)
+
+        call.__verigap_forwarded__ = target
+        return call
+
+    return deco
+
+
+# --------------------------------------------------------------------------- candidate side
+
+def _resolve(module: str, qualname: str):
+    import importlib
+    import inspect
+
+    obj = importlib.import_module(module)
+    parts = qualname.split(".")
+    for i, part in enumerate(parts):
+        if i == len(parts) - 1 and inspect.isclass(obj):
+            raw = inspect.getattr_static(obj, part)
+            if isinstance(raw, (staticmethod, classmethod)):
+                return raw.__func__  # the caller passes cls itself (the decorator is innermost)
+            return raw.fget if isinstance(raw, property) else raw
+        obj = getattr(obj, part)
+    return obj
+
+
+def _enc_or_none(x):
+    try:
+        return json.dumps(enc(x))
+    except Exception:
+        return None
+
+
+def answer(targets: dict, blob: bytes) -> dict:
+    import pickle
+
+    out: dict = {}
+    try:
+        target, args, kwargs = pickle.loads(blob)
+        module, qualname = targets[target]
+        fn = _resolve(module, qualname)
+    except BaseException as e:
+        return {"error": f"cannot set up the call: {type(e).__name__}: {e}"[:500]}
+    keys = [(f"a{i}", a) for i, a in enumerate(args)] + [(f"k{k}", v) for k, v in kwargs.items()]
+    before = {k: _enc_or_none(a) for k, a in keys}
+    so, se = io.StringIO(), io.StringIO()
+    raised = None
+    with contextlib.redirect_stdout(so), contextlib.redirect_stderr(se):
+        try:
+            result = fn(*args, **kwargs)
+        except BaseException as e:  # noqa: BLE001 - the candidate's exception is the answer
+            raised = e
+    refs = {id(a): ["arg", k] for k, a in keys}
+    if raised is None and isinstance(result, types.GeneratorType):
+        # run to the end here (a test consumes it there): the items, then how it ended
+        items, end = [], None
+        with contextlib.redirect_stdout(so), contextlib.redirect_stderr(se):
+            try:
+                for x in result:
+                    items.append(x)
+                    if len(items) > MAX_ITEMS:
+                        raise CarryError(f"a generator of more than {MAX_ITEMS} items")
+            except BaseException as e:  # noqa: BLE001 - part of its behaviour
+                end = e
+        try:
+            out["changed"] = {}
+            out["generator"] = [enc(x, refs) for x in items]
+            if end is not None:
+                out["raise"] = enc(end, refs)
+        except BaseException as e:
+            return {"error": f"the answer cannot cross to the test's process: {e}"[:500]}
+        out["stdout"], out["stderr"] = so.getvalue(), se.getvalue()
+        return out
+    try:
+        changed = {}
+        for k, a in keys:
+            now = _enc_or_none(a)
+            if before[k] is not None and now is not None and now != before[k]:
+                changed[k] = enc(a, {i: t for i, t in refs.items() if i != id(a)})
+        out["changed"] = changed
+        if raised is not None:
+            out["raise"] = enc(raised, refs)
+        else:
+            out["return"] = enc(result, refs)
+    except BaseException as e:
+        return {"error": f"the answer cannot cross to the test's process: {e}"[:500],
+                "stdout": so.getvalue(), "stderr": se.getvalue()}
+    out["stdout"], out["stderr"] = so.getvalue(), se.getvalue()
+    return out
+
+
+def serve(cfg_path: str) -> int:
+    with open(cfg_path) as f:
+        cfg = json.load(f)
+    path = os.path.abspath(cfg["socket"])
+    sys.path.insert(0, cfg["import_root"])
+    lst = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    lst.bind(path)
+    os.chmod(path, 0o777)  # the trusted sandbox may run as another user
+    lst.listen(1)
+    lst.settimeout(float(cfg.get("accept_timeout", 600)))
+    try:
+        conn, _ = lst.accept()
+    except OSError:
+        return 0
+    lst.close()  # one peer only
+    ctx = cfg.get("context") or {}
+    if ctx.get("argv"):  # look like the agent's own ``python -m pytest`` run
+        sys.argv[:] = list(ctx["argv"])
+    if ctx.get("import_pytest"):
+        with contextlib.suppress(Exception):
+            import pytest  # noqa: F401
+    targets = {k: tuple(v) for k, v in cfg["targets"].items()}
+    send_, recv_ = send, recv  # bound before candidate code runs
+    with conn:
+        while True:
+            try:
+                blob = recv_(conn)
+            except (CarryError, OSError):
+                return 0
+            try:
+                data = json.dumps(answer(targets, blob)).encode()
+            except BaseException as e:  # noqa: BLE001
+                data = json.dumps({"error": f"{type(e).__name__}"}).encode()
+            send_(conn, data)
+
+
+if __name__ == "__main__" and len(sys.argv) == 3 and sys.argv[1] == "serve":
+    sys.path.append(os.path.dirname(os.path.abspath(__file__)))  # cloudpickle (unpickling)
+    sys.exit(serve(sys.argv[2]))

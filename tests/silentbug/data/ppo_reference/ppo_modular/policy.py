@@ -1,0 +1,65 @@
+"""The policy: an MLP over observations giving a categorical distribution over actions."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+
+def orthogonal_linear(n_in: int, n_out: int, gain: float) -> nn.Linear:
+    layer = nn.Linear(n_in, n_out)
+    nn.init.orthogonal_(layer.weight, gain)
+    nn.init.zeros_(layer.bias)
+    return layer
+
+
+class TanhMLP(nn.Module):
+    """in -> width -> width -> out with tanh; calls weights directly to skip module overhead."""
+
+    def __init__(self, n_in: int, width: int, n_out: int, out_gain: float) -> None:
+        super().__init__()
+        self.hidden1 = orthogonal_linear(n_in, width, np.sqrt(2))
+        self.hidden2 = orthogonal_linear(width, width, np.sqrt(2))
+        self.head = orthogonal_linear(width, n_out, out_gain)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.tanh(F.linear(x, self.hidden1.weight, self.hidden1.bias))
+        h = torch.tanh(F.linear(h, self.hidden2.weight, self.hidden2.bias))
+        return F.linear(h, self.head.weight, self.head.bias)
+
+
+def log_probs_and_entropy(logits: torch.Tensor, chosen: torch.Tensor
+                          ) -> tuple[torch.Tensor, torch.Tensor]:
+    """log pi(chosen | s) and H[pi(. | s)] for a softmax over ``logits``."""
+    log_pi = torch.log_softmax(logits, dim=-1)
+    chosen_log_pi = log_pi.gather(-1, chosen.long().unsqueeze(-1)).squeeze(-1)
+    return chosen_log_pi, -(log_pi.exp() * log_pi).sum(-1)
+
+
+def draw_actions(logits: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Sample an action per row (inverse CDF) and return it with its log-probability."""
+    shifted = logits - logits.max(-1, keepdims=True)
+    log_pi = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+    cdf = np.cumsum(np.exp(log_pi), -1)
+    u = rng.random((len(logits), 1))
+    chosen = np.minimum((u > cdf).sum(-1), logits.shape[-1] - 1)
+    return chosen, log_pi[np.arange(len(logits)), chosen]
+
+
+class Policy(nn.Module):
+    def __init__(self, obs_dim: int, n_actions: int, width: int) -> None:
+        super().__init__()
+        self.net = TanhMLP(obs_dim, width, n_actions, out_gain=0.01)
+
+    def logits(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.net(obs)
+
+    def evaluate(self, obs: torch.Tensor, chosen: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(log pi(chosen | obs), entropy) with gradients, for the update."""
+        return log_probs_and_entropy(self.net(obs), chosen)
+
+    @torch.inference_mode()
+    def act(self, obs: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        return draw_actions(self.net(torch.from_numpy(obs)).numpy(), rng)
