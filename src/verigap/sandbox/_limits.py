@@ -165,9 +165,9 @@ def inherited_ignored_signals() -> bool:
                 return True
     except (OSError, ValueError):
         return True
-    for s in _POPEN_RESTORES:
-        mask &= ~(1 << (s - 1))
-    return mask != 0
+    # only signals a reset can change count: Popen restores two itself, and glibc's own
+    # (32, 33: not in valid_signals) cannot be set from user code, by env or by anyone else
+    return any(mask >> (s - 1) & 1 for s in signal.valid_signals() if s not in _POPEN_RESTORES)
 
 
 def native_argv(
