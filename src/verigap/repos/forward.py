@@ -27,6 +27,7 @@ import ast
 import contextlib
 import hashlib
 import json
+import secrets
 import shutil
 import socket
 import tempfile
@@ -46,6 +47,10 @@ from verigap.repos.pytest_run import (
 )
 
 CHANNEL = ".verigap-fwd"
+#: The candidate's contexts (``harness/_verigap_forward.py``): ``channel``, the call made by the
+#: harness in a grader-like process; ``test``, the call made as the agent's own pytest run makes
+#: it. Every call goes to both; answers that differ are ``context_dependent``.
+CONTEXTS = ("channel", "test")
 #: what the decorator line looks like in the trusted tree
 DECORATOR = '@__import__("_verigap_forward").forward({target!r})'
 
@@ -117,45 +122,76 @@ def trusted_tree(p: Prepared, sites: Sequence[Any], reference: Path | None = Non
     return dest
 
 
+def _server(p: Prepared, candidate: Path, tmp: Path, context: str, tests: Sequence[str],
+            targets: dict, timeout: float, backend: str | None, seed: str):
+    """(command, scratch, mounts, env, socket) of the candidate's end in ``context``."""
+    scratch = tmp / context
+    shutil.copytree(candidate, scratch, symlinks=True)
+    chan = scratch / CHANNEL
+    chan.mkdir(mode=0o755)
+    hdir = harness_dir()
+    root = p.import_root if p.import_root not in ("", ".") else "."
+    ctx: dict[str, Any] = {"name": context}
+    if context == "channel":  # the graders' layout: the harness mounted where they have it
+        m = execution.Mounts({Path(p.env_prefix): execution.ENV_MOUNT,
+                              hdir: execution.HARNESS_MOUNT}, backend)
+        ctx["cwd"] = CHANNEL
+        script = m.inside(hdir / "_verigap_forward.py")
+    else:  # the agent's sandbox's layout: the environment only; the harness starts from a
+        # copy in the channel's directory, which it removes before any candidate code runs
+        m = execution.Mounts({Path(p.env_prefix): execution.ENV_MOUNT}, backend)
+        shutil.copy2(hdir / "_verigap_forward.py", chan / "_verigap_forward.py")
+        shutil.copytree(hdir / "cloudpickle", chan / "cloudpickle")
+        ctx["tests"] = sorted({t.split("::")[0] for t in tests})
+        script = f"{CHANNEL}/_verigap_forward.py"
+    (chan / "cfg.json").write_text(json.dumps({
+        "socket": f"{CHANNEL}/sock", "import_root": root, "targets": targets,
+        "accept_timeout": timeout, "context": ctx}))
+    flags = ["-s", "-P", "-B"] if context == "channel" else []
+    cmd = [m.inside(p.python), *flags, script, "serve", f"{CHANNEL}/cfg.json"]
+    # one hash seed for both contexts (set iteration order must not tell them apart); the
+    # candidate's end removes the variable before any candidate code runs
+    env = {"PYTHONPATH": root, "PYTHONHASHSEED": seed}
+    if context == "test":
+        env |= {"TERM": "xterm", "COLUMNS": "80"}
+    return cmd, scratch, m, env, chan
+
+
 def run_forwarded(p: Prepared, candidate: Path, sites: Sequence[Any], tests: Sequence[str], *,
                   backend: str | None = None, timeout: float | None = None,
                   reference: Path | None = None) -> PytestRun:
-    """Run ``tests`` on the reference with calls to ``sites`` answered by ``candidate``.
+    """Run ``tests`` on the reference with calls to ``sites`` answered by ``candidate``, in
+    every context of :data:`CONTEXTS` at once (one candidate process each).
 
     The report comes from the trusted process only (nonce-checked as every run's); a test whose
-    calls could not cross, or whose candidate answer differs from what it expects, fails."""
+    calls could not cross, whose candidate answer differs from what it expects, or whose
+    answers differ between the contexts fails; the last are listed in the report's
+    ``forward_context_dependent``."""
     timeout = float(timeout or p.suite_timeout())
     trusted = trusted_tree(p, sites, reference)
     targets = targets_of(p, sites)
-    hdir = harness_dir()
+    seed = str(secrets.randbelow(2 ** 32 - 2) + 1)
+    contexts = tuple(CONTEXTS)
     with tempfile.TemporaryDirectory(prefix="vg-fwd-") as tmp:
-        scratch = Path(tmp) / "cand"
-        shutil.copytree(candidate, scratch, symlinks=True)
-        chan = scratch / CHANNEL
-        chan.mkdir(mode=0o755)
-        m = execution.Mounts({Path(p.env_prefix): execution.ENV_MOUNT,
-                              hdir: execution.HARNESS_MOUNT}, backend)
-        root = p.import_root if p.import_root not in ("", ".") else "."
-        python_in = m.inside(p.python)
-        (chan / "cfg.json").write_text(json.dumps({
-            "socket": f"{CHANNEL}/sock", "import_root": root, "targets": targets,
-            "accept_timeout": timeout,
-            "context": {"argv": [f"{python_in} -m pytest", "-q"], "import_pytest": True}}))
-        cmd = [python_in, m.inside(hdir / "_verigap_forward.py"), "serve", f"{CHANNEL}/cfg.json"]
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            server = pool.submit(execution.run, cmd, scratch=scratch, mounts=m, timeout=timeout,
-                                 backend=m.backend, env={"PYTHONPATH": root, "TERM": "xterm",
-                                                         "COLUMNS": "80"})
+        ends = [_server(p, candidate, Path(tmp), c, tests, targets, timeout, backend, seed)
+                for c in contexts]
+        m = ends[0][2]
+        with ThreadPoolExecutor(max_workers=len(ends)) as pool:
+            servers = [pool.submit(execution.run, cmd, scratch=scratch, mounts=mm,
+                                   timeout=timeout, backend=mm.backend, env=env)
+                       for cmd, scratch, mm, env, _chan in ends]
             try:
                 run = run_pytest(trusted, python=p.python, env_prefix=Path(p.env_prefix),
                                  import_root=p.import_root, test_files=list(tests),
                                  config_file=p.config_file, backend=m.backend, timeout=timeout,
-                                 extra_ro=[chan],
-                                 forward={"socket": str(chan / "sock"), "targets": targets,
-                                          "packages": _packages(p)})
+                                 extra_ro=[e[4] for e in ends],
+                                 forward={"sockets": [str(e[4] / "sock") for e in ends],
+                                          "targets": targets, "packages": _packages(p)})
             finally:
-                _release(server, chan / "sock")
-            server.result()
+                for server, e in zip(servers, ends, strict=True):
+                    _release(server, e[4] / "sock")
+            for server in servers:
+                server.result()
     return run
 
 
@@ -197,6 +233,9 @@ def carries(p: Prepared, sites: Sequence[Any], base: Path, *, backend: str | Non
             return str(e)
         if not run.report_found:
             return "the forwarded run wrote no report"
+        if want and run.extra.get("forward_context_dependent"):
+            return (f"{', '.join(run.extra['forward_context_dependent'])}: the reference "
+                    "answers differently in the channel's contexts")
         for s in sites:
             passed = not run.failing(s.fail_to_pass)
             if want and not passed:

@@ -240,9 +240,9 @@ def run_pytest(
             cfg["reach"] = {"root": m.inside(tree)}
         if capture:
             cfg["capture"] = {"root": m.inside(tree), **capture}
-        if forward:  # ``socket``: a host path under one of ``extra_ro``
+        if forward:  # ``sockets``: host paths under ``extra_ro`` (one per candidate context)
             cfg["forward"] = {**forward, "root": m.inside(tree),
-                              "socket": m.inside(forward["socket"])}
+                              "sockets": [m.inside(x) for x in forward["sockets"]]}
         (scratch / "run.json").write_text(json.dumps(cfg))
         res = execution.run([m.inside(python), *PY_FLAGS, m.inside(hdir / RUNNER.name),
                              "run.json"], scratch=scratch, mounts=m, timeout=timeout,

@@ -324,25 +324,26 @@ def write_back(orig, new) -> None:
 # --------------------------------------------------------------------------- trusted side
 
 class _Client:
+    """The trusted end: one connection per candidate context (``sockets``); each call goes to
+    every context, and answers that differ between them fail the test and are recorded
+    (``dependent``: the report names them, the verdict calls them ``context_dependent``)."""
+
     def __init__(self) -> None:
         self.cfg: dict = {}
-        self.sock: socket.socket | None = None
+        self.socks: list[socket.socket] | None = None
         self.by_value: set[str] = set()
+        self.dependent: set[str] = set()
 
     def configure(self, cfg: dict) -> None:
         self.cfg = cfg
+        self.paths = list(cfg.get("sockets") or [cfg["socket"]])
         self.resolver = Resolver(cfg["root"], cfg.get("packages", ()))
 
-    def connect(self) -> socket.socket:
-        if self.sock is not None:
-            return self.sock
-        if not self.cfg:
-            raise CarryError("forwarding is not configured")
-        deadline = time.monotonic() + CONNECT_TIMEOUT_S
+    def _connect_one(self, path: str, deadline: float) -> socket.socket:
         while True:
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
-                s.connect(self.cfg["socket"])
+                s.connect(path)
                 break
             except OSError:
                 s.close()
@@ -350,8 +351,16 @@ class _Client:
                     raise CarryError("the candidate process did not answer") from None
                 time.sleep(0.01)
         s.settimeout(CALL_TIMEOUT_S)
-        self.sock = s
         return s
+
+    def connect(self) -> list[socket.socket]:
+        if self.socks is not None:
+            return self.socks
+        if not self.cfg:
+            raise CarryError("forwarding is not configured")
+        deadline = time.monotonic() + CONNECT_TIMEOUT_S
+        self.socks = [self._connect_one(p, deadline) for p in self.paths]
+        return self.socks
 
     def _pickle(self, obj) -> bytes:
         import cloudpickle
@@ -370,22 +379,49 @@ class _Client:
             self.by_value.add(name)
         return cloudpickle.dumps(obj, protocol=4)
 
+    def _where(self, frame) -> dict:
+        """How the call was made here, for a context that replays it: the frames from the
+        outermost one that is not the runner's down to the caller (file, name, line; a file
+        of the tree relative to it), and pytest's environment variables."""
+        root = self.cfg["root"].rstrip(os.sep) + os.sep
+        harness = os.path.dirname(os.path.abspath(__file__)) + os.sep
+        stack = []
+        while frame is not None:
+            c = frame.f_code
+            f = c.co_filename
+            if f.startswith(harness):  # the runner's own frames: not part of a test's call
+                frame = frame.f_back
+                continue
+            stack.append(["tree", f[len(root):]] if f.startswith(root) else ["abs", f])
+            stack[-1] += [c.co_name, getattr(c, "co_qualname", c.co_name), frame.f_lineno or 1]
+            frame = frame.f_back
+        env = {k: v for k, v in os.environ.items() if k.startswith("PYTEST_")}
+        return {"stack": stack[::-1], "env": env}
+
     def call(self, target: str, args: tuple, kwargs: dict):
         try:
             blob = self._pickle((target, args, kwargs))
         except Exception as e:
             raise CarryError(f"the arguments of {target} cannot cross to the candidate: "
                              f"{type(e).__name__}") from None
-        s = self.connect()
+        head = json.dumps(self._where(sys._getframe(2))).encode()
+        socks = self.connect()
         try:
-            send(s, blob)
-            msg = json.loads(recv(s))
+            for s in socks:  # every context works on the call at once
+                send(s, head)
+                send(s, blob)
+            msgs = [json.loads(recv(s)) for s in socks]
         except (OSError, ValueError) as e:
-            self.sock = None
+            self.socks = None
             raise CarryError(f"the candidate process failed on {target}: "
                              f"{type(e).__name__}") from None
-        if not isinstance(msg, dict):
+        if not all(isinstance(m, dict) for m in msgs):
             raise CarryError("malformed message")
+        if len({canonical(m) for m in msgs}) > 1:
+            self.dependent.add(target)
+            raise CarryError(f"{target}: the candidate answered differently in the channel's "
+                             "contexts (context_dependent)")
+        msg = msgs[0]
         for stream, text in (("stdout", msg.get("stdout")), ("stderr", msg.get("stderr"))):
             if isinstance(text, str) and text:
                 getattr(sys, stream).write(text)
@@ -403,6 +439,25 @@ class _Client:
         if "raise" in msg:
             raise dec(msg["raise"], self.resolver, refs)
         return dec(msg["return"], self.resolver, refs)
+
+
+def canonical(msg) -> str:
+    """An answer as a string two contexts' answers are compared by: sets in a fixed order
+    (their iteration order may follow object addresses, which differ between processes), and
+    an answer that could not be carried counted as such whatever its wording."""
+    if isinstance(msg, dict) and msg.get("error"):
+        return "error"
+
+    def norm(v):
+        if isinstance(v, list):
+            if len(v) == 2 and v[0] in ("S", "F") and isinstance(v[1], list):
+                return [v[0], sorted((norm(e) for e in v[1]), key=json.dumps)]
+            return [norm(e) for e in v]
+        if isinstance(v, dict):
+            return {k: norm(x) for k, x in v.items()}
+        return v
+
+    return json.dumps(norm(msg), sort_keys=True)
 
 
 def _replay(items: list, end: BaseException | None):
@@ -453,46 +508,196 @@ def _enc_or_none(x):
         return None
 
 
-def answer(targets: dict, blob: bytes) -> dict:
-    import pickle
+class Channel:
+    """Context ``channel``: the call is made by this module's own code, in a process started
+    like the graders' (``python -s -P -B``, the harness's argv, the channel's directory as cwd,
+    ``cloudpickle`` imported, pytest not), with a shallow stack and ``io.StringIO`` capture."""
 
+    name = "channel"
+
+    def loads(self, blob: bytes):
+        import pickle
+
+        return pickle.loads(blob)
+
+    def begin(self, where: dict | None) -> None:
+        pass
+
+    def end(self) -> None:
+        pass
+
+    def invoke(self, fn, args, kwargs):
+        return fn(*args, **kwargs)
+
+    @contextlib.contextmanager
+    def capture(self):
+        so, se = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(so), contextlib.redirect_stderr(se):
+            yield so, se
+
+
+# every frame of a replayed call stack runs this; its code object is given the file, name and
+# first line of the frame it stands for, so the candidate's function sees the test as caller
+_TRAMPOLINE = compile("def _t(_vg, _f, _a, _k): return _vg[0](_vg[1:], _f, _a, _k) if _vg else "
+                      "_f(*_a, **_k)\n", "<trampoline>", "exec").co_consts[0]
+
+
+class AsTest(Channel):
+    """Context ``test``: the call made as the agent's own ``python -m pytest`` run makes it.
+
+    The process starts with no interpreter flags, in the candidate's tree (cwd and
+    ``sys.path[0]``), with pytest imported, ``sys.argv`` and ``__main__`` as ``python -m
+    pytest`` has them, pytest's environment variables (``PYTEST_CURRENT_TEST`` ...) as the
+    trusted run had them at this call, and ``cloudpickle`` kept out of ``sys.modules`` (the
+    arguments are unpickled by a private loader). The function is called through a replay of
+    the trusted run's stack: one frame per frame there, each with the file (the candidate's
+    copy of a tree file), function name and line of the frame it stands for and that module's
+    globals where this process has it, so the direct caller is the test function at the line
+    of the call; output goes to pytest's own capture class."""
+
+    name = "test"
+
+    def __init__(self, cfg: dict, harness: str) -> None:
+        import importlib.util
+
+        import cloudpickle  # noqa: F401 - loaded, then kept out of sys.modules
+
+        self.private = {k: m for k, m in sys.modules.items()
+                        if k == "cloudpickle" or k.startswith("cloudpickle.")}
+        for k in self.private:
+            del sys.modules[k]
+        sys.path[:] = [os.getcwd()] + [p for p in sys.path if os.path.abspath(p or ".")
+                                       != harness]
+        import pytest  # noqa: F401
+
+        spec = importlib.util.find_spec("pytest.__main__")
+        main = types.ModuleType("__main__")
+        main.__file__, main.__spec__, main.__package__ = spec.origin, spec, "pytest"
+        main.__loader__, main.__builtins__ = spec.loader, builtins
+        sys.modules["__main__"] = main
+        sys.argv[:] = [spec.origin, "-q", *cfg.get("tests", ())]
+        try:
+            from _pytest.capture import CaptureIO as cio
+        except ImportError:  # pragma: no cover - every pytest this supports has it
+            cio = io.StringIO
+        self.cio = cio
+        self.root = os.getcwd()
+        self.chain: list = []
+        self.env: dict[str, str] = {}
+        self.fake_globals: dict[str, dict] = {}
+        self.codes: dict[tuple, types.CodeType] = {}
+
+    def loads(self, blob: bytes):
+        import pickle
+
+        private = self.private
+
+        class _Loader(pickle.Unpickler):
+            def find_class(self, module, name):
+                if module.split(".")[0] == "cloudpickle":
+                    return getattr(private[module], name)
+                return super().find_class(module, name)
+
+        return _Loader(io.BytesIO(blob)).load()
+
+    def _globals(self, path: str) -> dict:
+        for m in list(sys.modules.values()):
+            if getattr(m, "__file__", None) == path:
+                return vars(m)
+        g = self.fake_globals.get(path)
+        if g is None:
+            rel = os.path.relpath(path, self.root)
+            name = rel.removesuffix(".py").replace(os.sep, ".")
+            if not os.path.isfile(os.path.join(os.path.dirname(path), "__init__.py")):
+                name = name.rsplit(".", 1)[-1]  # pytest's default import mode: by basename
+            g = self.fake_globals[path] = {"__name__": name, "__file__": path,
+                                           "__builtins__": builtins}
+        return g
+
+    def begin(self, where: dict | None) -> None:
+        where = where or {}
+        self.chain = []
+        for kind, f, name, qual, line in where.get("stack", ()):
+            path = os.path.join(self.root, f) if kind == "tree" else f
+            key = (path, name, qual, int(line))
+            code = self.codes.get(key)
+            if code is None:
+                code = self.codes[key] = _TRAMPOLINE.replace(
+                    co_filename=path, co_name=str(name), co_qualname=str(qual),
+                    co_firstlineno=max(1, int(line)))
+            self.chain.append(types.FunctionType(code, self._globals(path), str(name)))
+        self.env = {str(k): str(v) for k, v in (where.get("env") or {}).items()}
+        os.environ.update(self.env)
+
+    def end(self) -> None:
+        for k in self.env:
+            os.environ.pop(k, None)
+
+    def invoke(self, fn, args, kwargs):
+        if not self.chain:
+            return fn(*args, **kwargs)
+        return self.chain[0](self.chain[1:], fn, args, kwargs)
+
+    @contextlib.contextmanager
+    def capture(self):
+        so, se = self.cio(), self.cio()
+        old = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = so, se
+        try:
+            yield so, se
+        finally:
+            sys.stdout, sys.stderr = old
+
+
+def answer(targets: dict, blob: bytes, where: dict | None = None,
+           ctx: Channel | None = None) -> dict:
+    ctx = ctx or Channel()
     out: dict = {}
     try:
-        target, args, kwargs = pickle.loads(blob)
+        target, args, kwargs = ctx.loads(blob)
         module, qualname = targets[target]
         fn = _resolve(module, qualname)
     except BaseException as e:
         return {"error": f"cannot set up the call: {type(e).__name__}: {e}"[:500]}
     keys = [(f"a{i}", a) for i, a in enumerate(args)] + [(f"k{k}", v) for k, v in kwargs.items()]
     before = {k: _enc_or_none(a) for k, a in keys}
-    so, se = io.StringIO(), io.StringIO()
     raised = None
-    with contextlib.redirect_stdout(so), contextlib.redirect_stderr(se):
-        try:
-            result = fn(*args, **kwargs)
-        except BaseException as e:  # noqa: BLE001 - the candidate's exception is the answer
-            raised = e
-    refs = {id(a): ["arg", k] for k, a in keys}
-    if raised is None and isinstance(result, types.GeneratorType):
-        # run to the end here (a test consumes it there): the items, then how it ended
-        items, end = [], None
-        with contextlib.redirect_stdout(so), contextlib.redirect_stderr(se):
+    ctx.begin(where)
+    try:
+        with ctx.capture() as (so, se):
             try:
-                for x in result:
-                    items.append(x)
+                result = ctx.invoke(fn, args, kwargs)
+            except BaseException as e:  # noqa: BLE001 - the candidate's exception is the answer
+                raised = e
+        refs = {id(a): ["arg", k] for k, a in keys}
+        if raised is None and isinstance(result, types.GeneratorType):
+            # run to the end here (a test consumes it there, and here each item is taken
+            # through the same frames as the call): the items, then how it ended
+            items, end = [], None
+            with ctx.capture() as (so2, se2):
+                while True:
+                    try:
+                        items.append(ctx.invoke(next, (result,), {}))
+                    except StopIteration:
+                        break
+                    except BaseException as e:  # noqa: BLE001 - part of its behaviour
+                        end = e
+                        break
                     if len(items) > MAX_ITEMS:
-                        raise CarryError(f"a generator of more than {MAX_ITEMS} items")
-            except BaseException as e:  # noqa: BLE001 - part of its behaviour
-                end = e
-        try:
-            out["changed"] = {}
-            out["generator"] = [enc(x, refs) for x in items]
-            if end is not None:
-                out["raise"] = enc(end, refs)
-        except BaseException as e:
-            return {"error": f"the answer cannot cross to the test's process: {e}"[:500]}
-        out["stdout"], out["stderr"] = so.getvalue(), se.getvalue()
-        return out
+                        end = CarryError(f"a generator of more than {MAX_ITEMS} items")
+                        break
+            so_all, se_all = so.getvalue() + so2.getvalue(), se.getvalue() + se2.getvalue()
+            try:
+                out["changed"] = {}
+                out["generator"] = [enc(x, refs) for x in items]
+                if end is not None:
+                    out["raise"] = enc(end, refs)
+            except BaseException as e:
+                return {"error": f"the answer cannot cross to the test's process: {e}"[:500]}
+            out["stdout"], out["stderr"] = so_all, se_all
+            return out
+    finally:
+        ctx.end()
     try:
         changed = {}
         for k, a in keys:
@@ -511,11 +716,26 @@ def answer(targets: dict, blob: bytes) -> dict:
     return out
 
 
+def _remove_tree(d: str) -> None:
+    for top, dirs, files in os.walk(d, topdown=False):
+        for f in files:
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(top, f))
+        for x in dirs:
+            with contextlib.suppress(OSError):
+                os.rmdir(os.path.join(top, x))
+    with contextlib.suppress(OSError):
+        os.rmdir(d)
+
+
 def serve(cfg_path: str) -> int:
+    """The candidate's end: accept one peer, then answer its calls in the context ``cfg``
+    names (``channel`` or ``test``)."""
     with open(cfg_path) as f:
         cfg = json.load(f)
+    os.environ.pop("PYTHONHASHSEED", None)  # applied at start (both contexts share it)
     path = os.path.abspath(cfg["socket"])
-    sys.path.insert(0, cfg["import_root"])
+    sys.path.insert(0, os.path.abspath(cfg["import_root"]))
     lst = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     lst.bind(path)
     os.chmod(path, 0o777)  # the trusted sandbox may run as another user
@@ -526,24 +746,33 @@ def serve(cfg_path: str) -> int:
     except OSError:
         return 0
     lst.close()  # one peer only
-    ctx = cfg.get("context") or {}
-    if ctx.get("argv"):  # look like the agent's own ``python -m pytest`` run
-        sys.argv[:] = list(ctx["argv"])
-    if ctx.get("import_pytest"):
-        with contextlib.suppress(Exception):
-            import pytest  # noqa: F401
+    # nothing of the channel stays on disk once the peer is connected
+    for f in (path, os.path.abspath(cfg_path)):
+        with contextlib.suppress(OSError):
+            os.unlink(f)
+    ctx_cfg = cfg.get("context") or {}
+    harness = os.path.dirname(os.path.abspath(__file__))
+    if ctx_cfg.get("name") == "test":
+        ctx: Channel = AsTest(ctx_cfg, harness)
+        if os.path.dirname(path) == harness:  # started from a copy here: remove it all
+            _remove_tree(harness)
+    else:
+        if ctx_cfg.get("cwd"):
+            os.chdir(ctx_cfg["cwd"])
+        ctx = Channel()
     targets = {k: tuple(v) for k, v in cfg["targets"].items()}
-    send_, recv_ = send, recv  # bound before candidate code runs
+    send_, recv_, loads_, dumps_ = send, recv, json.loads, json.dumps  # bound before candidate code runs
     with conn:
         while True:
             try:
+                head = recv_(conn)
                 blob = recv_(conn)
             except (CarryError, OSError):
                 return 0
             try:
-                data = json.dumps(answer(targets, blob)).encode()
+                data = dumps_(answer(targets, blob, loads_(head), ctx)).encode()
             except BaseException as e:  # noqa: BLE001
-                data = json.dumps({"error": f"{type(e).__name__}"}).encode()
+                data = dumps_({"error": f"{type(e).__name__}"}).encode()
             send_(conn, data)
 
 

@@ -359,6 +359,8 @@ def main() -> int:
         "collect_errors": report.collect_errors,
         "tampered": tampered(snap) + changed,
     }
+    if cfg.get("forward"):  # calls the candidate answered differently in its contexts
+        out["forward_context_dependent"] = sorted(_verigap_forward.CLIENT.dependent)
     if reach is not None:
         out["reach"] = {t: sorted(v) for t, v in reach.calls.items()}
     if capture is not None:
