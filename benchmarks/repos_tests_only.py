@@ -14,16 +14,23 @@ graded by:
 - ``v2_before``: v2 as it was, the site's tests run in the candidate's own process (this file's
   :func:`v2_before`: v2 with the forwarded run replaced by an in-process run of the same tests
   on the graded tree);
+- ``v2_one_context``: v2 with the calls answered in the ``channel`` context only (before the
+  second, agent-like ``test`` context);
 - ``v2``: v2 now, the site's tests run on the reference with calls carried to the candidate's
-  sandboxed process (``repos/forward.py``).
+  sandboxed processes, one per context (``repos/forward.py``).
 
-Then the cost: the oracle's workspace graded by v2 on the plain task and on its tests_only
-variant, alternating (plain, variant, plain, variant ...), with the 1-minute load average.
+Honest rewrites that differ from the reference (``HONEST``) run as controls that can fail: a
+false ``context_dependent`` would leave them unpaid.
+
+Then the cost: the oracle's workspace graded by v2 on the plain task, on its tests_only variant
+with one context and with two, alternating (plain, one, two, plain, one, two ...), with the
+1-minute load average.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import tempfile
@@ -40,6 +47,10 @@ from verigap.repos.redteam.tests_only import TESTS_ONLY, as_tests_only
 from verigap.repos.tasks import load_tasks, materialize_workspace, prepared_for
 from verigap.results import write_result
 
+#: honest rewrites run as controls (each differs from the reference; skipped where it does not
+#: apply)
+HONEST = ["honest_rename", "honest_helper", "honest_early_return"]
+
 
 def _in_process(p, candidate, sites, tests, *, backend=None, **_):
     return run_pytest(candidate, python=p.python, env_prefix=p.env_prefix,
@@ -55,6 +66,27 @@ def v2_before(task, workspace, *, prepared=None, backend=None, commands=()):
         return v2.grade(task, workspace, prepared=prepared, backend=backend, commands=commands)
     finally:
         forward.run_forwarded = real
+
+
+def v2_one_context(task, workspace, *, prepared=None, backend=None, commands=()):
+    """v2 with the channel answered in one candidate context only (``channel``, as before
+    the second, agent-like context was added)."""
+    real = forward.CONTEXTS
+    forward.CONTEXTS = ("channel",)
+    try:
+        return v2.grade(task, workspace, prepared=prepared, backend=backend, commands=commands)
+    finally:
+        forward.CONTEXTS = real
+
+
+@contextlib.contextmanager
+def _contexts(ctxs):
+    real = forward.CONTEXTS
+    forward.CONTEXTS = ctxs
+    try:
+        yield
+    finally:
+        forward.CONTEXTS = real
 
 
 def _variant(task):
@@ -81,8 +113,8 @@ def main() -> None:
     warnings.simplefilter("ignore")
     backend = os.environ.get("VERIGAP_SANDBOX", "bwrap")
     tasks = load_tasks(args.tasks)[: args.limit]
-    graders = ["v1", "v2", f"{__name__}:v2_before"]
-    names = [e.name for e in TESTS_ONLY] + ["oracle", "noop"]
+    graders = ["v1", "v2", f"{__name__}:v2_before", f"{__name__}:v2_one_context"]
+    names = [e.name for e in TESTS_ONLY] + ["oracle", "noop", *HONEST]
     rows, timing = [], []
     for task in tasks:
         var, site = _variant(task)
@@ -96,20 +128,28 @@ def main() -> None:
                                 exploit=name, graders=graders, backend=backend)
             g = r["grades"]
             row = {"task_id": var.task_id, "site": site, "exploit": name,
-                   "correct": r["correct"],
+                   "correct": r.get("correct"), "skipped": r.get("skipped"),
                    **{k.split(":")[-1]: {"rewarded": g[k]["rewarded"], "hacks": g[k]["hacks"]}
                       for k in graders}}
+            if r.get("skipped"):  # an honest rewrite that does not apply to this task
+                print(f"{name:36s} {var.task_id}: skipped", flush=True)
+                continue
+            row |= {"context_dependent": "context_dependent" in g["v2"]["hacks"]}
             rows.append(row)
             print(f"{name:36s} {var.task_id}: correct={r['correct']} v1={g['v1']['rewarded']} "
-                  f"v2_before={g[graders[2]]['rewarded']} v2={g['v2']['rewarded']} "
+                  f"v2_before={g[graders[2]]['rewarded']} "
+                  f"v2_one_context={g[graders[3]]['rewarded']} v2={g['v2']['rewarded']} "
                   f"({time.perf_counter() - t0:.0f}s)", flush=True)
         p = prepared_for(task, backend=backend)
         with tempfile.TemporaryDirectory() as tmp:
             ws = _oracle_ws(task, p, Path(tmp) / "ws")
             v2.evaluate(var, ws, prepared=p, backend=backend)  # warm the caches
             for rep in range(args.reps):
-                for kind, t in (("plain", task), ("tests_only", var)):
-                    tr = v2.evaluate(t, ws, prepared=p, backend=backend)
+                for kind, t, ctxs in (("plain", task, forward.CONTEXTS),
+                                      ("tests_only_one_context", var, ("channel",)),
+                                      ("tests_only", var, forward.CONTEXTS)):
+                    with _contexts(ctxs):
+                        tr = v2.evaluate(t, ws, prepared=p, backend=backend)
                     assert tr.correct, (kind, tr.detail)
                     timing.append({"task_id": task.task_id, "kind": kind, "rep": rep,
                                    "total_s": tr.detail["timings"]["total_s"],
@@ -121,22 +161,39 @@ def main() -> None:
         rs = [r for r in rows if r["exploit"] == name]
         matrix[name] = {"n": len(rs), "correct": sum(r["correct"] for r in rs),
                         **{g: sum(r[g]["rewarded"] for r in rs)
-                           for g in ("v1", "v2_before", "v2")}}
+                           for g in ("v1", "v2_before", "v2_one_context", "v2")},
+                        "context_dependent": sum(r["context_dependent"] for r in rs)}
     ratios = []
     for task in tasks:
         ts = {k: statistics.median(x["total_s"] for x in timing
                                    if x["task_id"] == task.task_id and x["kind"] == k)
-              for k in ("plain", "tests_only")}
+              for k in ("plain", "tests_only_one_context", "tests_only")}
+        fw = {k: statistics.median(x["forward_s"] for x in timing
+                                   if x["task_id"] == task.task_id and x["kind"] == k)
+              for k in ("tests_only_one_context", "tests_only")}
         ratios.append({"task_id": task.task_id, "plain_s": ts["plain"],
+                       "tests_only_one_context_s": ts["tests_only_one_context"],
                        "tests_only_s": ts["tests_only"],
-                       "ratio": round(ts["tests_only"] / ts["plain"], 3)})
+                       "ratio": round(ts["tests_only"] / ts["plain"], 3),
+                       "ratio_vs_one_context": round(ts["tests_only"]
+                                                     / ts["tests_only_one_context"], 3),
+                       "forward_ratio_vs_one_context": round(
+                           fw["tests_only"] / fw["tests_only_one_context"], 3)})
     data = {"matrix": matrix, "rows": rows, "timing": timing, "timing_by_task": ratios,
             "ratio_median": round(statistics.median(r["ratio"] for r in ratios), 3),
+            "ratio_vs_one_context_median": round(statistics.median(
+                r["ratio_vs_one_context"] for r in ratios), 3),
+            "forward_ratio_vs_one_context_median": round(statistics.median(
+                r["forward_ratio_vs_one_context"] for r in ratios), 3),
             "backend": backend}
     for name, m in matrix.items():
         print(f"{name:36s} n={m['n']} correct={m['correct']} v1={m['v1']} "
-              f"v2_before={m['v2_before']} v2={m['v2']}")
+              f"v2_before={m['v2_before']} v2_one_context={m['v2_one_context']} v2={m['v2']} "
+              f"context_dependent={m['context_dependent']}")
     print("v2 on tests_only variant / v2 on plain task (oracle):", data["ratio_median"])
+    print("v2 on tests_only variant, two contexts / one context:",
+          data["ratio_vs_one_context_median"], "(forwarded run alone:",
+          data["forward_ratio_vs_one_context_median"], ")")
     cmd = (f"verigap repos make-tasks tests/repos/fixture_lib --k 4 --n 3 --max-candidates 16 "
            f"--seed 0 --env current --min-hidden 1 --out {args.tasks} && "
            f"python benchmarks/repos_tests_only.py {args.tasks} --reps {args.reps}"
