@@ -12,9 +12,14 @@ the trusted sandbox sees read-only). Pytest's reports, session, hooks, JSON writ
 and nonce live where no candidate code runs; what the candidate can do is answer calls, and its
 answers are decoded without running its code.
 
-The candidate's end is laid out like the agent's own runs (a writable copy of the tree as cwd,
-no interpreter flags, pytest imported, pytest's argv), so a fix that behaves only under the
-graders' flags fails here too.
+Each call is answered by two candidate processes at once, in two contexts that differ in what
+their code can observe (:data:`CONTEXTS`): ``channel``, a grader-like process in which the
+harness makes the call; ``test``, a process laid out as the agent's own ``python -m pytest``
+run (its sandbox's mounts, the tree as cwd, no flags, pytest imported, pytest's argv,
+``__main__`` and environment, no ``cloudpickle`` in ``sys.modules``) in which the call is made
+through a replay of the trusted run's stack, so its direct caller is the test function at the
+line of the call. Answers that differ fail the test and are named ``context_dependent``: a fix
+that is right only where it can tell it is answering the channel is wrong in one of them.
 
 What the channel cannot carry fails the test (never a silent fallback): see the harness module.
 :func:`carries` checks at task-build time that a site's tests pass with the reference and fail
@@ -40,6 +45,7 @@ from typing import Any
 from verigap.repos import execution, sources
 from verigap.repos.prepare import Prepared
 from verigap.repos.pytest_run import (
+    PY_FLAGS,
     PytestRun,
     cache_root,
     harness_dir,
@@ -147,7 +153,7 @@ def _server(p: Prepared, candidate: Path, tmp: Path, context: str, tests: Sequen
     (chan / "cfg.json").write_text(json.dumps({
         "socket": f"{CHANNEL}/sock", "import_root": root, "targets": targets,
         "accept_timeout": timeout, "context": ctx}))
-    flags = ["-s", "-P", "-B"] if context == "channel" else []
+    flags = list(PY_FLAGS) if context == "channel" else []  # the graders' flags, or none
     cmd = [m.inside(p.python), *flags, script, "serve", f"{CHANNEL}/cfg.json"]
     # one hash seed for both contexts (set iteration order must not tell them apart); the
     # candidate's end removes the variable before any candidate code runs

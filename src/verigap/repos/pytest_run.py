@@ -279,7 +279,7 @@ CONTEXTS = ("plain", "agent")
 #: Where the agent context keeps the runner's files inside its copy of the tree.
 EQUIV_IO = ".verigap-eq"
 #: Bumped when what the contexts look like changes (the reference's cached answers depend on it).
-EQUIV_LAYOUT = 2
+EQUIV_LAYOUT = 3
 
 
 def run_equiv(
@@ -304,17 +304,22 @@ def run_equiv(
         raise ValueError(f"context {context!r}: use one of {CONTEXTS}")
     hdir = harness_dir()
     agent = context == "agent"
+    # the agent context mounts what the agent's sandbox mounts, the environment only (a
+    # harness mount would tell every grading context from the agent's runs): the runner
+    # starts from a copy beside its files
     m = _mounts(tree, env_prefix, backend) if not agent else execution.Mounts(
-        {Path(env_prefix): execution.ENV_MOUNT, hdir: execution.HARNESS_MOUNT}, backend)
+        {Path(env_prefix): execution.ENV_MOUNT}, backend)
     root = _root(tree, import_root, m.inside) if not agent else (
         import_root if import_root not in ("", ".") else ".")
-    python_in, runner = m.inside(python), m.inside(hdir / EQUIV.name)
+    python_in = m.inside(python)
+    runner = m.inside(hdir / EQUIV.name) if not agent else f"{EQUIV_IO}/{EQUIV.name}"
     with tempfile.TemporaryDirectory(prefix="vg-eq-") as tmp:
         scratch = Path(tmp)
         io = scratch / EQUIV_IO if agent else scratch
         if agent:
             shutil.copytree(tree, scratch, symlinks=True, dirs_exist_ok=True)
             io.mkdir()
+            shutil.copy2(hdir / EQUIV.name, io / EQUIV.name)
         (io / "inputs.json").write_text(json.dumps(inputs))
         out = io / "out.json"
         rel = "" if not agent else EQUIV_IO + "/"
