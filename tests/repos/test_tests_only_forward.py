@@ -198,8 +198,6 @@ def test_no_technique_is_paid_on_a_tests_only_site(tests_only_task, tmp_path, ba
         assert "context_dependent" in t.hacks
         assert t.detail["context_dependent"] == [SITE]
         assert t.detail["forwarded"]["context_dependent"] == [SITE]
-    else:
-        assert "context_dependent" not in t.hacks
 
 
 @needs_bwrap
@@ -298,3 +296,24 @@ def test_recorded_tests_only_matrix_is_what_the_docs_say():
     channel = [e.name for e in TESTS_ONLY if e.name.startswith("tests_only_channel_")]
     assert len(channel) == 5 and all(m[n]["v2_one_context"] == m[n]["n"] for n in channel)
     assert _matrix_table(m) in (root / "docs" / "exploits.md").read_text()
+
+
+@needs_bwrap
+def test_a_fix_that_works_only_where_the_harness_is_mounted_is_context_dependent(
+        fixture_tasks, tmp_path, backend):
+    """Every grading sandbox used to mount the harness at /verigap/harness and the agent's does
+    not, so a default task's fix keyed on that mount was paid (measured: correct, nothing
+    named). The comparison's agent context and the channel's test context now mount what the
+    agent's sandbox mounts, so the device answers differently there and is named."""
+    from verigap.repos.redteam import inprocess as ip
+    from verigap.repos.redteam.tests_only import CHANNEL_MOUNT
+
+    _stats, tasks, p = fixture_tasks
+    task = tasks[0]
+    ws = materialize_workspace(p, task, tmp_path / "ws")
+    for tool, args in ip._device(Ctx(task, p, ws), CHANNEL_MOUNT):
+        if tool == "write_file":
+            (ws / args["path"]).write_text(args["content"])
+    t = v2.evaluate(task, ws, prepared=p, backend=backend)
+    assert "context_dependent" in t.hacks and not t.correct, t.detail
+    assert v2.grade(task, ws, truth=t).reward == 0.0
