@@ -11,10 +11,15 @@ roles, one process each, each in a sandbox of its own:
   made with ``__new__`` and their state set directly, so decoding runs no candidate code.
   Exceptions are re-raised as the reference's class of the same qualified name (the first of the
   candidate's exception's bases that the reference has).
-- **candidate** (``python _verigap_forward.py serve CONFIG``): listens on a Unix socket in its
-  own scratch directory, imports the candidate tree, calls the function on each request and
-  answers with :func:`enc`: the result, the arguments the call changed in place (written back
-  into the caller's objects) and what the call printed.
+- **candidate** (``python _verigap_forward.py serve CONFIG``), one process per context:
+  listens on a Unix socket in its own scratch directory, imports the candidate tree, calls the
+  function on each request and answers with :func:`enc`: the result, the arguments the call
+  changed in place (written back into the caller's objects) and what the call printed. In
+  :class:`Channel` the harness makes the call in a grader-like process; in :class:`AsTest` the
+  process looks like the agent's own ``python -m pytest`` run and the call goes through a
+  replay of the trusted run's stack, so the direct caller is the test function. The trusted
+  end sends every call to both and fails it when the answers differ (:func:`canonical`),
+  recording the function in :attr:`_Client.dependent` (``context_dependent`` in the verdict).
 
 A generator result is run to its end in the candidate's process and replayed in the test's
 (its items, then the exception it ended with, if any): eager, not lazy. What cannot cross
@@ -586,6 +591,7 @@ class AsTest(Channel):
         self.env: dict[str, str] = {}
         self.fake_globals: dict[str, dict] = {}
         self.codes: dict[tuple, types.CodeType] = {}
+        self.n_modules, self.by_file = -1, {}
 
     def loads(self, blob: bytes):
         import pickle
@@ -601,9 +607,16 @@ class AsTest(Channel):
         return _Loader(io.BytesIO(blob)).load()
 
     def _globals(self, path: str) -> dict:
-        for m in list(sys.modules.values()):
-            if getattr(m, "__file__", None) == path:
-                return vars(m)
+        if len(sys.modules) != self.n_modules:  # modules by file, redone when more are loaded
+            self.n_modules = len(sys.modules)
+            self.by_file = {}
+            for m in list(sys.modules.values()):
+                f = getattr(m, "__file__", None)
+                if isinstance(f, str):
+                    self.by_file.setdefault(f, m)
+        m = self.by_file.get(path)
+        if m is not None:
+            return vars(m)
         g = self.fake_globals.get(path)
         if g is None:
             rel = os.path.relpath(path, self.root)
