@@ -59,6 +59,13 @@ SECTIONS = [
 ]
 
 UNIT = {"rollout": "step", "update": "minibatch", "per iteration": "iteration"}
+VARIANT_KEYS = {"torch forward (as committed)": "torch_forward",
+                "numpy forward (prototype, other float path)": "numpy_forward"}
+
+
+def slug(label: str) -> str:
+    """A results key for a section label (docs markers take no spaces)."""
+    return "_".join("".join(c if c.isalnum() else " " for c in label.lower()).split())
 
 TIMER = '''
 import time as _time
@@ -160,7 +167,7 @@ def main() -> None:
     source = (substrate_root() / "ppo_single.py").read_text()
     variants = {"torch forward (as committed)": False}
     if args.numpy_forward:
-        variants["numpy forward (prototype)"] = True
+        variants["numpy forward (prototype, other float path)"] = True
     runs: dict[str, list[dict]] = {v: [] for v in variants}
     with tempfile.TemporaryDirectory() as tmp:
         dirs = {}
@@ -182,22 +189,31 @@ def main() -> None:
     per = {"rollout": iterations * 128, "update": iterations * 16, "per iteration": iterations}
     summary = {}
     for variant, rs in runs.items():
-        labels = [label for _, label in SECTIONS]
         table = {}
-        for label in labels:
+        for _, label in SECTIONS:
             sec = statistics.median(r["sections_s"].get(label, 0.0) for r in rs)
             unit = label.split(":")[0]
-            table[label] = {"cpu_s": sec, f"us_per_{UNIT[unit]}": sec / per[unit] * 1e6}
+            table[slug(label)] = {"label": label, "cpu_s": sec, "per": UNIT[unit],
+                                  "us": sec / per[unit] * 1e6}
+        totals = {unit: sum(row["cpu_s"] for row in table.values() if row["per"] == UNIT[unit])
+                  for unit in per}
         cpu = statistics.median(r["cpu_s"] for r in rs)
-        summary[variant] = {"cpu_s": cpu, "score": rs[0]["score"], "sections": table, "runs": rs}
+        summary[VARIANT_KEYS[variant]] = {
+            "variant": variant, "cpu_s": cpu, "score": rs[0]["score"], "sections": table,
+            "rollout_cpu_s": totals["rollout"], "update_cpu_s": totals["update"],
+            "rollout_us_per_step": totals["rollout"] / per["rollout"] * 1e6,
+            "update_us_per_minibatch": totals["update"] / per["update"] * 1e6, "runs": rs}
         print(f"\n{variant}: {cpu:.2f} CPU-s for {args.steps} steps (score {rs[0]['score']:.1f})")
-        for label, row in table.items():
-            unit, value = [(k, v) for k, v in row.items() if k.startswith("us_per")][0]
-            print(f"  {label:48s} {row['cpu_s']:6.2f} s {value:8.1f} {unit.replace('_', ' ')}")
+        for row in table.values():
+            print(f"  {row['label']:48s} {row['cpu_s']:6.2f} s {row['us']:8.1f} us per {row['per']}")
+    if "numpy_forward" in summary:
+        summary["numpy_forward_speedup"] = (summary["torch_forward"]["cpu_s"]
+                                            / summary["numpy_forward"]["cpu_s"])
+        print(f"\nNumPy forward: {summary['numpy_forward_speedup']:.3f}x the CPU of torch forward")
     if args.out:
         from verigap.results import write_result
 
-        write_result(args.out, {"variants": summary, "seed": args.seed, "steps": args.steps,
+        write_result(args.out, {**summary, "seed": args.seed, "steps": args.steps,
                                 "rounds": args.rounds, "loadavg_before": list(load_before),
                                 "loadavg_after": list(os.getloadavg())},
                      command="PYTHONPATH=src python benchmarks/silentbug_ppo_profile.py "
