@@ -6,10 +6,11 @@ their text, so the copy follows the file); each section's thread CPU time is sum
 run, after NumPy and Torch are imported (as in the runner's preloaded interpreter). The timer
 calls cost about a microsecond each, so the sections add up to slightly more than a plain run.
 
-Optional ``--numpy-forward``: the same run with the rollout's two forward passes done in NumPy on
-views of the Torch weights (a different floating-point path: the bank would need a
-recalibration), to measure what that change buys. Both variants run alternately ``--rounds``
-times; the table shows the median of each section.
+Optional ``--compare-commit C``: ``ppo_single.py`` as it was at commit C (a before/after of a
+speed change, in one process). Optional ``--numpy-forward``: the rollout's two forward passes
+done in NumPy on views of the Torch weights (a different floating-point path: the bank would
+need a recalibration), to measure what that change buys. The variants run alternately,
+``--rounds`` times each; the tables show the median of each section.
 
     PYTHONPATH=src python benchmarks/silentbug_ppo_profile.py --rounds 2 --numpy-forward \
         --out results/silentbug/ppo_profile.json
@@ -23,6 +24,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -154,6 +156,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=40_000)
     parser.add_argument("--numpy-forward", action="store_true",
                         help="also time the NumPy-forward variant (a different float path)")
+    parser.add_argument("--compare-commit", metavar="COMMIT",
+                        help="also time ppo_single.py as it was at this git commit")
     parser.add_argument("--out", type=Path, help="write a results file here")
     args = parser.parse_args()
     load_before = os.getloadavg()
@@ -165,16 +169,22 @@ def main() -> None:
 
     torch.set_num_threads(1)
     source = (substrate_root() / "ppo_single.py").read_text()
-    variants = {"torch forward (as committed)": False}
+    variants: dict[str, bool | str] = {"torch forward (as committed)": False}
     if args.numpy_forward:
         variants["numpy forward (prototype, other float path)"] = True
+    if args.compare_commit:
+        variants[f"at commit {args.compare_commit}"] = args.compare_commit
+        VARIANT_KEYS[f"at commit {args.compare_commit}"] = "at_commit"
     runs: dict[str, list[dict]] = {v: [] for v in variants}
     with tempfile.TemporaryDirectory() as tmp:
         dirs = {}
         for i, (variant, np_fwd) in enumerate(variants.items()):
             pkg = Path(tmp) / f"v{i}" / "substrates"
             shutil.copytree(substrate_root(), pkg)
-            (pkg / "ppo_single.py").write_text(instrument(source, np_fwd))
+            text = source if not isinstance(np_fwd, str) else subprocess.run(
+                ["git", "show", f"{np_fwd}:src/verigap/silentbug/substrates/ppo_single.py"],
+                check=True, capture_output=True, text=True).stdout
+            (pkg / "ppo_single.py").write_text(instrument(text, np_fwd is True))
             dirs[variant] = pkg.parent
         for r in range(args.rounds):
             order = list(variants) if r % 2 == 0 else list(reversed(variants))
@@ -206,6 +216,13 @@ def main() -> None:
         print(f"\n{variant}: {cpu:.2f} CPU-s for {args.steps} steps (score {rs[0]['score']:.1f})")
         for row in table.values():
             print(f"  {row['label']:48s} {row['cpu_s']:6.2f} s {row['us']:8.1f} us per {row['per']}")
+    if "at_commit" in summary:
+        summary["speedup_over_commit"] = (summary["at_commit"]["cpu_s"]
+                                          / summary["torch_forward"]["cpu_s"])
+        summary["same_score_as_commit"] = (summary["at_commit"]["score"]
+                                           == summary["torch_forward"]["score"])
+        print(f"\nnow against {args.compare_commit}: {summary['speedup_over_commit']:.3f}x "
+              f"(same score: {summary['same_score_as_commit']})")
     if "numpy_forward" in summary:
         summary["numpy_forward_speedup"] = (summary["torch_forward"]["cpu_s"]
                                             / summary["numpy_forward"]["cpu_s"])
@@ -218,7 +235,9 @@ def main() -> None:
                                 "loadavg_after": list(os.getloadavg())},
                      command="PYTHONPATH=src python benchmarks/silentbug_ppo_profile.py "
                              f"--rounds {args.rounds} --seed {args.seed} --steps {args.steps}"
-                             f"{' --numpy-forward' if args.numpy_forward else ''} --out {args.out}")
+                             f"{' --numpy-forward' if args.numpy_forward else ''}"
+                             f"{f' --compare-commit {args.compare_commit}' if args.compare_commit else ''}"
+                             f" --out {args.out}")
 
 
 if __name__ == "__main__":
