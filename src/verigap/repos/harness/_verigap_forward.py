@@ -16,11 +16,13 @@ roles, one process each, each in a sandbox of its own:
   answers with :func:`enc`: the result, the arguments the call changed in place (written back
   into the caller's objects) and what the call printed.
 
-A generator result is run to its end in the candidate's process and replayed in the test's
-(its items, then the exception it ended with, if any): eager, not lazy. What cannot cross
-raises :class:`CarryError` in the test (so the test fails): functions and other iterators as
-results, objects of classes the reference does not define, callbacks that must
-run in the test's process. A task keeps such a site only if the reference passes its tests
+A result that is a generator or another iterator (``map``, ``zip`` ...) is run to its end in
+the candidate's process and replayed in the test's (its items, then the exception it ended
+with, if any): eager, not lazy. Standard-library value types in :data:`VALUES` cross by their
+own constructors, and objects of classes the test passed to the call (:meth:`Resolver.passed`).
+What cannot cross raises :class:`CarryError` in the test (so the test fails): functions,
+iterators inside other values, objects of classes the reference does not define (and the test
+did not pass), callbacks that must run in the test's process. A task keeps such a site only if the reference passes its tests
 through this channel (checked when the task is built).
 """
 
