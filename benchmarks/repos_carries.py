@@ -1,7 +1,7 @@
 """Which real sites the sealed channel can carry: ``forward.carries`` on every valid mutation.
 
     python benchmarks/repos_carries.py SPEC [--max-candidates 24] [--seed 0] [--env venv]
-        [--out results/redteam/v2_carries_toolz.json]
+        [--functions FILE::QUALNAME ...] [--out results/redteam/v2_carries_toolz.json]
 
 A ``tests_only`` site (no equivalence input) is kept by ``make-tasks --allow-tests-only`` only
 if the channel (``repos/forward.py``) carries it: its tests pass through the channel with the
@@ -49,6 +49,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--env", default="venv")
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--functions", nargs="*", default=None,
+                    help="only these functions (file::qualname), e.g. make-tasks' no-input ones")
     ap.add_argument("--command", default=None, help="the command recorded in the results file")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
@@ -59,7 +61,7 @@ def main() -> None:
     first: dict[str, object] = {}
     for v in valid:
         first.setdefault(v.function, v)
-    sites = [first[f] for f in sorted(first)]
+    sites = [first[f] for f in sorted(first) if not args.functions or f in args.functions]
     no_input: dict[str, str] = {}
     inputs = collect_inputs(p, [s.function for s in sites], backend=backend, why=no_input)
     rows = []
@@ -89,7 +91,8 @@ def main() -> None:
           f"{data['without_inputs_carried']} of them carried; {data['reasons']}")
     cmd = args.command or (f"python benchmarks/repos_carries.py {args.spec} --max-candidates "
                            f"{args.max_candidates} --seed {args.seed} --env {args.env} "
-                           f"--out {args.out}")
+                           + (f"--functions {' '.join(args.functions)} " if args.functions
+                              else "") + f"--out {args.out}")
     write_result(args.out, data, command=cmd)
     print(args.out)
 
