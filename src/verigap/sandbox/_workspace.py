@@ -1,6 +1,6 @@
 """Workspaces: fresh copies of a source tree, and paths that may not leave them.
 
-``materialize`` uses GNU ``cp -R`` with ``--reflink=auto`` (one process; a copy-on-write
+``materialize`` uses GNU ``cp -R -T`` with ``--reflink=auto`` (one process; a copy-on-write
 clone where the filesystem supports it, a full copy elsewhere) and falls back to
 ``shutil.copytree`` where that fails. It keeps modes, timestamps and symlinks but not
 ownership, extended attributes or ACLs (``cp -a`` would: as root a chown per file that
@@ -59,7 +59,6 @@ def materialize(source: Path, dest: Path) -> Path:
             return dest
         _empty(dest, keep=existed)  # e.g. a non-GNU cp without --reflink or -T
     shutil.copytree(source, dest, symlinks=True, dirs_exist_ok=existed)
-    shutil.copystat(source, dest)
     return dest
 
 
