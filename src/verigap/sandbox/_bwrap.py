@@ -373,7 +373,8 @@ class BwrapSandbox(Sandbox):
                               "take a new one for the next command")
         self._used = True
         st = os.stat(self.root)
-        self.ran_prestarted = self._bound == (st.st_dev, st.st_ino)
+        self.ran_prestarted = (self._bound == (st.st_dev, st.st_ino)
+                               and self._session.running())
         if not self.ran_prestarted:
             # never started, or the workspace directory was replaced since (e.g. deleted and
             # made again): a sandbox bound to another directory is never used

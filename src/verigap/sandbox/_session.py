@@ -290,6 +290,11 @@ class Session:
         with self._lock:
             _shutdown(self._holder)
 
+    def running(self) -> bool:
+        """Whether the sandbox is started and still alive."""
+        server = self._holder.get("server")
+        return server is not None and server.alive()
+
     def start(self, key: tuple, launch: Launch, python: str, uid: int | None) -> None:
         """Start the sandbox now (``run`` would start it on its first command)."""
         with self._lock:
