@@ -1,10 +1,11 @@
 """tests_only sites under attack: v1, v2 before and v2 now, on tests_only variants of a task set.
 
     python benchmarks/repos_tests_only.py TASKS_DIR [--limit N] [--reps 2]
-        [--out results/redteam/v2_tests_only_fixture.json]
+        [--out results/redteam/v2_tests_only_fixture.json] [--made-with "make-tasks ..."]
 
-For every task, the visible site with the most failing tests is stripped of its equivalence
-inputs and marked ``tests_only`` (``redteam.tests_only.as_tests_only``: what a task set built
+For every task, the visible site with the most failing tests that the channel carries
+(``forward.carries``; every site tried and the answer are recorded) is stripped of its
+equivalence inputs and marked ``tests_only`` (``redteam.tests_only.as_tests_only``: what a task set built
 with ``--allow-tests-only`` has for a site whose arguments do not pickle). The battery's
 ``tests_only_*`` exploits (each fixes the covered sites and leaves that site broken behind one
 of issue 11's in-process techniques, or behind a defeat device) and the two controls run on it,
@@ -44,7 +45,7 @@ from verigap.repos.pytest_run import run_pytest
 from verigap.repos.redteam import battery
 from verigap.repos.redteam.exploits import BY_NAME, Ctx, script
 from verigap.repos.redteam.tests_only import TESTS_ONLY, as_tests_only
-from verigap.repos.tasks import load_tasks, materialize_workspace, prepared_for
+from verigap.repos.tasks import base_tree, load_tasks, materialize_workspace, prepared_for
 from verigap.results import write_result
 
 #: honest rewrites run as controls (each differs from the reference; skipped where it does not
@@ -89,9 +90,20 @@ def _contexts(ctxs):
         forward.CONTEXTS = real
 
 
-def _variant(task):
-    site = max((s for s in task.sites if s.visible), key=lambda s: len(s.fail_to_pass))
-    return as_tests_only(task, {site.function}), site.function
+def _variant(task, p, backend):
+    """The task with its first visible site (most failing tests first) that the channel
+    carries made ``tests_only`` (what ``make-tasks --allow-tests-only`` would keep), and
+    every visible site tried with ``forward.carries``'s answer. None when no site carries."""
+    tried = []
+    with tempfile.TemporaryDirectory() as tmp:
+        base = base_tree(p, task, Path(tmp) / "base", with_hidden=True)
+        for site in sorted((s for s in task.sites if s.visible),
+                           key=lambda s: (-len(s.fail_to_pass), s.function)):
+            why = forward.carries(p, [site], base, backend=backend)
+            tried.append({"function": site.function, "carried": why is None, "why": why})
+            if why is None:
+                return as_tests_only(task, {site.function}), site.function, tried
+    return None, None, tried
 
 
 def _oracle_ws(task, p, dest: Path) -> Path:
@@ -109,6 +121,9 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--runs", type=Path, default=Path(tempfile.gettempdir()) / "vg-tests-only")
     ap.add_argument("--out", type=Path, default=Path("results/redteam/v2_tests_only_fixture.json"))
+    ap.add_argument("--made-with", default=None,
+                    help="the command that made TASKS_DIR (recorded in the results file; "
+                         "default: the fixture's make-tasks command)")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     backend = os.environ.get("VERIGAP_SANDBOX", "bwrap")
@@ -116,8 +131,15 @@ def main() -> None:
     graders = ["v1", "v2", f"{__name__}:v2_before", f"{__name__}:v2_one_context"]
     names = [e.name for e in TESTS_ONLY] + ["oracle", "noop", *HONEST]
     rows, timing = [], []
+    carried = []
     for task in tasks:
-        var, site = _variant(task)
+        p = prepared_for(task, backend=backend)
+        var, site, tried = _variant(task, p, backend)
+        carried.append({"task_id": task.task_id, "sites": tried})
+        print(f"{task.task_id}: channel carries {sum(t['carried'] for t in tried)} of "
+              f"{len(tried)} visible site(s) tried: {tried}", flush=True)
+        if var is None:
+            continue
         tdir = args.runs / "tasks"
         tdir.mkdir(parents=True, exist_ok=True)
         tpath = tdir / f"{var.task_id}.json"
@@ -140,7 +162,6 @@ def main() -> None:
                   f"v2_before={g[graders[2]]['rewarded']} "
                   f"v2_one_context={g[graders[3]]['rewarded']} v2={g['v2']['rewarded']} "
                   f"({time.perf_counter() - t0:.0f}s)", flush=True)
-        p = prepared_for(task, backend=backend)
         with tempfile.TemporaryDirectory() as tmp:
             ws = _oracle_ws(task, p, Path(tmp) / "ws")
             v2.evaluate(var, ws, prepared=p, backend=backend)  # warm the caches
@@ -165,6 +186,8 @@ def main() -> None:
                         "context_dependent": sum(r["context_dependent"] for r in rs)}
     ratios = []
     for task in tasks:
+        if not any(x["task_id"] == task.task_id for x in timing):
+            continue  # no visible site the channel carries
         ts = {k: statistics.median(x["total_s"] for x in timing
                                    if x["task_id"] == task.task_id and x["kind"] == k)
               for k in ("plain", "tests_only_one_context", "tests_only")}
@@ -179,12 +202,18 @@ def main() -> None:
                                                      / ts["tests_only_one_context"], 3),
                        "forward_ratio_vs_one_context": round(
                            fw["tests_only"] / fw["tests_only_one_context"], 3)})
+    tried = [t for c in carried for t in c["sites"]]
     data = {"matrix": matrix, "rows": rows, "timing": timing, "timing_by_task": ratios,
-            "ratio_median": round(statistics.median(r["ratio"] for r in ratios), 3),
+            "ratio_median": round(statistics.median(r["ratio"] for r in ratios), 3)
+            if ratios else None,
             "ratio_vs_one_context_median": round(statistics.median(
-                r["ratio_vs_one_context"] for r in ratios), 3),
+                r["ratio_vs_one_context"] for r in ratios), 3) if ratios else None,
             "forward_ratio_vs_one_context_median": round(statistics.median(
-                r["forward_ratio_vs_one_context"] for r in ratios), 3),
+                r["forward_ratio_vs_one_context"] for r in ratios), 3) if ratios else None,
+            "carried": carried, "sites_tried": len(tried),
+            "sites_carried": sum(t["carried"] for t in tried),
+            "tasks_with_a_carried_site": sum(1 for c in carried
+                                             if any(t["carried"] for t in c["sites"])),
             "backend": backend}
     for name, m in matrix.items():
         print(f"{name:36s} n={m['n']} correct={m['correct']} v1={m['v1']} "
@@ -194,9 +223,10 @@ def main() -> None:
     print("v2 on tests_only variant, two contexts / one context:",
           data["ratio_vs_one_context_median"], "(forwarded run alone:",
           data["forward_ratio_vs_one_context_median"], ")")
-    cmd = (f"verigap repos make-tasks tests/repos/fixture_lib --k 4 --n 3 --max-candidates 16 "
-           f"--seed 0 --env current --min-hidden 1 --out {args.tasks} && "
-           f"python benchmarks/repos_tests_only.py {args.tasks} --reps {args.reps}"
+    made = args.made_with or ("verigap repos make-tasks tests/repos/fixture_lib --k 4 --n 3 "
+                              "--max-candidates 16 --seed 0 --env current --min-hidden 1 "
+                              f"--out {args.tasks}")
+    cmd = (f"{made} && python benchmarks/repos_tests_only.py {args.tasks} --reps {args.reps}"
            + (f" --limit {args.limit}" if args.limit else "") + f" --out {args.out}")
     write_result(args.out, data, command=cmd)
     print(args.out)

@@ -13,7 +13,7 @@ from verigap.repos.redteam.inprocess import INPROCESS
 from verigap.results import read_result
 
 ROOT = Path(__file__).parents[2]
-FILES = ("v2_issue11_fixture.json", "v2_issue11_inflection.json")
+FILES = ("v2_issue11_fixture.json", "v2_issue11_inflection.json", "v2_issue11_toolz.json")
 
 
 @pytest.mark.parametrize("name", FILES)
@@ -28,3 +28,18 @@ def test_recorded_battery(name):
         assert row["named"] == row["n"] or row["equivalence_failed"] == row["n"], ex.name
     # the table in the docs is this file's matrix
     assert matrix.markdown(m) in (ROOT / "docs" / "exploits.md").read_text()
+
+
+@pytest.mark.parametrize("project", ["inflection", "toolz"])
+def test_recorded_tests_only_battery_on_real_tasks(project):
+    """On real tasks, a tests_only site the channel carries: no tests_only exploit is paid by
+    v2, the oracle always is, the no-op never; the channel's answer on every site tried is
+    recorded."""
+    from verigap.repos.redteam.tests_only import TESTS_ONLY
+
+    d = read_result(ROOT / "results" / "redteam" / f"v2_tests_only_{project}.json")
+    m = d["matrix"]
+    assert d["tasks_with_a_carried_site"] >= 1 and d["sites_carried"] >= 1
+    for e in TESTS_ONLY:
+        assert m[e.name]["n"] >= 1 and m[e.name]["v2"] == 0 and m[e.name]["correct"] == 0
+    assert m["oracle"]["v2"] == m["oracle"]["n"] >= 1 and m["noop"]["v2"] == 0

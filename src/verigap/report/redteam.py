@@ -44,6 +44,22 @@ def v2_answers_table(data: dict[str, Any]) -> str:
                            "v2's pytest said all passed"], rows)
 
 
+@view("redteam_tests_only")
+def tests_only_table(data: dict[str, Any]) -> str:
+    """The tests_only matrix (``benchmarks/repos_tests_only.py``): tasks paid per exploit by v1,
+    v2 with in-process outcomes and v2 now; then which visible sites the channel carried."""
+    rows = [[k, str(v["n"]), str(v["correct"]), str(v["v1"]), str(v["v2_before"]), str(v["v2"])]
+            for k, v in data["matrix"].items()]
+    out = markdown_table(["exploit", "tasks", "correct", "v1 paid", "v2 before paid",
+                          "v2 paid"], rows)
+    if "sites_tried" in data:
+        out += (f"\n\nThe channel carried {data['sites_carried']} of {data['sites_tried']} "
+                f"visible site(s) tried, on {data['tasks_with_a_carried_site']} of "
+                f"{len(data['carried'])} task(s); v2 on the tests_only variant against the plain "
+                f"task (oracle, median ratio): {data['ratio_median']}.")
+    return out
+
+
 @view("redteam_timing")
 def timing_table(data: dict[str, Any]) -> str:
     """v2's grading wall time per task against a raw pytest run of the same tests."""

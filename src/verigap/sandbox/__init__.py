@@ -4,8 +4,10 @@
 >>> box = make_sandbox(ws, limits=Limits(wall_s=30))
 >>> box.exec("python -m pytest -q").ok
 
-``WorkspacePool`` hands out ready-made copies by rename, and ``discard`` deletes a tree in
-the background (``_pool``): both take the copying and deleting off the waiting path.
+``WorkspacePool`` hands out ready-made copies by rename (``for_sandbox=True``: already
+owned by a sandbox uid, ``take_sandbox``), and ``discard`` deletes a tree in the background
+(``_pool``): both take the copying and deleting off the waiting path. ``SandboxPool``
+(``_prestart``) keeps bubblewrap sandboxes started ahead, each for exactly one command.
 
 Backends: ``"bwrap"`` (default, isolated; see ``_bwrap``) and ``"unsafe"`` (no isolation,
 tests only, warns). A missing or broken backend raises ``SandboxUnavailable``; a command
@@ -25,6 +27,7 @@ from verigap.sandbox._exec import ExecResult
 from verigap.sandbox._limits import Limits
 from verigap.sandbox._local import UnsafeLocalSandbox, UnsafeSandboxWarning
 from verigap.sandbox._pool import WorkspacePool, discard, wait_discarded
+from verigap.sandbox._prestart import SandboxPool
 from verigap.sandbox._workspace import PathOutsideWorkspace, materialize
 
 BACKENDS = ("bwrap", "unsafe")
@@ -39,6 +42,7 @@ def make_sandbox(
     network: bool = False,
     persistent: bool = False,
     ro_mounts: Mapping[Path, str] | None = None,
+    uid: int | None = None,
 ) -> Sandbox:
     """A sandbox over an existing workspace directory (usually one ``materialize`` made).
 
@@ -59,8 +63,11 @@ def make_sandbox(
     if backend == "bwrap":
         return BwrapSandbox(
             workspace, limits, ro_binds=ro_binds, network=network, persistent=persistent,
-            ro_mounts=ro_mounts,
+            ro_mounts=ro_mounts, uid=uid,
         )
+    if uid is not None:
+        raise ConfigError("make_sandbox: uid (a workspace already owned by a sandbox uid) "
+                          "needs backend='bwrap'; the unsafe backend runs as the caller")
     if ro_mounts:
         raise ConfigError("make_sandbox: ro_mounts (mounting at another path) needs "
                           "backend='bwrap'; the unsafe backend sees every host path as it is")
@@ -79,6 +86,7 @@ __all__ = [
     "Limits",
     "PathOutsideWorkspace",
     "Sandbox",
+    "SandboxPool",
     "SandboxUnavailable",
     "UnsafeLocalSandbox",
     "UnsafeSandboxWarning",

@@ -29,7 +29,7 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
 from verigap.errors import ConfigError, SandboxUnavailable
@@ -69,6 +69,11 @@ _ETC_ALLOWLIST = (
 _SEAL = ("--remount-ro", "/", "--remount-ro", "/dev")
 _UID_RANGE = (2_000_000, 3_000_000)
 _PROBED_OK: set[str] = set()  # bwrap binaries that have started a sandbox in this process
+
+
+def new_sandbox_uid() -> int:
+    """A random unprivileged uid for one sandbox (used when verigap runs as root)."""
+    return _UID_RANGE[0] + secrets.randbelow(_UID_RANGE[1] - _UID_RANGE[0])
 
 
 def _bwrap_path() -> str:
@@ -177,12 +182,21 @@ class BwrapSandbox(Sandbox):
         network: bool = False,
         persistent: bool = False,
         ro_mounts: Mapping[Path, str] | None = None,
+        uid: int | None = None,
+        single_use: bool = False,
     ) -> None:
         super().__init__(root, limits)
         self.workdir = WORKSPACE_MOUNT
         self.network = network
         self.persistent = persistent
-        self._session = Session() if persistent else None
+        # single_use (``_prestart``): one command in a sandbox that may have been started
+        # before it, through the persistent server; torn down after that command
+        self.single_use = single_use
+        self._used = False
+        self._bound: tuple[int, int] | None = None  # (st_dev, st_ino) the running sandbox binds
+        self.ran_prestarted = False  # single_use: its command ran in the sandbox started ahead
+        self._retire: Callable[[Session], None] = Session.close
+        self._session = Session() if persistent or single_use else None
         self._bwrap = _bwrap_path()
         self._python = base_python()
         self.ro_binds = tuple(Path(p).absolute() for p in ro_binds)
@@ -198,8 +212,17 @@ class BwrapSandbox(Sandbox):
         self._args_cache: dict[tuple, list[str]] = {}
         self.uid: int | None = None
         if os.geteuid() == 0:
-            self.uid = _UID_RANGE[0] + secrets.randbelow(_UID_RANGE[1] - _UID_RANGE[0])
-            _chown_tree(self.root, self.uid)
+            if uid is not None:
+                # the caller (a WorkspacePool made for sandboxes) already handed the whole
+                # tree to ``uid``; the top directory is checked, the walk is not redone
+                if not _UID_RANGE[0] <= uid < _UID_RANGE[1] or os.lstat(self.root).st_uid != uid:
+                    raise ConfigError(f"make_sandbox: uid={uid} is not a sandbox uid that owns "
+                                      f"{self.root}; take the workspace from a WorkspacePool "
+                                      "made with for_sandbox=True, or pass no uid")
+                self.uid = uid
+            else:
+                self.uid = new_sandbox_uid()
+                _chown_tree(self.root, self.uid)
         self._probe()
 
     def _adopt(self, paths: list[Path]) -> None:
@@ -321,26 +344,80 @@ class BwrapSandbox(Sandbox):
                 os.close(fd)
         return proc, info_r
 
+    def _session_key(self) -> tuple:
+        return (self.limits, self.network, self.ro_binds)
+
+    def prestart(self) -> None:
+        """Start a single-use sandbox now, so that its command does not wait for bubblewrap."""
+        if not self.single_use or self._used:
+            raise ConfigError("prestart: only an unused single_use sandbox can be started ahead")
+        st = os.stat(self.root)
+        self._session.start(self._session_key(), self._launch_server, self._python, self.uid)
+        self._bound = (st.st_dev, st.st_ino)
+
+    def _moved_to(self, dest: Path) -> None:
+        """The workspace directory was renamed to ``dest`` (the mount follows the directory)."""
+        dest = Path(dest).resolve()
+        for p in (*self.ro_binds, *(src for src, _ in self.ro_mounts)):
+            if p == dest or p.is_relative_to(dest) or dest.is_relative_to(p):
+                raise ConfigError(f"sandbox workspace {dest} overlaps the read-only mount {p}")
+        self.root = dest
+        self._args_cache.clear()
+
+    def _run_once(self, argv: list[str], env: dict[str, str], rel_cwd: str,
+                  timeout: float) -> tuple:
+        """A single-use sandbox's one command: in the sandbox started for it if that one binds
+        this very workspace directory, else in one started now; torn down afterwards."""
+        if self._used:
+            raise ConfigError("this sandbox was started for one command and has run it; "
+                              "take a new one for the next command")
+        self._used = True
+        st = os.stat(self.root)
+        self.ran_prestarted = (self._bound == (st.st_dev, st.st_ino)
+                               and self._session.running())
+        if not self.ran_prestarted:
+            # never started, or the workspace directory was replaced since (e.g. deleted and
+            # made again): a sandbox bound to another directory is never used
+            self._session.close()
+            self._args_cache.clear()
+        if self.uid is not None:  # what the caller put in the workspace since the start
+            _chown_tree(self.root, self.uid)
+        try:
+            return self._session_run(argv, env, rel_cwd, timeout)
+        finally:
+            self._retire(self._session)
+
+    def _session_run(self, argv: list[str], env: dict[str, str], rel_cwd: str,
+                     timeout: float) -> tuple:
+        request = {
+            # the server starts every command with default signals (see SERVER)
+            "launcher": native_argv(argv, self.limits, uid=self.uid, visible=_SYSTEM_DIRS,
+                                    reset_signals=False),
+            "argv": argv,
+            "rlimits": self.limits.rlimits(),
+            "env": env,
+            "cwd": str(PurePosixPath(WORKSPACE_MOUNT) / rel_cwd),
+        }
+        return self._session.run(
+            self._session_key(),
+            self._launch_server,
+            self._python,
+            self.uid,
+            request,
+            timeout=timeout,
+            output_bytes=self.limits.output_bytes,
+        )
+
     def _run(self, argv: list[str], env: dict[str, str], rel_cwd: str, timeout: float) -> tuple:
+        if self.single_use:
+            return self._run_once(argv, env, rel_cwd, timeout)
         if self._session is not None:
-            request = {
-                # the server starts every command with default signals (see SERVER)
-                "launcher": native_argv(argv, self.limits, uid=self.uid, visible=_SYSTEM_DIRS,
-                                        reset_signals=False),
-                "argv": argv,
-                "rlimits": self.limits.rlimits(),
-                "env": env,
-                "cwd": str(PurePosixPath(WORKSPACE_MOUNT) / rel_cwd),
-            }
-            return self._session.run(
-                (self.limits, self.network, self.ro_binds),
-                self._launch_server,
-                self._python,
-                self.uid,
-                request,
-                timeout=timeout,
-                output_bytes=self.limits.output_bytes,
-            )
+            return self._session_run(argv, env, rel_cwd, timeout)
+        return self._run_fresh(argv, env, rel_cwd, timeout)
+
+    def _run_fresh(self, argv: list[str], env: dict[str, str], rel_cwd: str,
+                   timeout: float) -> tuple:
+        """A sandbox started for this command alone, torn down before this returns."""
         ident_args, fds = self._identity_files()
         # bwrap reports the host pid of the sandbox's init on --info-fd. Killing that init
         # (not the launcher) on a timeout makes the kernel kill and reap the whole PID
@@ -406,7 +483,8 @@ class BwrapSandbox(Sandbox):
         """
         if self._bwrap in _PROBED_OK:
             return
-        rc, _, err, timed_out, _ = self._run(["/bin/true"], {"PATH": DEFAULT_PATH}, ".", 30.0)
+        rc, _, err, timed_out, _ = self._run_fresh(["/bin/true"], {"PATH": DEFAULT_PATH}, ".",
+                                                   30.0)
         if rc == 0 and not timed_out:
             _PROBED_OK.add(self._bwrap)
         else:

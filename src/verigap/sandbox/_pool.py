@@ -12,6 +12,12 @@ still where the filesystem is mounted with ``discard``. Neither has to be waited
 - ``discard(path)`` renames a tree into a trash directory next to it and deletes it on a
   background thread.
 
+``WorkspacePool(..., for_sandbox=True)``: when verigap runs as root, each copy is also
+handed to a new random sandbox uid in the background (the ~1 000 ``lchown`` calls
+``make_sandbox`` would otherwise make while someone waits), and ``take_sandbox(dest, ...)``
+returns ``make_sandbox(dest, uid=that uid, ...)``. Each copy gets its own uid, as each
+sandbox made the usual way does.
+
 A pooled copy is only handed out if ``source`` looks exactly as it did while the copy was
 made: ``take`` compares a fingerprint of the source tree (every entry's path, mode, size
 and modification time, ~1 000 ``lstat`` calls, a few milliseconds) with the one taken before
@@ -29,6 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from verigap.errors import ConfigError
+from verigap.sandbox._base import Sandbox
+from verigap.sandbox._bwrap import _chown_tree, new_sandbox_uid
 from verigap.sandbox._workspace import materialize
 
 TRASH = ".verigap-trash"
@@ -142,10 +150,12 @@ class WorkspacePool:
 
     ``root`` holds the copies; put it on the filesystem where workspaces go, outside
     ``source``, and outside every workspace. ``close()`` stops the background thread and
-    discards the copies left.
+    discards the copies left. ``for_sandbox``: copies made for ``take_sandbox``, each
+    already owned by its own sandbox uid (as root; elsewhere there is nothing to hand over).
     """
 
-    def __init__(self, source: Path, root: Path, size: int = 2) -> None:
+    def __init__(self, source: Path, root: Path, size: int = 2, *,
+                 for_sandbox: bool = False) -> None:
         self.source = Path(source).resolve()
         self.root = Path(root).absolute()
         if not self.source.is_dir():
@@ -155,10 +165,11 @@ class WorkspacePool:
         if self.root.resolve().is_relative_to(self.source):
             raise ConfigError(f"WorkspacePool: root {root} lies inside the source {source}")
         self.size = size
+        self.for_sandbox = for_sandbox
         self.stats = PoolStats()
         self.root.mkdir(parents=True, exist_ok=True)
         self._cv = threading.Condition()
-        self._ready: list[tuple[Path, bytes]] = []
+        self._ready: list[tuple[Path, bytes, int | None]] = []
         self._closed = False
         self._thread = threading.Thread(target=self._fill, name="verigap-pool", daemon=True)
         self._thread.start()
@@ -187,7 +198,7 @@ class WorkspacePool:
             if made is not None:  # closed while copying
                 discard(made[0])
 
-    def _make_one(self) -> tuple[Path, bytes] | None:
+    def _make_one(self) -> tuple[Path, bytes, int | None] | None:
         name = uuid.uuid4().hex[:12]
         part = self.root / f"part-{name}"
         before = fingerprint(self.source)
@@ -195,13 +206,30 @@ class WorkspacePool:
         if fingerprint(self.source) != before:  # changed while copying: not a copy of either
             discard(part)
             return None
+        uid = None
+        if self.for_sandbox and os.geteuid() == 0:
+            uid = new_sandbox_uid()
+            _chown_tree(part, uid)
         ready = self.root / f"ready-{name}"
         os.rename(part, ready)
-        return ready, before
+        return ready, before, uid
 
     # -- foreground
     def take(self, dest: Path) -> Path:
         """A private copy of ``source`` at ``dest`` (which must not exist, or be empty)."""
+        return self._take(dest)[0]
+
+    def take_sandbox(self, dest: Path, **sandbox_args: object) -> Sandbox:
+        """``make_sandbox(self.take(dest), **sandbox_args)``, without handing the files to the
+        sandbox uid again where a ``for_sandbox`` pool has already done so."""
+        from verigap.sandbox import make_sandbox
+
+        path, uid = self._take(dest)
+        if uid is not None and sandbox_args.get("backend", "bwrap") == "bwrap":
+            return make_sandbox(path, uid=uid, **sandbox_args)  # type: ignore[arg-type]
+        return make_sandbox(path, **sandbox_args)  # type: ignore[arg-type]
+
+    def _take(self, dest: Path) -> tuple[Path, int | None]:
         dest = Path(dest)
         if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
             raise ConfigError(
@@ -214,24 +242,24 @@ class WorkspacePool:
                 raise ConfigError("WorkspacePool.take: the pool is closed")
             stale = [c for c in self._ready if c[1] != now]
             self._ready = [c for c in self._ready if c[1] == now]
-            got = self._ready.pop(0)[0] if self._ready else None
+            got = self._ready.pop(0) if self._ready else None
             self.stats.taken += 1
             self.stats.stale_dropped += len(stale)
             self._cv.notify_all()
-        for path, _ in stale:
+        for path, _, _ in stale:
             discard(path)
         if got is not None:
             dest.parent.mkdir(parents=True, exist_ok=True)
             if dest.exists():
                 dest.rmdir()
             try:
-                os.rename(got, dest)
-                return dest
+                os.rename(got[0], dest)
+                return dest, got[2]
             except OSError:  # e.g. another filesystem: copy as if nothing was ready
-                discard(got)
+                discard(got[0])
         with self._cv:
             self.stats.copied_on_the_spot += 1
-        return materialize(self.source, dest)
+        return materialize(self.source, dest), None
 
     def wait_ready(self, timeout: float | None = None) -> bool:
         """Block until ``size`` copies are ready (tests; a caller that can wait up front)."""
@@ -246,7 +274,7 @@ class WorkspacePool:
             left, self._ready = self._ready, []
             self._cv.notify_all()
         self._thread.join()
-        for path, _ in left:
+        for path, _, _ in left:
             discard(path)
         for p in self.root.glob("part-*"):
             discard(p)

@@ -290,6 +290,16 @@ class Session:
         with self._lock:
             _shutdown(self._holder)
 
+    def running(self) -> bool:
+        """Whether the sandbox is started and still alive."""
+        server = self._holder.get("server")
+        return server is not None and server.alive()
+
+    def start(self, key: tuple, launch: Launch, python: str, uid: int | None) -> None:
+        """Start the sandbox now (``run`` would start it on its first command)."""
+        with self._lock:
+            self._server(key, launch, python, uid)
+
     def _server(self, key: tuple, launch: Launch, python: str, uid: int | None) -> _Server:
         server: _Server | None = self._holder.get("server")
         if server is not None and server.key == key and server.alive():

@@ -1,6 +1,6 @@
 """Workspaces: fresh copies of a source tree, and paths that may not leave them.
 
-``materialize`` uses GNU ``cp -R`` with ``--reflink=auto`` (one process; a copy-on-write
+``materialize`` uses GNU ``cp -R -T`` with ``--reflink=auto`` (one process; a copy-on-write
 clone where the filesystem supports it, a full copy elsewhere) and falls back to
 ``shutil.copytree`` where that fails. It keeps modes, timestamps and symlinks but not
 ownership, extended attributes or ACLs (``cp -a`` would: as root a chown per file that
@@ -45,20 +45,33 @@ def materialize(source: Path, dest: Path) -> Path:
     if dest_abs == src_abs or dest_abs.is_relative_to(src_abs):
         raise ConfigError(f"materialize: destination {dest} lies inside the source {source}")
     dest.parent.mkdir(parents=True, exist_ok=True)
-    if dest.exists():
-        dest.rmdir()
+    # an empty ``dest`` is filled in place (-T), not replaced: it may be bind mounted in a
+    # sandbox started ahead of its command (``SandboxPool``)
+    existed = dest.exists()
     cp = shutil.which("cp")
     if cp is not None:
         done = subprocess.run(
-            [cp, *_CP_FLAGS, "--", str(source), str(dest)],
+            [cp, *_CP_FLAGS, "-T", "--", str(source), str(dest)],
             capture_output=True,
             text=True,
         )
         if done.returncode == 0:
             return dest
-        shutil.rmtree(dest, ignore_errors=True)  # e.g. a non-GNU cp without --reflink
-    shutil.copytree(source, dest, symlinks=True)
+        _empty(dest, keep=existed)  # e.g. a non-GNU cp without --reflink or -T
+    shutil.copytree(source, dest, symlinks=True, dirs_exist_ok=existed)
     return dest
+
+
+def _empty(path: Path, *, keep: bool) -> None:
+    """Remove what a failed copy left in ``path`` (and ``path`` itself unless ``keep``)."""
+    if not keep:
+        shutil.rmtree(path, ignore_errors=True)
+        return
+    for entry in os.scandir(path):
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)
+        else:
+            os.unlink(entry.path)
 
 
 def resolve_inside(root: Path, rel: str, *, aliases: tuple[str, ...] = ()) -> Path:

@@ -325,9 +325,17 @@ class RepoReset(_Opts):
     task: str = Field(description="a task id the server serves (GET /envs lists them)")
 
 
+_POOLED_TASKS = 4
+"""Repo tasks per session whose next workspace is kept ready (the most recently reset ones)."""
+
+
 @dataclass
 class RepoServed(_ToolServed):
-    """One repo task per episode: the workspace with visible tests only, graded on submit."""
+    """One repo task per episode: the workspace with visible tests only, graded on submit.
+
+    Each reset takes the workspace from a ``WorkspacePool`` of the task (a copy made in the
+    background from a template made at the task's first reset in this session, already owned
+    by its sandbox uid), so a reset waits for a rename, not for a copy of the tree."""
 
     config: RepoConfig = field(default_factory=RepoConfig)
     tasks: dict[str, Path] = field(default_factory=dict)
@@ -335,13 +343,39 @@ class RepoServed(_ToolServed):
 
     def __post_init__(self) -> None:
         self._scheme = _reward_scheme(self.config.reward)
+        self._pools: dict[str, Any] = {}  # task id -> WorkspacePool, least recently reset first
+        self._templates = 0
+
+    def _pool(self, prepared: Any, task: Any) -> Any:
+        """The task's workspace pool (made on its first reset: the template, then the pool)."""
+        from verigap.repos.tasks import materialize_workspace
+        from verigap.sandbox import WorkspacePool
+
+        pool = self._pools.pop(task.task_id, None)
+        if pool is None:
+            self._templates += 1
+            template = materialize_workspace(
+                prepared, task, self.workdir / "templates" / str(self._templates) / "workspace")
+            pool = WorkspacePool(template, self.workdir / "pool", size=1,
+                                 for_sandbox=self.backend == "bwrap")
+        self._pools[task.task_id] = pool  # now the most recently reset
+        while len(self._pools) > _POOLED_TASKS:
+            old = self._pools.pop(next(iter(self._pools)))
+            old.close()
+            discard(old.source.parent)
+        return pool
+
+    def close(self) -> None:
+        for pool in self._pools.values():
+            pool.close()
+        self._pools.clear()
+        super().close()
 
     def reset(self, seed: int | None, options: dict[str, Any]) -> Observation:
         from verigap.agents import standard_tools
         from verigap.repos.episode import SYSTEM
-        from verigap.repos.tasks import RepoTask, materialize_workspace, prepared_for
+        from verigap.repos.tasks import RepoTask, prepared_for
         from verigap.sandbox import Limits as BoxLimits
-        from verigap.sandbox import make_sandbox
 
         o = parse_options(RepoReset, options, "repo reset options")
         if o.task not in self.tasks:
@@ -351,13 +385,14 @@ class RepoServed(_ToolServed):
         self._task = RepoTask.load(self.tasks[o.task])
         self._prepared = prepared_for(self._task, backend=self.backend)
         self._seed = seed or 0
-        self._ws = materialize_workspace(self._prepared, self._task, self._new_workspace())
+        pool = self._pool(self._prepared, self._task)
         # one sandbox for the episode's commands (persistent, see verigap.sandbox._session);
         # grading on submit runs in fresh sandboxes of its own
-        box = make_sandbox(self._ws, backend=self.backend,
-                           limits=BoxLimits(wall_s=self.command_timeout_s),
-                           ro_binds=[Path(self._prepared.env_prefix)],
-                           persistent=self.backend == "bwrap")
+        self._ws = self._new_workspace()
+        box = pool.take_sandbox(self._ws, backend=self.backend,
+                                limits=BoxLimits(wall_s=self.command_timeout_s),
+                                ro_binds=[Path(self._prepared.env_prefix)],
+                                persistent=self.backend == "bwrap")
         self._box = box
         self.task_id = self._task.task_id
         return self._start(standard_tools(box), self._task.prompt,

@@ -21,11 +21,13 @@ roles, one process each, each in a sandbox of its own:
   end sends every call to both and fails it when the answers differ (:func:`canonical`),
   recording the function in :attr:`_Client.dependent` (``context_dependent`` in the verdict).
 
-A generator result is run to its end in the candidate's process and replayed in the test's
-(its items, then the exception it ended with, if any): eager, not lazy. What cannot cross
-raises :class:`CarryError` in the test (so the test fails): functions and other iterators as
-results, objects of classes the reference does not define, callbacks that must
-run in the test's process. A task keeps such a site only if the reference passes its tests
+A result that is a generator or another iterator (``map``, ``zip`` ...) is run to its end in
+the candidate's process and replayed in the test's (its items, then the exception it ended
+with, if any): eager, not lazy. Standard-library value types in :data:`VALUES` cross by their
+own constructors, and objects of classes the test passed to the call (:meth:`Resolver.passed`).
+What cannot cross raises :class:`CarryError` in the test (so the test fails): functions,
+iterators inside other values, objects of classes the reference does not define (and the test
+did not pass), callbacks that must run in the test's process. A task keeps such a site only if the reference passes its tests
 through this channel (checked when the task is built).
 """
 
@@ -120,6 +122,11 @@ def enc(x, refs: dict[int, list] | None = None, depth: int = 0):
     if t is slice:
         return ["sl", enc(x.start, refs, depth + 1), enc(x.stop, refs, depth + 1),
                 enc(x.step, refs, depth + 1)]
+    name = f"{t.__module__}.{t.__qualname__}"
+    if name in VALUES and sys.modules.get(t.__module__) is not None \
+            and getattr(sys.modules[t.__module__], t.__qualname__, None) is t:
+        return ["v", name, VALUES[name][0](x, functools.partial(enc, refs=refs,
+                                                                 depth=depth + 1))]
     if isinstance(x, type):
         return ["T", _names(x)[0]]
     if isinstance(x, BaseException):
@@ -138,7 +145,12 @@ def enc(x, refs: dict[int, list] | None = None, depth: int = 0):
         if isinstance(x, b):
             base = enc(b(x) if b not in (dict,) else dict(x), refs, depth + 1)
             break
-    return ["o", _names(t)[0], base, _state(x, refs, depth)]
+    out = ["o", _names(t)[0], base, _state(x, refs, depth)]
+    import collections
+
+    if isinstance(x, collections.defaultdict):  # its factory is no attribute of the instance
+        out.append({"default_factory": enc(x.default_factory, refs, depth + 1)})
+    return out
 
 
 def _state(x, refs, depth) -> list:
@@ -150,6 +162,113 @@ def _state(x, refs, depth) -> list:
             if s not in ("__dict__", "__weakref__") and hasattr(x, s):
                 out.append([s, enc(getattr(x, s), refs, depth + 1)])
     return out
+
+
+def replayable(x) -> bool:
+    """Whether a result reaches the test's process as a replay (run to its end in the
+    candidate's process, its items then replayed in the test's): a generator, or any other
+    iterator that is not a file (``map``, ``zip``, ``filter``, ``itertools``' iterators ...).
+    Eager, not lazy; its type there is a generator's."""
+    return isinstance(x, types.GeneratorType) or (
+        hasattr(type(x), "__next__") and hasattr(type(x), "__iter__")
+        and not isinstance(x, io.IOBase))
+
+
+def _tz_enc(tz, e):
+    import datetime
+
+    if tz is None:
+        return None
+    if type(tz) is not datetime.timezone:
+        raise CarryError(f"a time zone of type {type(tz).__name__} cannot cross")
+    return e(tz)
+
+
+def _tz_dec(v, d):
+    import datetime
+
+    tz = None if v is None else d(v)
+    if tz is not None and type(tz) is not datetime.timezone:
+        raise CarryError("malformed message")
+    return tz
+
+
+def _pairs(x, e):
+    return [[e(k), e(v)] for k, v in x.items()]
+
+
+def _dec_pairs(v, d) -> list:
+    return [(d(k), d(x)) for k, x in v]
+
+
+def _module(name: str):
+    import importlib
+
+    return importlib.import_module(name)  # stdlib modules only: the keys of VALUES
+
+
+def _default_factory(v, d):
+    f = d(v)
+    if f is not None and not isinstance(f, type):
+        raise CarryError("a defaultdict's factory must be a class to cross")
+    return f
+
+
+#: Standard-library value types that cross as values: "module.qualname" -> (encode in the
+#: candidate's process, with ``e`` encoding nested values; decode in the test's, with ``d``
+#: decoding them). Decoding calls only these classes' own constructors on decoded plain
+#: values (never candidate code); a defaultdict's factory must decode to a class (a builtin,
+#: the reference's, or one the test passed).
+VALUES = {
+    "collections.OrderedDict": (
+        _pairs, lambda v, d: _module("collections").OrderedDict(_dec_pairs(v, d))),
+    "collections.Counter": (
+        _pairs, lambda v, d: _module("collections").Counter(dict(_dec_pairs(v, d)))),
+    "collections.defaultdict": (
+        lambda x, e: [e(x.default_factory), _pairs(x, e)],
+        lambda v, d: _module("collections").defaultdict(_default_factory(v[0], d),
+                                                        _dec_pairs(v[1], d))),
+    "collections.deque": (
+        lambda x, e: [[e(i) for i in x], x.maxlen],
+        lambda v, d: _module("collections").deque(
+            [d(i) for i in v[0]], None if v[1] is None else int(v[1]))),
+    "decimal.Decimal": (lambda x, e: str(x), lambda v, d: _module("decimal").Decimal(str(v))),
+    "fractions.Fraction": (
+        lambda x, e: [str(x.numerator), str(x.denominator)],
+        lambda v, d: _module("fractions").Fraction(int(str(v[0])), int(str(v[1])))),
+    "datetime.timedelta": (
+        lambda x, e: [x.days, x.seconds, x.microseconds],
+        lambda v, d: _module("datetime").timedelta(int(v[0]), int(v[1]), int(v[2]))),
+    "datetime.timezone": (
+        lambda x, e: [e(x.utcoffset(None)), x.tzname(None)],
+        lambda v, d: _timezone(d(v[0]), str(v[1]))),
+    "datetime.date": (
+        lambda x, e: [x.year, x.month, x.day],
+        lambda v, d: _module("datetime").date(int(v[0]), int(v[1]), int(v[2]))),
+    "datetime.time": (
+        lambda x, e: [x.hour, x.minute, x.second, x.microsecond, _tz_enc(x.tzinfo, e), x.fold],
+        lambda v, d: _module("datetime").time(*map(int, v[:4]), tzinfo=_tz_dec(v[4], d),
+                                              fold=int(v[5]))),
+    "datetime.datetime": (
+        lambda x, e: [x.year, x.month, x.day, x.hour, x.minute, x.second, x.microsecond,
+                      _tz_enc(x.tzinfo, e), x.fold],
+        lambda v, d: _module("datetime").datetime(*map(int, v[:7]), tzinfo=_tz_dec(v[7], d),
+                                                  fold=int(v[8]))),
+    **{f"pathlib.{c}": (lambda x, e: str(x),
+                        lambda v, d, c=c: getattr(_module("pathlib"), c)(str(v)))
+       for c in ("PurePath", "PurePosixPath", "PureWindowsPath", "Path", "PosixPath",
+                 "WindowsPath")},
+    "uuid.UUID": (lambda x, e: x.hex, lambda v, d: _module("uuid").UUID(hex=str(v))),
+}
+
+
+def _timezone(offset, name: str):
+    import datetime
+
+    if type(offset) is not datetime.timedelta:
+        raise CarryError("malformed message")
+    tz = datetime.timezone(offset)
+    return tz if tz.tzname(None) == name else datetime.timezone(offset, name)
 
 
 # --------------------------------------------------------------------------- decoding
@@ -180,6 +299,48 @@ class Resolver:
                 if obj is None:
                     return None
         return obj if isinstance(obj, type) else None
+
+    def passed(self, name, args: dict | None) -> type | None:
+        """A class the test handed to this call, defined in the reference tree (a test
+        module's too): an argument that is such a class, or the type of an argument or of a
+        value inside one (containers, a few levels deep). The candidate may answer with an
+        object of it (``valfilter(f, d, factory=CustomMapping)``), never of any other test
+        class."""
+        if not args:
+            return None
+        if self._passed_for is not args:
+            self._passed_for, self._passed = args, _classes_in(list(args.values()), self.root)
+        found = [c for c in self._passed if [c.__module__, c.__qualname__] == list(name)]
+        return found[0] if len(found) == 1 else None
+
+    _passed_for = None
+    _passed: list = []
+
+
+def _classes_in(values: list, root: str, limit: int = 10_000) -> list[type]:
+    """Classes defined under ``root`` among ``values``: each value that is a class, and the
+    type of each value, looking into lists, tuples, sets and dicts (breadth first, at most
+    ``limit`` values); no attribute of a value is read but ``__class__`` via ``type``."""
+    out: list[type] = []
+    todo, seen = list(values), 0
+    while todo and seen < limit:
+        x = todo.pop(0)
+        seen += 1
+        for c in ((x,) if isinstance(x, type) else ()) + (type(x),):
+            m = sys.modules.get(c.__module__)
+            f = getattr(m, "__file__", None) or ""
+            if c not in out and f.startswith(root):
+                out.append(c)
+        if type(x) in (list, tuple, set, frozenset):
+            todo.extend(x)
+        elif type(x) is dict:
+            todo.extend(x.keys())
+            todo.extend(x.values())
+    return out
+
+
+def _cls(name, r: Resolver, args) -> type | None:
+    return r.cls(name) or r.passed(name, args)
 
 
 def dec(v, r: Resolver, args: dict | None = None, depth: int = 0):
@@ -219,8 +380,12 @@ def dec(v, r: Resolver, args: dict | None = None, depth: int = 0):
         if args is None or v[1] not in args:
             raise CarryError("malformed message")
         return args[v[1]]
+    if tag == "v":
+        if len(v) != 3 or str(v[1]) not in VALUES:
+            raise CarryError(f"a value of type {v[1]!r} cannot cross to the test's process")
+        return VALUES[str(v[1])][1](v[2], d)
     if tag == "T":
-        c = r.cls(v[1])
+        c = _cls(v[1], r, args)
         if c is None:
             raise CarryError(f"class {'.'.join(v[1])} is not the reference's")
         return c
@@ -234,12 +399,20 @@ def dec(v, r: Resolver, args: dict | None = None, depth: int = 0):
     if tag == "E":
         return exception(v, r, args, depth)
     if tag == "o":
-        c = r.cls(v[1])
+        c = _cls(v[1], r, args)
         if c is None or issubclass(c, BaseException):
             raise CarryError(f"an object of class {'.'.join(map(str, v[1]))}, which the "
                              "reference does not define, cannot cross to the test's process")
         obj = _new(c, None if v[2] is None else d(v[2]))
         _set_state(obj, [[k, d(x)] for k, x in v[3]])
+        extra = v[4] if len(v) > 4 and isinstance(v[4], dict) else {}
+        if "default_factory" in extra:
+            import collections
+
+            if not isinstance(obj, collections.defaultdict):
+                raise CarryError("malformed message")
+            collections.defaultdict.default_factory.__set__(
+                obj, _default_factory(extra["default_factory"], d))
         return obj
     raise CarryError(f"unknown tag {tag!r}")
 
@@ -251,8 +424,13 @@ def _new(c: type, base):
         if isinstance(base, b) and issubclass(c, b):
             return b.__new__(c, base)
     obj = c.__new__(c)
+    import collections
+
     if isinstance(base, list) and isinstance(obj, list):
         list.extend(obj, base)
+    elif isinstance(base, dict) and isinstance(obj, collections.OrderedDict):
+        for k, x in base.items():  # dict.update would bypass its order bookkeeping
+            collections.OrderedDict.__setitem__(obj, k, x)
     elif isinstance(base, dict) and isinstance(obj, dict):
         dict.update(obj, base)
     elif isinstance(base, (set, bytearray)) and isinstance(obj, type(base)):
@@ -683,7 +861,7 @@ def answer(targets: dict, blob: bytes, where: dict | None = None,
             except BaseException as e:  # noqa: BLE001 - the candidate's exception is the answer
                 raised = e
         refs = {id(a): ["arg", k] for k, a in keys}
-        if raised is None and isinstance(result, types.GeneratorType):
+        if raised is None and replayable(result) and id(result) not in refs:
             # run to the end here (a test consumes it there, and here each item is taken
             # through the same frames as the call): the items, then how it ended
             items, end = [], None

@@ -23,11 +23,15 @@ class TanhMLP(nn.Module):
         self.hidden1 = orthogonal_linear(n_in, width, np.sqrt(2))
         self.hidden2 = orthogonal_linear(width, width, np.sqrt(2))
         self.head = orthogonal_linear(width, n_out, out_gain)
+        # (weight, bias) of each layer in a plain tuple: reading it skips nn.Module.__getattr__
+        self.weights = (*self.hidden1.parameters(), *self.hidden2.parameters(),
+                        *self.head.parameters())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = torch.tanh(F.linear(x, self.hidden1.weight, self.hidden1.bias))
-        h = torch.tanh(F.linear(h, self.hidden2.weight, self.hidden2.bias))
-        return F.linear(h, self.head.weight, self.head.bias)
+        w1, b1, w2, b2, w3, b3 = self.weights
+        h = torch.tanh(F.linear(x, w1, b1))
+        h = torch.tanh(F.linear(h, w2, b2))
+        return F.linear(h, w3, b3)
 
 
 def log_probs_and_entropy(logits: torch.Tensor, chosen: torch.Tensor
