@@ -204,10 +204,15 @@ def _agent_channels(tree: Path, ws: Path, backend: str, forbidden: list[str]) ->
     shutil.copytree(tree, ws)
     (ws / "check.json").write_text(json.dumps(forbidden))  # not on the command line
     m = execution.Mounts({Path(sys.prefix): execution.ENV_MOUNT}, backend)
-    box = make_sandbox(ws, backend=backend, ro_mounts=m.binds if m.neutral else None)
+    # bwrap: persistent, as episodes run, so its command server is among the processes seen
+    box = make_sandbox(ws, backend=backend, ro_mounts=m.binds if m.neutral else None,
+                       persistent=m.neutral)
     code = ("import json, sys; sys.path.insert(0, '.'); from probe.core import channels; "
             "print(json.dumps(channels(json.load(open('check.json')))))")
-    res = box.exec([m.inside(sys.executable), "-c", code], env={"PYTHONPATH": "."})
+    try:
+        res = box.exec([m.inside(sys.executable), "-c", code], env={"PYTHONPATH": "."})
+    finally:
+        box.close()
     assert res.returncode == 0, res.stderr
     return json.loads(res.stdout)
 
@@ -222,6 +227,7 @@ def test_no_channel_names_the_host_python_or_venv(project, tmp_path):
     inside = _agent_channels(tree, tmp_path / "ws", "bwrap", hidden)
     assert "/verigap/env/bin/python" in inside["console scripts"]  # the scripts are there
     assert "/verigap/python/" in inside["/proc/self/maps"]  # libpython, from the neutral path
+    assert "-I -S -c" in inside["/proc/*/cmdline"]  # the persistent sandbox's server
     leaks = {k: [p for p in hidden if p in v] for k, v in inside.items()}
     assert not any(leaks.values()), leaks
     with pytest.warns(UserWarning):
