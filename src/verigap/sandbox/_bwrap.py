@@ -136,11 +136,16 @@ def _check_mounts(mounts: Mapping[Path, str], root: Path) -> tuple[tuple[Path, s
     return tuple(out)
 
 
+@functools.cache
+def _base_install() -> tuple[Path, Path]:
+    """(the running Python's base install, its interpreter), resolved."""
+    return Path(sys.base_prefix).resolve(), Path(base_python()).resolve()
+
+
 def _python_layout(ro_paths: Sequence[Path]) -> tuple[str, tuple[tuple[str, str], ...]]:
     """(the sandbox's interpreter as seen inside, the read-only binds that show its install),
     given the host paths ``ro_paths`` the sandbox also mounts (see the module docstring)."""
-    base = Path(sys.base_prefix).resolve()
-    exe = Path(base_python()).resolve()
+    base, exe = _base_install()
     if any(base == Path(d) or base.is_relative_to(d) for d in _SYSTEM_DIRS):
         return str(exe), ()  # part of the OS, visible as it is through /usr
     binds = install_binds(base, PYTHON_DIR) if exe.is_relative_to(base) else None
