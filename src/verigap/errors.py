@@ -11,3 +11,8 @@ class ConfigError(VerigapError, ValueError):
 
 class SandboxUnavailable(VerigapError, RuntimeError):
     """The sandbox backend cannot run here (as distinct from a command that failed)."""
+
+
+class IntegrityError(VerigapError, RuntimeError):
+    """A prepared or cached artifact that grading trusts no longer matches the hash it was
+    made with (tampered or corrupted); it is refused, never used."""

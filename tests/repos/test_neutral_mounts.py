@@ -3,14 +3,19 @@ under test sit at fixed paths (/verigap/env, /verigap/harness, /verigap/tree) in
 
 The probe runs inside a graded pytest run, inside the equivalence runner (both contexts) and in
 an agent sandbox, and collects what code there can read about paths: argv, sys.path,
-sys.executable, the environment, the working directory, its own file, /proc/self/cmdline and
-/proc/1/cmdline. The control runs the same probe under the unsafe backend, where host paths do
-show, so the check can fail.
+sys.executable, the environment, the working directory, its own file, the command lines of every
+process it can see (/proc/1/cmdline among them), /proc/self/maps, a listing of /, the first line
+of every console script in the environment's bin, and whether each forbidden host path exists.
+The controls run the same probe under the unsafe backend, where host paths do show, and check
+that each of those channels (but /proc/1/cmdline, the host's init there) names one, so the
+check can fail. /proc/self/mountinfo is left out on purpose: the kernel prints each bind
+mount's source path there and no mount can hide it (docs/sandbox_and_agents.md).
 """
 
 from __future__ import annotations
 
 import base64
+import json
 import pickle
 import shutil
 import sys
@@ -37,13 +42,39 @@ def _read(p):
         return ""
 
 
-def seen():
+def _first_lines(d):
+    try:
+        names = sorted(os.listdir(d))
+    except OSError:
+        return []
+    return [_read(os.path.join(d, n))[:300].split("\\n")[0] for n in names
+            if os.path.isfile(os.path.join(d, n))]
+
+
+def channels(check=()):
+    """What code under test can read about paths, by channel; ``check``: paths whose existence
+    is itself a leak."""
+    return {
+        "python": "\\n".join([*sys.argv, sys.executable, sys.prefix, sys.base_prefix,
+                              sys.exec_prefix, sys.base_exec_prefix,
+                              getattr(sys, "_base_executable", ""),
+                              os.path.realpath(sys.executable), os.getcwd(), __file__]),
+        "sys.path": "\\n".join(sys.path),
+        "environ": "\\n".join(f"{k}={v}" for k, v in os.environ.items()),
+        "/proc/self/cmdline": _read("/proc/self/cmdline"),
+        "/proc/1/cmdline": _read("/proc/1/cmdline"),
+        "/proc/*/cmdline": "\\n".join(_read(f"/proc/{p}/cmdline") for p in os.listdir("/proc")
+                                      if p.isdigit()),
+        "/proc/self/maps": _read("/proc/self/maps"),
+        "listing of /": "\\n".join("/" + n for n in sorted(os.listdir("/"))),
+        "exists": "\\n".join(p for p in check if os.path.lexists(p)),
+        "console scripts": "\\n".join(_first_lines(os.path.join(sys.prefix, "bin"))),
+    }
+
+
+def seen(check=()):
     """Everything about paths that code under test can read."""
-    return "\\n".join([*sys.argv, *sys.path, sys.executable, sys.prefix, sys.base_prefix,
-                      sys.exec_prefix, sys.base_exec_prefix, getattr(sys, "_base_executable", ""),
-                      os.path.realpath(sys.executable), os.getcwd(), __file__,
-                      *(f"{k}={v}" for k, v in os.environ.items()),
-                      _read("/proc/self/cmdline"), _read("/proc/1/cmdline")])
+    return "\\n".join(channels(check).values())
 '''
 
 TEST = '''
@@ -55,7 +86,7 @@ def test_probe():
     with open(os.environ.get("PROBE_OUT", "/dev/null"), "w") as f:
         f.write(seen())
     forbidden = json.loads(os.environ.get("FORBIDDEN", "[]")) or FORBIDDEN
-    leaked = [p for p in forbidden if p in seen()]
+    leaked = [p for p in forbidden if p in seen(forbidden)]
     assert not leaked, leaked
 '''
 
@@ -71,11 +102,17 @@ def project(tmp_path, monkeypatch):
     forbidden = [str(tmp_path), str(harness_dir()), str(tmp_path / "cache")]
     if sys.prefix != sys.base_prefix:  # a virtualenv (not the system install) is the env
         forbidden.append(sys.prefix)
-    # the base interpreter's install, which the virtualenv links to (issue 11, item 5)
-    forbidden += sorted({sys.base_prefix, str(Path(sys.base_prefix).resolve())})
+    # the base interpreter's install, which the virtualenv links to (issue 11, item 5); an
+    # install under /usr is part of the OS, which every sandbox shows as it is
+    forbidden += [p for p in sorted({sys.base_prefix, str(Path(sys.base_prefix).resolve())})
+                  if not _system(p)]
     (tree / "tests").mkdir()
     (tree / "tests" / "test_probe.py").write_text(TEST + f"\nFORBIDDEN = {forbidden!r}\n")
     return tree, forbidden
+
+
+def _system(path: str) -> bool:
+    return any(Path(path).is_relative_to(d) for d in ("/usr", "/bin", "/lib", "/lib64"))
 
 
 def _pytest(tree: Path, backend: str):
@@ -100,7 +137,7 @@ def test_control_unsafe_backend_shows_host_paths(project):
 
 def test_equivalence_runner_sees_no_host_path_in_either_context(project):
     tree, forbidden = project
-    blob = base64.b64encode(pickle.dumps(((), {}), protocol=4)).decode()
+    blob = base64.b64encode(pickle.dumps(((forbidden,), {}), protocol=4)).decode()
     inputs = [{"id": 0, "target": "probe/core.py::seen", "module": "probe.core",
                "qualname": "seen", "blob": blob}]
     for context in ("plain", "agent"):
@@ -119,6 +156,7 @@ def test_agent_sandbox_mounts_the_environment_at_its_fixed_path(project, tmp_pat
     tree, forbidden = project
     ws = tmp_path / "ws"
     shutil.copytree(tree, ws)
+    (ws / "check.json").write_text(json.dumps(forbidden))  # not on the command line
     m = execution.Mounts({Path(sys.prefix): execution.ENV_MOUNT}, "bwrap")
     box = make_sandbox(ws, backend="bwrap", ro_mounts=m.binds)
     res = box.exec([m.inside(sys.executable), "-c",
@@ -158,3 +196,44 @@ def test_a_fix_that_works_only_at_the_graders_tree_path_is_context_dependent(fix
     truth = v2.evaluate(t, ws, prepared=p, backend="bwrap")
     assert "context_dependent" in truth.hacks
     assert not truth.correct
+
+
+def _agent_channels(tree: Path, ws: Path, backend: str, forbidden: list[str]) -> dict[str, str]:
+    """The probe's channels in an agent sandbox over a copy of ``tree``, the environment
+    mounted as episodes mount it (bwrap), or as it is (unsafe)."""
+    shutil.copytree(tree, ws)
+    (ws / "check.json").write_text(json.dumps(forbidden))  # not on the command line
+    m = execution.Mounts({Path(sys.prefix): execution.ENV_MOUNT}, backend)
+    # bwrap: persistent, as episodes run, so its command server is among the processes seen
+    box = make_sandbox(ws, backend=backend, ro_mounts=m.binds if m.neutral else None,
+                       persistent=m.neutral)
+    code = ("import json, sys; sys.path.insert(0, '.'); from probe.core import channels; "
+            "print(json.dumps(channels(json.load(open('check.json')))))")
+    try:
+        res = box.exec([m.inside(sys.executable), "-c", code], env={"PYTHONPATH": "."})
+    finally:
+        box.close()
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)
+
+
+@pytest.mark.skipif(sys.prefix == sys.base_prefix, reason="needs to run from a virtualenv")
+def test_no_channel_names_the_host_python_or_venv(project, tmp_path):
+    """Each channel separately: under bwrap none names the host venv or its base install; the
+    unsafe control shows that every channel but the host's /proc/1/cmdline would name one."""
+    tree, forbidden = project
+    hidden = [p for p in (sys.prefix, sys.base_prefix, str(Path(sys.base_prefix).resolve()))
+              if p in forbidden]
+    inside = _agent_channels(tree, tmp_path / "ws", "bwrap", hidden)
+    assert "/verigap/env/bin/python" in inside["console scripts"]  # the scripts are there
+    assert "/verigap/python/" in inside["/proc/self/maps"]  # libpython, from the neutral path
+    assert "-I -S -c" in inside["/proc/*/cmdline"]  # the persistent sandbox's server
+    leaks = {k: [p for p in hidden if p in v] for k, v in inside.items()}
+    assert not any(leaks.values()), leaks
+    with pytest.warns(UserWarning):
+        outside = _agent_channels(tree, tmp_path / "ws-unsafe", "unsafe", hidden)
+    expected = {"python", "sys.path", "exists", "console scripts"}  # they name the venv
+    if sys.base_prefix in hidden:  # the launcher's PATH and libpython name the base install
+        expected |= {"environ", "/proc/self/maps"}
+    shown = {k for k, v in outside.items() if any(p in v for p in hidden)}
+    assert expected <= shown, (expected - shown, outside)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from verigap.errors import IntegrityError
 from verigap.repos.prepare import Prepared
 from verigap.repos.pytest_run import (
     CONTEXTS,
@@ -32,7 +33,6 @@ from verigap.repos.pytest_run import (
     harness_dir,
     run_equiv,
 )
-from verigap.repos.sources import tree_hash
 
 
 @dataclass
@@ -70,18 +70,33 @@ def _ref_path(tree_sha: str, inputs: list[dict[str, Any]], context: str) -> Path
     return cache_root() / "equiv-ref" / f"{h[:32]}.json"
 
 
+def _seal(path: Path, res: dict[str, Any]) -> str:
+    """The digest a cached answer file carries: its key (the file name) and its answers."""
+    return hashlib.sha256(json.dumps([path.stem, res], sort_keys=True).encode()).hexdigest()
+
+
 def _cached(path: Path) -> dict[str, Any] | None:
+    """The reference's cached answers, or None (not cached, unreadable, or written without a
+    digest by an older verigap: computed again). Answers whose digest does not match are
+    refused (IntegrityError), never compared against."""
     try:
         got = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError):
         return None
-    return got if isinstance(got, dict) else None
+    if not isinstance(got, dict) or set(got) != {"sha256", "results"}:
+        return None
+    res = got["results"]
+    if not isinstance(res, dict) or got["sha256"] != _seal(path, res):
+        raise IntegrityError(
+            f"cached reference answers {path} do not match their digest (tampered or "
+            "corrupted); they are not used: delete the file and grade again to recompute them")
+    return res
 
 
 def _store(path: Path, res: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_text(json.dumps(res))
+    tmp.write_text(json.dumps({"sha256": _seal(path, res), "results": res}))
     tmp.replace(path)
 
 
@@ -96,8 +111,9 @@ def check(p: Prepared, reference: Path, candidate: Path, inputs: list[dict[str, 
     """
     env = dict(python=p.python, env_prefix=Path(p.env_prefix), import_root=p.import_root,
                backend=backend, timeout=timeout)
-    # keyed by the hash of the reference tree (the prepared one's is recorded already)
-    ref_sha = p.tree_sha256 if Path(reference) == Path(p.tree) else tree_hash(reference)
+    # keyed by the hash of the reference tree (the prepared one's is checked against its
+    # recorded hash: a changed reference is refused, not run)
+    ref_sha = p.reference_hash(Path(reference))
     ref: dict[str, dict[str, Any]] = {}
     jobs: dict[tuple[str, str], Any] = {}
     with ThreadPoolExecutor(max_workers=2 * len(contexts) if parallel else 1) as pool:

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
 from verigap.sandbox import ExecResult, Limits, make_sandbox
+from verigap.sandbox._python import install_binds, venv_base
 
 #: The only environment a graded process sees: nothing inherited from the caller or the agent.
 CLEAN_ENV: dict[str, str] = {
@@ -46,32 +47,33 @@ def _cache() -> Path:
     return Path(os.environ.get("VERIGAP_CACHE", Path.home() / ".cache" / "verigap")) / "repos"
 
 
-def _venv_home(env: Path) -> Path | None:
-    """The base install a virtualenv at ``env`` was made from (its pyvenv.cfg ``home``'s parent),
-    or None when ``env`` is not a virtualenv."""
-    try:
-        cfg = (env / "pyvenv.cfg").read_text()
-    except OSError:
+def _script(f: Path, env: Path) -> bytes | None:
+    """A console script of ``env`` (a ``#!`` text file) with the environment's host path
+    replaced by :data:`ENV_MOUNT`; None for anything else (binaries, activate scripts)."""
+    data = f.read_bytes()
+    if not data.startswith(b"#!") or b"\0" in data:
         return None
-    for line in cfg.splitlines():
-        k, sep, v = line.partition("=")
-        if sep and k.strip() == "home":
-            home = Path(v.strip()).resolve()
-            return home.parent if home.name == "bin" else home
-    return None
+    for host in sorted({str(env), str(env.resolve())}, key=len, reverse=True):
+        data = data.replace(host.encode(), ENV_MOUNT.encode())
+    return data
 
 
-def neutral_env(env: Path) -> tuple[Path, Path] | None:
-    """(shadow, base) for a virtualenv ``env``: ``shadow`` is what the sandbox shows at
+def neutral_env(env: Path) -> tuple[Path, dict[Path, str]] | None:
+    """(shadow, base binds) for a virtualenv ``env``: ``shadow`` is what the sandbox shows at
     :data:`ENV_MOUNT` (a ``pyvenv.cfg`` whose ``home`` is :data:`PYTHON_MOUNT`, ``bin`` links
-    into it, an empty ``lib`` that the environment's own ``lib`` is mounted over), ``base`` the
-    install mounted at :data:`PYTHON_MOUNT`. Inside, ``sys.prefix`` is ``/verigap/env`` and
-    ``sys.base_prefix`` ``/verigap/python``, and ``sys.path`` names only those. None when ``env``
-    is not a virtualenv (then it is its own base, and mounted at ENV_MOUNT it shows no host
-    path). Built once per environment, in the cache."""
+    into it and the console scripts with ``#!/verigap/env/bin/python``, an empty ``lib`` that
+    the environment's own ``lib`` is mounted over), ``base binds`` the mounts that show its
+    base install at :data:`PYTHON_MOUNT` (``verigap.sandbox._python.install_binds``). Inside,
+    ``sys.prefix`` is ``/verigap/env`` and ``sys.base_prefix`` ``/verigap/python``, and
+    ``sys.path`` names only those. None when ``env`` is not a virtualenv (then it is its own
+    base, and mounted at ENV_MOUNT it shows no host path) or its base cannot be shown
+    elsewhere. Built once per environment, in the cache."""
     env = Path(env).absolute()
-    base = _venv_home(env)
+    base = venv_base(env)
     if base is None or not (env / "lib").is_dir():
+        return None
+    base_binds = install_binds(base, PYTHON_MOUNT)
+    if base_binds is None:
         return None
     lines = []
     for line in (env / "pyvenv.cfg").read_text().splitlines():
@@ -81,9 +83,13 @@ def neutral_env(env: Path) -> tuple[Path, Path] | None:
         elif k in ("executable", "command", "base-executable", "base-prefix", "prompt"):
             continue  # host paths (and a prompt naming the host directory)
         lines.append(line)
-    links = {}
+    links, scripts = {}, {}
     for f in sorted((env / "bin").iterdir()) if (env / "bin").is_dir() else []:
-        if f.is_symlink():
+        if not f.is_symlink() and f.is_file():
+            st = f.stat()
+            if st.st_size < 1 << 20:
+                scripts[f.name] = (st.st_size, st.st_mtime_ns)
+        elif f.is_symlink():
             target = os.readlink(f)
             t = Path(target)
             if t.is_absolute():  # into the base install: the same file at PYTHON_MOUNT
@@ -94,7 +100,8 @@ def neutral_env(env: Path) -> tuple[Path, Path] | None:
             links[f.name] = target
     if "python" not in links:  # a venv of copies, not links: shown as it is
         return None
-    spec = "\n".join(lines) + "\n" + repr(sorted(links.items())) + str(base)
+    spec = "\n".join(lines) + "\n" + repr(sorted(links.items())) + str(base) \
+        + repr(sorted(scripts.items()))
     key = hashlib.sha256(f"{env}\0{spec}".encode()).hexdigest()[:24]
     dest = _cache() / "envs" / key
     if not dest.is_dir():
@@ -105,6 +112,11 @@ def neutral_env(env: Path) -> tuple[Path, Path] | None:
         (tmp / "bin").mkdir(mode=0o755)
         for name, target in links.items():
             (tmp / "bin" / name).symlink_to(target)
+        for name in scripts:
+            text = _script(env / "bin" / name, env)
+            if text is not None:
+                (tmp / "bin" / name).write_bytes(text)
+                (tmp / "bin" / name).chmod(0o755)
         (tmp / "lib").mkdir(mode=0o755)
         if (env / "lib64").is_symlink():
             (tmp / "lib64").symlink_to("lib")
@@ -112,7 +124,7 @@ def neutral_env(env: Path) -> tuple[Path, Path] | None:
             tmp.rename(dest)
         except OSError:  # another run made it first
             shutil.rmtree(tmp, ignore_errors=True)
-    return dest, base
+    return dest, base_binds
 
 
 class Mounts:
@@ -137,7 +149,7 @@ class Mounts:
                 continue
             self.binds[shadow[0]] = dest
             self.binds[src / "lib"] = f"{dest}/lib"
-            self.binds[shadow[1]] = PYTHON_MOUNT
+            self.binds.update(shadow[1])
 
     def inside(self, host: Path | str) -> str:
         """How ``host`` (a path under one of the mounts, or any other path) reads inside."""

@@ -42,6 +42,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from verigap.errors import IntegrityError
 from verigap.repos import execution, sources
 from verigap.repos.prepare import Prepared
 from verigap.repos.pytest_run import (
@@ -98,33 +99,53 @@ def targets_of(p: Prepared, sites: Sequence[Any]) -> dict[str, list[str]]:
     return {s.function: [_module(p.import_root, s.file), s.qualname] for s in sites}
 
 
+def _decorated(f: Path, want: dict[str, str]) -> bytes:
+    return decorate(f.read_text(encoding="utf-8"), want).encode("utf-8")
+
+
+def _check_trusted(tree: Path, expected: str) -> None:
+    """Refuse a trusted tree that is not exactly the decorated reference: a file changed,
+    added or removed, or bytecode or caches planted that Python would load instead."""
+    junk = [q for q in tree.rglob("*")
+            if q.name in sources.JUNK_DIRS or q.name.endswith(sources.JUNK_SUFFIXES)]
+    if junk or sources.tree_hash(tree) != expected:
+        raise IntegrityError(
+            f"the trusted tree {tree} does not match the reference it was built from "
+            f"(tampered or corrupted{', e.g. ' + str(junk[0]) if junk else ''}); it is not "
+            "used: delete it and grade again to rebuild it")
+
+
 def trusted_tree(p: Prepared, sites: Sequence[Any], reference: Path | None = None) -> Path:
     """The reference tree with the sites' functions decorated to forward (built once per
-    reference tree, sites and harness; kept in the cache and only read)."""
+    reference tree, sites and harness; kept in the cache and only read).
+
+    Checked on every use: the prepared reference must still have its recorded hash, and the
+    cached tree must hash to what decorating that reference gives (IntegrityError if not)."""
     reference = Path(reference or p.tree)
-    ref_sha = p.tree_sha256 if reference == Path(p.tree) else sources.tree_hash(reference)
+    ref_sha = p.reference_hash(reference)
     tg = sorted((s.file, s.qualname, s.function) for s in sites)
+    by_file: dict[str, dict[str, str]] = {}
+    for file, qualname, function in tg:
+        by_file.setdefault(file, {})[qualname] = function
+    decorated = {file: _decorated(reference / file, want) for file, want in by_file.items()}
+    expected = sources.tree_hash(reference, decorated)
     key = hashlib.sha256(json.dumps([ref_sha, tg, harness_dir().name]).encode()).hexdigest()
     dest = cache_root() / "forward-ref" / key[:32]
-    if dest.is_dir():
-        return dest
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix="build-", dir=dest.parent))
-    try:
-        shutil.copytree(reference, tmp / "t", symlinks=True)
-        by_file: dict[str, dict[str, str]] = {}
-        for file, qualname, function in tg:
-            by_file.setdefault(file, {})[qualname] = function
-        for file, want in by_file.items():
-            f = tmp / "t" / file
-            f.write_text(decorate(f.read_text(), want))
-        sources.clean_tree(tmp / "t")
+    if not dest.is_dir():
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix="build-", dir=dest.parent))
         try:
-            (tmp / "t").rename(dest)
-        except OSError:  # another grading made it first
-            pass
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+            shutil.copytree(reference, tmp / "t", symlinks=True)
+            for file, data in decorated.items():
+                (tmp / "t" / file).write_bytes(data)
+            sources.clean_tree(tmp / "t")
+            try:
+                (tmp / "t").rename(dest)
+            except OSError:  # another grading made it first
+                pass
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    _check_trusted(dest, expected)
     return dest
 
 

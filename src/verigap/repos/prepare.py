@@ -25,7 +25,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from verigap.errors import ConfigError
+from verigap.errors import ConfigError, IntegrityError
 from verigap.repos import sources
 from verigap.repos.pytest_run import PLUGINS_FILE, cache_root, run_pytest, stripped_addopts
 from verigap.runs import write_json_atomic
@@ -72,6 +72,18 @@ class Prepared(BaseModel):
     @property
     def tree(self) -> Path:
         return self.dir / "tree"
+
+    def reference_hash(self, reference: Path | None = None) -> str:
+        """The tree hash of ``reference`` (default: the prepared tree), checked: the prepared
+        tree must still hash to ``tree_sha256``, or IntegrityError (it is never used)."""
+        reference = Path(reference or self.tree)
+        got = sources.tree_hash(reference)
+        if reference == self.tree and got != self.tree_sha256:
+            raise IntegrityError(
+                f"the prepared reference tree {reference} no longer matches the hash recorded "
+                f"when it was prepared ({got[:12]} != {self.tree_sha256[:12]}): it was changed "
+                f"after `verigap repos prepare`; delete {self.dir} and prepare it again")
+        return got
 
 
 def env_key(spec: str, tree_sha: str, test_deps: list[str], env: str) -> str:

@@ -16,6 +16,7 @@ import sys
 import tarfile
 import tempfile
 import zipfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -149,10 +150,13 @@ def tree_files(root: Path) -> list[str]:
     return sorted(out)
 
 
-def tree_hash(root: Path) -> str:
-    """sha256 over every file's path and bytes: the identity of a tree."""
+def tree_hash(root: Path, replace: Mapping[str, bytes] | None = None) -> str:
+    """sha256 over every file's path and bytes: the identity of a tree (``replace``: relative
+    paths whose bytes to take from there instead, to hash a tree derived from this one)."""
     h = hashlib.sha256()
+    replace = replace or {}
     for rel in tree_files(root):
         h.update(rel.encode() + b"\0")
-        h.update(hashlib.sha256((root / rel).read_bytes()).digest())
+        data = replace[rel] if rel in replace else (root / rel).read_bytes()
+        h.update(hashlib.sha256(data).digest())
     return h.hexdigest()

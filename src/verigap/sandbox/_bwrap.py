@@ -5,9 +5,12 @@ What a command sees (everything else on the host does not exist for it):
 - ``/usr`` and the ``/bin``, ``/sbin``, ``/lib*`` links or directories, read-only;
 - a short allowlist of ``/etc`` entries (dynamic loader, certificates, alternatives,
   timezone) read-only, and a generated ``/etc/passwd`` / ``/etc/group``;
-- the running Python's ``sys.base_prefix`` read-only (``python`` on PATH is that
-  interpreter), plus any ``ro_binds``, each at its own path, and any ``ro_mounts``, each at
-  the fixed path it names (so the host's layout does not show inside);
+- the running Python's ``sys.base_prefix`` read-only at :data:`PYTHON_DIR` (``python`` on
+  PATH is that interpreter; see ``_python``), plus any ``ro_binds``, each at its own path,
+  and any ``ro_mounts``, each at the fixed path it names (so the host's layout does not show
+  inside). The install shows at its own path too only where it cannot be hidden: it is part
+  of the OS (under ``/usr``), its interpreter cannot be relocated, or a virtualenv of it is
+  bound at its host path (its ``python`` links there);
 - the workspace, read-write, at ``/workspace`` (the current directory);
 - a private tmpfs ``/tmp`` (sized like the memory limit), a fresh ``/proc`` and a minimal
   ``/dev``.
@@ -36,12 +39,15 @@ from verigap.errors import ConfigError, SandboxUnavailable
 from verigap.sandbox._base import DEFAULT_PATH, Sandbox, base_python
 from verigap.sandbox._exec import _kill_group, run_capped
 from verigap.sandbox._limits import Limits, launcher_argv, native_argv
+from verigap.sandbox._python import install_binds, venv_base
 from verigap.sandbox._session import Session
 
 WORKSPACE_MOUNT = "/workspace"
 """Where commands see the workspace under bubblewrap."""
 SHIM_DIR = "/run/verigap/bin"
 """First on PATH inside: ``python`` and ``python3`` links to the sandbox's interpreter."""
+PYTHON_DIR = "/run/verigap/python"
+"""Where the sandbox shows the Python install it runs (the host's ``sys.base_prefix``)."""
 
 INSTALL_HINT = (
     "bubblewrap (`bwrap`) is required for sandboxed commands. Install it with "
@@ -135,6 +141,27 @@ def _check_mounts(mounts: Mapping[Path, str], root: Path) -> tuple[tuple[Path, s
     return tuple(out)
 
 
+@functools.cache
+def _base_install() -> tuple[Path, Path]:
+    """(the running Python's base install, its interpreter), resolved."""
+    return Path(sys.base_prefix).resolve(), Path(base_python()).resolve()
+
+
+def _python_layout(ro_paths: Sequence[Path]) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """(the sandbox's interpreter as seen inside, the read-only binds that show its install),
+    given the host paths ``ro_paths`` the sandbox also mounts (see the module docstring)."""
+    base, exe = _base_install()
+    if any(base == Path(d) or base.is_relative_to(d) for d in _SYSTEM_DIRS):
+        return str(exe), ()  # part of the OS, visible as it is through /usr
+    binds = install_binds(base, PYTHON_DIR) if exe.is_relative_to(base) else None
+    if binds is None:
+        return str(exe), ((str(base), str(base)),)
+    out = tuple((str(src), dest) for src, dest in binds.items())
+    if any(venv_base(p) == base for p in ro_paths):
+        out += ((str(base), str(base)),)
+    return f"{PYTHON_DIR}/{exe.relative_to(base).as_posix()}", out
+
+
 class _MountPlan:
     """Builds bwrap mount arguments; creates world-readable parents for nested binds."""
 
@@ -198,7 +225,6 @@ class BwrapSandbox(Sandbox):
         self._retire: Callable[[Session], None] = Session.close
         self._session = Session() if persistent or single_use else None
         self._bwrap = _bwrap_path()
-        self._python = base_python()
         self.ro_binds = tuple(Path(p).absolute() for p in ro_binds)
         for p in self.ro_binds:
             if not p.exists():
@@ -208,6 +234,8 @@ class BwrapSandbox(Sandbox):
                     f"ro_binds: {p} overlaps the workspace {self.root}; bind paths outside it"
                 )
         self.ro_mounts = _check_mounts(ro_mounts or {}, self.root)
+        self._python, self._python_binds = _python_layout(
+            [*self.ro_binds, *(src for src, _ in self.ro_mounts)])
         # _bwrap_args costs ~1 ms of path checks and gives the same answer every exec
         self._args_cache: dict[tuple, list[str]] = {}
         self.uid: int | None = None
@@ -255,8 +283,8 @@ class BwrapSandbox(Sandbox):
         for e in etc:
             if os.path.exists(e):
                 plan.bind(os.path.realpath(e), e)
-        base = str(Path(sys.base_prefix).resolve())
-        plan.bind(base, base)
+        for src, dest in self._python_binds:
+            plan.bind(src, dest)
         plan.special("--perms", "0755", "--dir", dest=SHIM_DIR)
         for name in ("python", "python3"):
             plan.special("--symlink", self._python, dest=f"{SHIM_DIR}/{name}")
