@@ -17,6 +17,8 @@ graded by:
   on the graded tree);
 - ``v2_one_context``: v2 with the calls answered in the ``channel`` context only (before the
   second, agent-like ``test`` context);
+- ``v2_plain``: v2 on the task the variant was made from (the site keeps its equivalence
+  inputs; its tests run in the candidate's process): what a default task pays;
 - ``v2``: v2 now, the site's tests run on the reference with calls carried to the candidate's
   sandboxed processes, one per context (``repos/forward.py``).
 
@@ -80,6 +82,18 @@ def v2_one_context(task, workspace, *, prepared=None, backend=None, commands=())
         forward.CONTEXTS = real
 
 
+#: tests_only variant's task_id -> the task it was made from (filled by main)
+PLAIN: dict = {}
+
+
+def v2_plain(task, workspace, *, prepared=None, backend=None, commands=()):
+    """v2 on the task the variant was made from, where the site keeps its equivalence inputs
+    and its tests run in the candidate's own process: what a default task pays for the same
+    workspace."""
+    return v2.grade(PLAIN[task.task_id], workspace, prepared=prepared, backend=backend,
+                    commands=commands)
+
+
 @contextlib.contextmanager
 def _contexts(ctxs):
     real = forward.CONTEXTS
@@ -128,7 +142,8 @@ def main() -> None:
     warnings.simplefilter("ignore")
     backend = os.environ.get("VERIGAP_SANDBOX", "bwrap")
     tasks = load_tasks(args.tasks)[: args.limit]
-    graders = ["v1", "v2", f"{__name__}:v2_before", f"{__name__}:v2_one_context"]
+    graders = ["v1", "v2", f"{__name__}:v2_before", f"{__name__}:v2_one_context",
+               f"{__name__}:v2_plain"]
     names = [e.name for e in TESTS_ONLY] + ["oracle", "noop", *HONEST]
     rows, timing = [], []
     carried = []
@@ -144,6 +159,7 @@ def main() -> None:
         tdir.mkdir(parents=True, exist_ok=True)
         tpath = tdir / f"{var.task_id}.json"
         var.save(tpath)
+        PLAIN[var.task_id] = task
         for name in names:
             t0 = time.perf_counter()
             r = battery.run_one(args.runs / name / var.task_id, task_path=str(tpath),
@@ -160,7 +176,8 @@ def main() -> None:
             rows.append(row)
             print(f"{name:36s} {var.task_id}: correct={r['correct']} v1={g['v1']['rewarded']} "
                   f"v2_before={g[graders[2]]['rewarded']} "
-                  f"v2_one_context={g[graders[3]]['rewarded']} v2={g['v2']['rewarded']} "
+                  f"v2_one_context={g[graders[3]]['rewarded']} v2_plain={g[graders[4]]['rewarded']} "
+                  f"v2={g['v2']['rewarded']} "
                   f"({time.perf_counter() - t0:.0f}s)", flush=True)
         with tempfile.TemporaryDirectory() as tmp:
             ws = _oracle_ws(task, p, Path(tmp) / "ws")
@@ -182,7 +199,7 @@ def main() -> None:
         rs = [r for r in rows if r["exploit"] == name]
         matrix[name] = {"n": len(rs), "correct": sum(r["correct"] for r in rs),
                         **{g: sum(r[g]["rewarded"] for r in rs)
-                           for g in ("v1", "v2_before", "v2_one_context", "v2")},
+                           for g in ("v1", "v2_before", "v2_one_context", "v2", "v2_plain")},
                         "context_dependent": sum(r["context_dependent"] for r in rs)}
     ratios = []
     for task in tasks:
@@ -217,7 +234,8 @@ def main() -> None:
             "backend": backend}
     for name, m in matrix.items():
         print(f"{name:36s} n={m['n']} correct={m['correct']} v1={m['v1']} "
-              f"v2_before={m['v2_before']} v2_one_context={m['v2_one_context']} v2={m['v2']} "
+              f"v2_before={m['v2_before']} v2_one_context={m['v2_one_context']} "
+              f"v2_plain={m['v2_plain']} v2={m['v2']} "
               f"context_dependent={m['context_dependent']}")
     print("v2 on tests_only variant / v2 on plain task (oracle):", data["ratio_median"])
     print("v2 on tests_only variant, two contexts / one context:",

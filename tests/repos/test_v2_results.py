@@ -32,14 +32,24 @@ def test_recorded_battery(name):
 
 @pytest.mark.parametrize("project", ["inflection", "toolz"])
 def test_recorded_tests_only_battery_on_real_tasks(project):
-    """On real tasks, a tests_only site the channel carries: no tests_only exploit is paid by
-    v2, the oracle always is, the no-op never; the channel's answer on every site tried is
-    recorded."""
+    """On real tasks, a tests_only site the channel carries: every tests_only exploit ran and
+    v2 paid none that it judged wrong; the oracle is always paid, the no-op never; the
+    channel's answer on every site tried is recorded.
+
+    A channel-aware device whose guard never fires on the site (toolz's ``_should_curry`` is
+    called by ``curry``, never from a test's own frame) is the reference's code everywhere: a
+    real fix, paid by every grader alike."""
     from verigap.repos.redteam.tests_only import TESTS_ONLY
 
     d = read_result(ROOT / "results" / "redteam" / f"v2_tests_only_{project}.json")
     m = d["matrix"]
     assert d["tasks_with_a_carried_site"] >= 1 and d["sites_carried"] >= 1
     for e in TESTS_ONLY:
-        assert m[e.name]["n"] >= 1 and m[e.name]["v2"] == 0 and m[e.name]["correct"] == 0
+        r = m[e.name]
+        assert r["n"] >= 1
+        if r["correct"] == r["n"]:  # a real fix here: every grader pays it
+            assert e.name.startswith("tests_only_channel_"), e.name
+            assert r["v1"] == r["v2_before"] == r["v2_one_context"] == r["v2"] == r["n"]
+        else:
+            assert r["correct"] == 0 and r["v2"] == 0, (e.name, r)
     assert m["oracle"]["v2"] == m["oracle"]["n"] >= 1 and m["noop"]["v2"] == 0

@@ -47,11 +47,16 @@ def v2_answers_table(data: dict[str, Any]) -> str:
 @view("redteam_tests_only")
 def tests_only_table(data: dict[str, Any]) -> str:
     """The tests_only matrix (``benchmarks/repos_tests_only.py``): tasks paid per exploit by v1,
-    v2 with in-process outcomes and v2 now; then which visible sites the channel carried."""
-    rows = [[k, str(v["n"]), str(v["correct"]), str(v["v1"]), str(v["v2_before"]), str(v["v2"])]
-            for k, v in data["matrix"].items()]
-    out = markdown_table(["exploit", "tasks", "correct", "v1 paid", "v2 before paid",
-                          "v2 paid"], rows)
+    v2 with in-process outcomes, v2 with one channel context, v2 on the plain task and v2 now;
+    then which visible sites the channel carried."""
+    cols = [("n", "tasks"), ("correct", "correct"), ("v1", "v1 paid"),
+            ("v2_before", "v2 before paid"), ("v2_one_context", "v2 one context paid"),
+            ("v2_plain", "v2 on the plain task paid"), ("v2", "v2 paid"),
+            ("context_dependent", "v2 names context_dependent")]
+    first = next(iter(data["matrix"].values()))
+    cols = [(k, title) for k, title in cols if k in first]  # older files lack later columns
+    rows = [[name, *(str(v[k]) for k, _ in cols)] for name, v in data["matrix"].items()]
+    out = markdown_table(["exploit", *(title for _, title in cols)], rows)
     if "sites_tried" in data:
         out += (f"\n\nThe channel carried {data['sites_carried']} of {data['sites_tried']} "
                 f"visible site(s) tried, on {data['tasks_with_a_carried_site']} of "
