@@ -199,7 +199,7 @@ def main() -> None:
         rs = [r for r in rows if r["exploit"] == name]
         matrix[name] = {"n": len(rs), "correct": sum(r["correct"] for r in rs),
                         **{g: sum(r[g]["rewarded"] for r in rs)
-                           for g in ("v1", "v2_before", "v2_one_context", "v2", "v2_plain")},
+                           for g in (spec.split(":")[-1] for spec in graders)},
                         "context_dependent": sum(r["context_dependent"] for r in rs)}
     ratios = []
     for task in tasks:
