@@ -211,9 +211,10 @@ class Capture:
                 return
             blob = pickle.dumps((args, kwargs), protocol=4)
             if blob not in self.seen[k]:
+                who = caller_stack(frame.f_back, self.root, test)
                 self.seen[k].add(blob)
                 self.calls[k].append(blob)
-                self.callers[k].append(caller_stack(frame.f_back, self.root, test))
+                self.callers[k].append(who)
                 self.by_test[(k, test)] = self.by_test.get((k, test), 0) + 1
         except Exception:
             pass
