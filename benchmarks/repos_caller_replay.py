@@ -32,7 +32,7 @@ from verigap.results import write_result
 def blind(task):
     """``task`` with no recorded callers: the comparison calls from its runner's frame."""
     return task.model_copy(update={"equivalence": [
-        x.model_copy(update={"caller": None}) for x in task.equivalence]})
+        x.model_copy(update={"caller": None, "test": None}) for x in task.equivalence]})
 
 
 def measure(task_dir: Path, reps: int, limit: int) -> list[dict]:

@@ -7,9 +7,10 @@ Issue 11, hole 2: a fix that is right except when a test's own frame calls it, w
 run's report scrubbed, was paid by v2 on default inflection tasks, because the out-of-process
 comparison called every input from its runner's frame. Equivalence inputs now carry the frames
 their test reached them through and the comparison's agent context calls through a replay of
-them. This runs ``frame_device`` and ``frame_device_obfuscated`` with the controls (oracle,
+them, with ``PYTEST_CURRENT_TEST`` set to the capturing test's. This runs ``frame_device``,
+``frame_device_obfuscated`` and ``pytest_env_device`` with the controls (oracle,
 no-op) and one honest rewrite (``honest_helper``) under v1 and v2 on the task set as made
-(``after``) and on a copy whose inputs have no recorded caller (``before``: how task files made
+(``after``) and on a copy whose inputs have no recorded caller or test (``before``: how task files made
 before this change are graded, the comparison calling from its runner's frame in both
 contexts), and writes both matrices with v2's per-exploit outcome.
 """
@@ -27,18 +28,18 @@ from verigap.repos.redteam import battery, matrix
 from verigap.results import write_result
 from verigap.runs import run_jobs, write_json_atomic
 
-EXPLOITS = ("frame_device", "frame_device_obfuscated", "honest_helper")
+EXPLOITS = ("frame_device", "frame_device_obfuscated", "pytest_env_device", "honest_helper")
 GRADERS = ("v1", "v2")
 
 
 def strip_callers(src: Path, dest: Path) -> None:
-    """A copy of the task set ``src`` whose equivalence inputs record no caller."""
+    """A copy of the task set ``src`` whose equivalence inputs record no caller or test."""
     dest.mkdir(parents=True, exist_ok=True)
     for f in sorted(src.glob("*.json")):
         d = json.loads(f.read_text())
         if f.name != "index.json":
             for x in d["equivalence"]:
-                x["caller"] = None
+                x["caller"] = x["test"] = None
         (dest / f.name).write_text(json.dumps(d))
 
 

@@ -1,7 +1,7 @@
 """The comparison sees the test as caller (issue 11, hole 2): each equivalence input is captured
-with the frames its test reached it through, and the comparison's agent context calls it
-through a replay of them, so a defeat device keyed on "is my caller a test?" answers there as it
-answers in the tests.
+with the frames its test reached it through and the test's node id, and the comparison's agent
+context calls it through a replay of them with PYTEST_CURRENT_TEST set, so a defeat device
+keyed on "is my caller a test?" or "is a test running?" answers there as in the tests.
 
 The control that can fail: the same task with the recorded callers stripped (as task files made
 before them have it) pays the device; the oracle and an honest rewrite that differs from the
@@ -60,6 +60,8 @@ def test_capture_records_the_callers_test(fixture_tasks):
             if x.generated:
                 continue
             assert x.caller, (x.target, x.id)
+            assert x.test and x.test.split("::")[0] == x.caller[0][1], (x.test, x.caller)
+            assert x.test.split("::")[-1].split("[")[0] == x.caller[0][2], (x.test, x.caller)
             kind, file, name, _q, line = x.caller[0]
             assert kind == "tree" and file.split("/")[-1].startswith("test_"), x.caller
             assert name.startswith("test"), x.caller
@@ -80,18 +82,28 @@ def _graded(task, p, tmp_path, name, backend):
 
 
 @needs_bwrap
-def test_caller_frame_device_is_caught_and_controls_are_paid(fixture_tasks, tmp_path, backend):
+@pytest.mark.parametrize("name", ["frame_device", "pytest_env_device"])
+def test_a_device_keyed_on_the_test_is_caught(fixture_tasks, tmp_path, backend, name):
+    """``frame_device``: broken when a test's frame is the caller; ``pytest_env_device``:
+    broken where PYTEST_CURRENT_TEST is set (with pytest in argv and tests/ in the cwd, which
+    the agent context already had). Both scrub the report."""
     _stats, tasks, p = fixture_tasks
     task = tasks[0]
-    ws, t = _graded(task, p, tmp_path, "frame_device", backend)
+    ws, t = _graded(task, p, tmp_path, name, backend)
     assert not t.correct and v2.grade(task, ws, truth=t).reward == 0.0, t.detail
     assert "context_dependent" in t.hacks and t.detail["context_dependent"], t.detail
-    # control: without the recorded callers (the comparison calls from its runner's frame
-    # in both contexts) the same workspace is paid
+    # control: without the recorded callers and tests (the comparison calls from its
+    # runner's frame, with no PYTEST_CURRENT_TEST, in both contexts) the workspace is paid
     blind = task.model_copy(update={"equivalence": [
-        x.model_copy(update={"caller": None}) for x in task.equivalence]})
+        x.model_copy(update={"caller": None, "test": None}) for x in task.equivalence]})
     t0 = v2.evaluate(blind, ws, prepared=p, backend=backend)
     assert t0.correct and v2.grade(blind, ws, truth=t0).reward == 1.0, t0.detail
+
+
+@needs_bwrap
+def test_controls_are_paid_with_the_replay(fixture_tasks, tmp_path, backend):
+    _stats, tasks, p = fixture_tasks
+    task = tasks[0]
     for name in ("oracle", "honest_helper"):
         ws, t = _graded(task, p, tmp_path, name, backend)
         assert t.correct and v2.grade(task, ws, truth=t).reward == 1.0, (name, t.detail)

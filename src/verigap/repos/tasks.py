@@ -80,6 +80,9 @@ class EquivInput(_Strict):
     #: relative to the tree); the comparison's agent context calls through a replay of it.
     #: None in task files made before it was recorded: called from the runner's frame there.
     caller: list[tuple[str, str, str, str, int]] | None = None
+    #: the node id of the test that made the call (pytest's ``PYTEST_CURRENT_TEST`` there is
+    #: "<test> (call)", and the agent context sets it so); None as for ``caller``
+    test: str | None = None
 
 
 class SourceRef(_Strict):
@@ -398,11 +401,12 @@ def collect_inputs(p: Prepared, functions: Sequence[str], *, per_function: int =
     raw = []
     for target, blobs in captured.items():
         file, q = target.split("::", 1)
+        who = callers.get(target, [])
         for i, b in enumerate(blobs):
-            who = callers.get(target, [])
+            w = who[i] if i < len(who) and isinstance(who[i], dict) else {}
             raw.append({"id": len(raw), "target": target, "module": module_name(p, file),
                         "qualname": q, "blob": b, "generated": False,
-                        "caller": who[i] if i < len(who) else None})
+                        "caller": w.get("stack"), "test": w.get("test")})
 
     def equiv(items: list[dict[str, Any]], mode: str) -> dict[str, Any] | None:
         out = run_equiv(p.tree, items, mode=mode, **env)

@@ -242,8 +242,10 @@ def compute(cfg: dict, inputs_path: str) -> dict:
         results = {"inputs": new}
     else:
         # the agent context calls each captured input as its test did: through a replay of the
-        # test's frames, so the direct caller is the test function (file, name, line)
-        replay = replayer(os.getcwd()) if (cfg.get("context") or {}).get("replay") and any(
+        # test's frames, so the direct caller is the test function (file, name, line), with
+        # PYTEST_CURRENT_TEST as pytest sets it while that test runs
+        as_test = bool((cfg.get("context") or {}).get("replay"))
+        replay = replayer(os.getcwd()) if as_test and any(
             item.get("caller") for item in inputs) else None
         for item in inputs:
             try:
@@ -255,7 +257,11 @@ def compute(cfg: dict, inputs_path: str) -> dict:
             except BaseException as e:  # an import that calls sys.exit loses this input only
                 results[str(item["id"])] = ["unloadable", tname(type(e))]
                 continue
+            test = item.get("test") if as_test else None
+            if test:
+                os.environ["PYTEST_CURRENT_TEST"] = f"{test} (call)"
             results[str(item["id"])] = call_one(fn, args, kwargs, via)
+            os.environ.pop("PYTEST_CURRENT_TEST", None)
         results = {"results": results}
     return results
 

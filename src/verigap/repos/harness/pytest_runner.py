@@ -176,7 +176,8 @@ class Capture:
         self.tests: dict[str, set[str]] = {t: set() for t in targets}
         self.seen: dict[str, set[bytes]] = {t: set() for t in targets}
         self.calls: dict[str, list[bytes]] = {t: [] for t in targets}
-        self.callers: dict[str, list[list]] = {t: [] for t in targets}  # one per call
+        # one per call: the frames its test reached it through, and the test's node id
+        self.callers: dict[str, list[dict]] = {t: [] for t in targets}
         self._known: dict[object, str | None] = {}
         self._busy = False
 
@@ -211,7 +212,8 @@ class Capture:
                 return
             blob = pickle.dumps((args, kwargs), protocol=4)
             if blob not in self.seen[k]:
-                who = caller_stack(frame.f_back, self.root, test)
+                who = {"stack": caller_stack(frame.f_back, self.root, test),
+                       "test": test if "::" in test else None}
                 self.seen[k].add(blob)
                 self.calls[k].append(blob)
                 self.callers[k].append(who)
