@@ -45,9 +45,11 @@ def _blind_inputs(p, task, backend, tmp: Path) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def blind_task(fixture_tasks, backend, tmp_path_factory):
-    _stats, tasks, p = fixture_tasks
+    stats, tasks, p = fixture_tasks
     task = tasks[0]
-    assert all(s.discrimination == "comparison" for s in task.sites)  # as built
+    # as built: the comparison tells every fixture site's mutation apart
+    assert stats.discrimination == 1.0
+    assert all(s.discrimination == "comparison" for t in tasks for s in t.sites)
     inputs: dict[str, list[dict]] = {}
     for x in _blind_inputs(p, task, backend, tmp_path_factory.mktemp("blind")):
         inputs.setdefault(x["target"], []).append(x)

@@ -9,6 +9,9 @@ the sealed channel (the caller's frame, loaded modules, environment, argv, cwd, 
 scrubbing the ordinary run's report where that run would show the failure. On a task without ``tests_only`` sites they are just the oracle plus the technique, so
 they are not in the default battery; select them by name on a task set that has such sites
 (:func:`as_tests_only` makes one from any task, as the tests and the measurement do).
+``seen_only_scrub`` (:data:`SEEN_ONLY`) is the one in the default battery: it leaves broken
+every site whose equivalence inputs do not tell its mutation apart, found as the task build
+finds them (``tasks.discriminated``), which a default task can have.
 
 v2 decides these sites from a pytest run on the *reference* whose calls to the mutated
 functions are answered by separate sandboxed processes holding the candidate's code
