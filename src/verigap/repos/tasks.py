@@ -461,17 +461,23 @@ def discriminated(p: Prepared, sites: Sequence[Any], inputs: Sequence[dict[str, 
     calls that reach ``curry._should_curry``'s broken branch come from a function defined in a
     test and are not captured) leave a site "covered" whose only evidence is a pytest outcome
     computed in the candidate's process. A candidate run that does not complete counts as
-    not telling it apart."""
+    not telling it apart.
+
+    Every tree is called on all the task's inputs in the comparison's first context only: the
+    reference's answers are then computed once and cached under the key grading uses, and a
+    mutation (a plain code change) answers alike in every context; fewer contexts can only
+    leave more sites to the sealed channel."""
     out: dict[str, bool] = {}
+    every = [dict(x) for x in inputs]
     with tempfile.TemporaryDirectory(prefix="vg-disc-") as tmp:
         for i, s in enumerate(sites):
-            mine = [dict(x) for x in inputs if x["target"] == s.function]
-            if not mine:
+            if not any(x["target"] == s.function for x in every):
                 out[s.function] = False
                 continue
             tree = Path(tmp) / f"s{i}"
             mutant_tree(p, [s.mutation], tree)
-            eq = equivalence.check(p, p.tree, tree, mine, backend=backend)
+            eq = equivalence.check(p, p.tree, tree, every, backend=backend,
+                                   contexts=equivalence.CONTEXTS[:1])
             out[s.function] = eq.candidate_ran and not eq.target_ok(s.function)
             shutil.rmtree(tree, ignore_errors=True)
     return out
