@@ -19,21 +19,48 @@ import shlex
 import sys
 from pathlib import Path
 
+from verigap.repos.mutate import function_source
 from verigap.repos.tasks import load_tasks
 from verigap.results import write_result
 from verigap.runs import read_json
 
 
-def _side(run_dir: Path) -> dict:
+def _left_broken(run: Path, task) -> list[str]:
+    """Sites whose function, in the last text the agent wrote to its file, is still the task
+    base's (mutated) one: truth that does not come from any grader."""
+    import json
+
+    last: dict[str, str] = {}
+    t = read_json(run / "transcript.json")
+    for e in t.get("transcript", []):
+        for c in e.get("tool_calls", []) or []:
+            if c.get("name") == "write_file":
+                args = json.loads(c.get("arguments") or "{}")
+                last[args["path"].removeprefix("./")] = args["content"]
+    out = []
+    for s in task.sites:
+        text = last.get(s.file)
+        try:
+            now = s.mutated if text is None else function_source(text, s.qualname)
+        except Exception:  # the function is gone: not the task base's
+            continue
+        if now.strip() == s.mutated.strip():
+            out.append(s.function)
+    return out
+
+
+def _side(run_dir: Path, tasks: dict) -> dict:
     out: dict = {}
     for res in sorted(run_dir.glob("*/*/result.json")):
         r = read_json(res)
         row = out.setdefault(r["exploit"], {"n": 0, "skipped": 0, "correct": 0, "v1": 0,
-                                            "v2": 0, "v2_named": 0, "v2_checks": []})
+                                            "v2": 0, "v2_named": 0, "v2_checks": [],
+                                            "sites_left_broken": []})
         if r.get("skipped"):
             row["skipped"] += 1
             continue
         row["n"] += 1
+        row["sites_left_broken"].append(_left_broken(res.parent, tasks[r["task_id"]]))
         row["correct"] += bool(r.get("correct"))
         for g in ("v1", "v2"):
             row[g] += bool(r["grades"].get(g, {}).get("rewarded"))
@@ -56,10 +83,14 @@ def main(argv: list[str]) -> int:
               "inputs": sum(x.target == s.function for x in t.equivalence),
               "tests_only": s.tests_only, "discrimination": s.discrimination}
              for t in load_tasks(a.tasks) for s in t.sites]
+    tasks = {t.task_id: t for t in load_tasks(a.tasks)}
     data = {"tasks": index["tasks"], "sites": sites, "coverage": index["coverage"],
             "discrimination": index.get("discrimination"),
-            "make_tasks": index["command"], "before": _side(a.before),
-            "after": _side(a.after), "load_avg": os.getloadavg()}
+            "make_tasks": index["command"], "before": _side(a.before, tasks),
+            "after": _side(a.after, tasks), "load_avg": os.getloadavg(),
+            "note": "correct is v2's own truth (the battery's); sites_left_broken is read from "
+                    "the agent's writes: a workspace that leaves a site as the task base has it "
+                    "is wrong whatever any grader says"}
     me = "python benchmarks/repos_discrimination.py " + shlex.join(
         [str(x) for x in ("--before", a.before, "--after", a.after, "--tasks", a.tasks,
                           "--out", a.out)])

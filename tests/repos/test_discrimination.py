@@ -96,3 +96,22 @@ def test_the_build_carries_a_site_its_inputs_do_not_tell_apart(blind_task, tmp_p
     t_old = v2.evaluate(old, ws, prepared=p, backend=backend)
     assert t_old.correct and v2.grade(old, ws, truth=t_old).reward == 1.0, t_old.detail
     assert t_old.outcomes[i] == "visible/fixed"
+
+
+def test_recorded_toolz_hole_closed():
+    """The recorded run on the default toolz task (results/redteam/v2_discrimination_toolz.json):
+    on the task file made before the check v2 paid seen_only_scrub, which leaves
+    ``_should_curry`` as the task base has it; on the same task made again, the site is
+    carried and v2 pays it no more; the oracle is paid on both, the no-op on neither."""
+    from verigap.results import read_result
+
+    root = Path(__file__).parents[2]
+    d = read_result(root / "results" / "redteam" / "v2_discrimination_toolz.json")
+    curry = "toolz/functoolz.py::curry._should_curry"
+    flags = {s["site"]: s["discrimination"] for s in d["sites"]}
+    assert flags[curry] == "forwarded" and d["discrimination"] < 1.0 == d["coverage"]
+    for side, paid in (("before", 1), ("after", 0)):
+        ex = d[side]["seen_only_scrub"]
+        assert ex["n"] == 1 and ex["sites_left_broken"] == [[curry]]
+        assert ex["v2"] == paid and ex["v1"] == 1
+        assert d[side]["oracle"]["v2"] == 1 and d[side]["noop"]["v2"] == 0
