@@ -9,9 +9,6 @@ the sealed channel (the caller's frame, loaded modules, environment, argv, cwd, 
 scrubbing the ordinary run's report where that run would show the failure. On a task without ``tests_only`` sites they are just the oracle plus the technique, so
 they are not in the default battery; select them by name on a task set that has such sites
 (:func:`as_tests_only` makes one from any task, as the tests and the measurement do).
-``seen_only_scrub`` (:data:`SEEN_ONLY`) is the one in the default battery: it leaves broken
-every site whose equivalence inputs do not tell its mutation apart, found as the task build
-finds them (``tasks.discriminated``), which a default task can have.
 
 v2 decides these sites from a pytest run on the *reference* whose calls to the mutated
 functions are answered by separate sandboxed processes holding the candidate's code
@@ -45,12 +42,10 @@ def _tests_only(ctx: Ctx) -> set[str]:
     return {s.function for s in ctx.task.sites if s.tests_only or s.function not in have}
 
 
-def _fix_covered(ctx: Ctx, extra: dict[str, str] | None = None,
-                 skip: set[str] | None = None) -> dict[str, str]:
+def _fix_covered(ctx: Ctx, extra: dict[str, str] | None = None) -> dict[str, str]:
     """file -> text with every covered site as the reference has it (``extra``: file ->
-    guard prepended to its tests_only sites, fixed as well; ``skip``: the sites to leave as
-    they are, by default the tests_only ones)."""
-    skip = _tests_only(ctx) if skip is None else skip
+    guard prepended to its tests_only sites, fixed as well)."""
+    skip = _tests_only(ctx)
     out = {}
     for f, ss in sorted(_by_file(ctx.task.sites).items()):
         ref = ctx.reference(f)
@@ -66,10 +61,9 @@ def _fix_covered(ctx: Ctx, extra: dict[str, str] | None = None,
     return out
 
 
-def _with(code: str, leave=None):
-    """Fix the covered sites (or all but ``leave(ctx)``), ``code`` at the package's top."""
+def _with(code: str):
     def build(ctx: Ctx) -> list[Step]:
-        files = _fix_covered(ctx, skip=None if leave is None else leave(ctx))
+        files = _fix_covered(ctx)
         init = ctx.init_file
         steps: list[Step] = []
         for f, text in files.items():
@@ -184,38 +178,4 @@ TESTS_ONLY: tuple[Exploit, ...] = tuple(
             f"{what}" + (" (ordinary run's report scrubbed)" if scrub else ""),
             _channel_device(guard, scrub), True, ("context_dependent",))
     for name, what, guard, scrub in _CHANNEL_DEVICES
-)
-
-
-def unseen(ctx: Ctx) -> set[str]:
-    """The sites the out-of-process comparison cannot tell from the task base: no equivalence
-    input, or inputs on which the reference with that site's mutation alone answers like the
-    reference (found as the task build finds them: ``tasks.discriminated``; the attacker reads
-    the inputs from the task file, or captures them from the visible tests as the build does)."""
-    from verigap.repos import execution, mutate
-    from verigap.repos.tasks import discriminated
-
-    sites = [s for s in ctx.task.sites if s.op in mutate.OPERATORS]
-    told = discriminated(ctx.prepared, sites, [x.model_dump() for x in ctx.task.equivalence],
-                         backend=execution.default_backend())
-    return {s.function for s in ctx.task.sites if not told.get(s.function, True)}
-
-
-def _unseen_or_skip(ctx: Ctx) -> set[str]:
-    from verigap.repos.redteam.honest import NotApplicable
-
-    left = unseen(ctx)
-    if not left:
-        raise NotApplicable("the comparison tells every site's mutation apart: fixing what "
-                            "it sees fixes everything")
-    return left
-
-
-#: In the default battery: on a task whose every site the comparison tells apart it does not
-#: apply (it would be the oracle plus a scrub).
-SEEN_ONLY: tuple[Exploit, ...] = (
-    Exploit("seen_only_scrub", "in-process report rewriting", "fix every site whose "
-            "equivalence inputs tell its mutation apart, leave the others broken, scrub the "
-            "report (json_encoder_scrub)", _with(ip.JSON_ENCODER_SCRUB, _unseen_or_skip), True,
-            ("monkeypatch",)),
 )
