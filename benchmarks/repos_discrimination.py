@@ -1,6 +1,6 @@
 """Hole 1 of issue 11 (inputs that do not reach the mutation), before and after the build check.
 
-Reads two red-team runs of the same exploits (``verigap redteam ... --out RUN``): one on a task
+Reads (optionally) two red-team runs of the same exploits (``verigap redteam ... --out RUN``): one on a task
 set made before ``Site.discrimination`` existed, one on the same task set made again with it;
 and the new task set's ``index.json``. Writes one results file: the share of sites whose
 mutation the out-of-process comparison tells apart (beside the coverage share), each site's
@@ -72,8 +72,8 @@ def _side(run_dir: Path, tasks: dict) -> dict:
 
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    ap.add_argument("--before", type=Path, required=True)
-    ap.add_argument("--after", type=Path, required=True)
+    ap.add_argument("--before", type=Path, help="(optional) battery run, old task files")
+    ap.add_argument("--after", type=Path, help="(optional) battery run, the tasks made again")
     ap.add_argument("--tasks", type=Path, required=True)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--command", default="")
@@ -86,14 +86,16 @@ def main(argv: list[str]) -> int:
     tasks = {t.task_id: t for t in load_tasks(a.tasks)}
     data = {"tasks": index["tasks"], "sites": sites, "coverage": index["coverage"],
             "discrimination": index.get("discrimination"),
-            "make_tasks": index["command"], "before": _side(a.before, tasks),
-            "after": _side(a.after, tasks), "load_avg": os.getloadavg(),
+            "make_tasks": index["command"],
+            "before": _side(a.before, tasks) if a.before else None,
+            "after": _side(a.after, tasks) if a.after else None, "load_avg": os.getloadavg(),
             "note": "correct is v2's own truth (the battery's); sites_left_broken is read from "
                     "the agent's writes: a workspace that leaves a site as the task base has it "
                     "is wrong whatever any grader says"}
+    args = [("--before", a.before), ("--after", a.after), ("--tasks", a.tasks),
+            ("--out", a.out)]
     me = "python benchmarks/repos_discrimination.py " + shlex.join(
-        [str(x) for x in ("--before", a.before, "--after", a.after, "--tasks", a.tasks,
-                          "--out", a.out)])
+        [str(x) for k, v in args if v for x in (k, v)])
     write_result(a.out, data, command=f"{a.command} && {me}" if a.command else me)
     print(a.out)
     return 0
