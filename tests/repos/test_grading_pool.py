@@ -1,16 +1,17 @@
 """Graded runs in sandboxes started ahead (issue 19): ``execution.scratch`` hands a run the
 workspace of a sandbox already started with exactly its mounts and limits, and v2's verdicts
-do not depend on whether it did."""
+do not depend on whether it did. Agent episodes take their workspace from a pool per task."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from verigap.repos import execution
+from verigap.repos import episode, execution
 from verigap.repos.graders import v2
 from verigap.repos.tasks import materialize_workspace
 from verigap.sandbox import SandboxPool
@@ -173,3 +174,36 @@ def test_grading_through_the_pool_gives_the_same_verdicts(pools, fixture_tasks,
     assert sum(pool.stats.taken for pool in pools.pools.values()) > taken  # it was used
     assert pooled == on_demand
     assert on_demand[fixed][0] and not on_demand[wrong][0]  # the verdicts tell them apart
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(f.relative_to(root)): f.read_bytes() for f in sorted(root.rglob("*"))
+            if f.is_file() and ".git" not in f.relative_to(root).parts}
+
+
+def _head(ws: Path) -> str:
+    done = subprocess.run(["git", "-c", "safe.directory=*", "rev-parse", "HEAD"], cwd=ws,
+                          capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+def test_agent_workspaces_come_from_a_task_pool_as_materialize_workspace_makes_them(
+        fixture_tasks, tmp_path: Path, monkeypatch) -> None:
+    _, tasks, p = fixture_tasks
+    t = tasks[1]
+    fresh = episode._Workspaces()
+    monkeypatch.setattr(episode, "_WORKSPACES", fresh)
+    try:
+        want = materialize_workspace(p, t, tmp_path / "want")
+        first, _ = episode.agent_workspace(p, t, tmp_path / "one", backend="bwrap")
+        (pool,) = fresh.pools.values()
+        (first / t.sites[0].file).write_text("edited by the first agent\n")
+        assert pool.wait_ready(timeout=60)
+        second, uid = episode.agent_workspace(p, t, tmp_path / "two", backend="bwrap")
+        assert pool.stats.taken == 2 and pool.stats.copied_on_the_spot == 1  # a ready copy
+        assert _files(second) == _files(want) != _files(first)  # the edit never reached it
+        assert _head(second) == _head(want)  # the same task commit
+        if os.geteuid() == 0:
+            assert uid is not None and os.lstat(second).st_uid == uid  # handed over already
+    finally:
+        fresh.close()
