@@ -28,6 +28,7 @@ from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
+from verigap.errors import ConfigError
 from verigap.sandbox import ExecResult, Limits, SandboxPool, make_sandbox
 from verigap.sandbox._bwrap import BwrapSandbox
 from verigap.sandbox._python import install_binds, venv_base
@@ -241,10 +242,16 @@ class _Pools:
                     self.seen.popitem(last=False)
                 if n < POOL_AFTER:
                     return None
-                pool = self._open(key, binds, ro_binds, limits)
+                try:
+                    self._open(key, binds, ro_binds, limits)
+                except Exception:  # noqa: BLE001 - the run starts its own, and says why
+                    self.disabled = True
                 return None  # its first sandbox starts now, in the background
             self.pools.move_to_end(key)
-        return pool.take_ready(dest)
+        try:
+            return pool.take_ready(dest)
+        except ConfigError:  # closed meanwhile (interpreter exit): start one as usual
+            return None
 
     def _open(self, key: tuple, binds: Mapping[Path, str], ro_binds: Sequence[Path],
               limits: Limits) -> SandboxPool:
