@@ -28,7 +28,7 @@ from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
-from verigap.errors import ConfigError
+from verigap.errors import ConfigError, SandboxUnavailable
 from verigap.sandbox import ExecResult, Limits, SandboxPool, make_sandbox
 from verigap.sandbox._bwrap import BwrapSandbox
 from verigap.sandbox._python import install_binds, venv_base
@@ -244,8 +244,10 @@ class _Pools:
                     return None
                 try:
                     self._open(key, binds, ro_binds, limits)
-                except Exception:  # noqa: BLE001 - the run starts its own, and says why
+                except SandboxUnavailable:  # bubblewrap cannot start here: the run says why
                     self.disabled = True
+                except (ConfigError, OSError):  # e.g. a source gone meanwhile: the run says
+                    pass
                 return None  # its first sandbox starts now, in the background
             self.pools.move_to_end(key)
         try:
