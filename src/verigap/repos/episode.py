@@ -20,6 +20,8 @@ from __future__ import annotations
 import atexit
 import hashlib
 import json
+import multiprocessing.util
+import os
 import re
 import shutil
 import subprocess
@@ -119,7 +121,8 @@ class _Workspaces:
     commit, whose dates are fixed) without rerunning the task's mutations each episode. Each
     copy is a full private one, handed to its own sandbox uid in the background under
     bubblewrap (``for_sandbox``); the pool hands out nothing whose source changed. Pools and
-    templates live in a temporary directory of this process, deleted at exit.
+    templates live in a temporary directory of this process, deleted at exit (a forked child
+    starts with none).
     """
 
     def __init__(self) -> None:
@@ -135,6 +138,9 @@ class _Workspaces:
             if pool is None:
                 if self.root is None:
                     self.root = Path(tempfile.mkdtemp(prefix="vg-episodes-"))
+                    # also where a worker process ends without atexit (multiprocessing's
+                    # os._exit); never in another process than this one
+                    multiprocessing.util.Finalize(None, self.close, exitpriority=10)
                 template = self.root / key / "workspace"
                 materialize(v2.pristine_base(p, task, with_hidden=False), template)
                 git = ["git", "-c", "init.defaultBranch=main", "-c", "commit.gpgsign=false"]
@@ -162,6 +168,14 @@ class _Workspaces:
 
 _WORKSPACES = _Workspaces()
 atexit.register(lambda: _WORKSPACES.close())
+
+
+def _after_fork() -> None:
+    global _WORKSPACES
+    _WORKSPACES = _Workspaces()  # the parent's pools (and their files) stay the parent's
+
+
+os.register_at_fork(after_in_child=_after_fork)
 
 
 def agent_workspace(p: Prepared, task: RepoTask, dest: Path, *,

@@ -20,6 +20,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import hashlib
+import multiprocessing.util
 import os
 import shutil
 import tempfile
@@ -259,6 +260,9 @@ class _Pools:
               limits: Limits) -> SandboxPool:
         if self.root is None:
             self.root = Path(tempfile.mkdtemp(prefix="vg-grading-pool-"))
+            # also where a worker process ends without atexit (multiprocessing's os._exit);
+            # never in another process than this one
+            multiprocessing.util.Finalize(None, self.close, exitpriority=10)
         while len(self.pools) >= MAX_POOLS:
             gone = [k for k in self.pools if _key({Path(s): d for s, d, _, _ in k[0]},
                                                   [Path(p) for p, _, _ in k[1]], k[2]) != k]
