@@ -30,7 +30,8 @@ workspace directory's device and inode with the ones the sandbox bound, and wher
 compares every read-only mount's source the same way (through the sandbox init's
 ``/proc/PID/root``) and closes a sandbox whose source was replaced since it started. Where no
 sandbox is ready, or ``dest`` lies on another filesystem than ``root``, ``take`` returns one
-that starts at its ``exec``, as a fresh sandbox would.
+that starts at its ``exec``, as a fresh sandbox would; ``take_ready`` returns None instead
+(``repos.execution`` then starts its sandbox the usual way).
 
 ``close()`` (also at garbage collection and at interpreter exit) stops the thread and every
 sandbox it started that was not handed out; bubblewrap's ``--die-with-parent`` ends the ones
