@@ -23,6 +23,7 @@ from verigap.patchworld.policy import (
     Adam,
     all_features,
     categorical_kl,
+    count_below,
     features,
     grad_kl_wrt_logits,
     kl_with_grad,
@@ -58,6 +59,19 @@ def test_sample_group_draws_what_repeated_sample_draws(rows, n):
     assert fast_rng.random() == plain_rng.random()  # the stream continues where it did
     if rows * n > 8:
         assert len(np.unique(fast)) > 1  # real draws, not one repeated action
+
+
+def test_count_below_counts_what_the_float64_comparison_counts():
+    rng = np.random.default_rng(11)
+    cdf = np.cumsum(rng.dirichlet(np.ones(34) * 0.3, 400), axis=1).astype(np.float32)
+    u = rng.random((5, 400, 1)) * cdf[:, -1:]  # as sample_group draws them
+    # ties and near-ties: u equal to an entry, or one float64 step either side of it
+    at = cdf[np.arange(400), rng.integers(0, 34, 400)].astype(np.float64)[:, None]
+    for v in (u, at, np.nextafter(at, 0.0), np.nextafter(at, 2.0)):
+        fast = count_below(cdf, v)
+        assert fast.dtype == np.int64
+        assert np.array_equal(fast, (cdf.astype(np.float64) < v).sum(axis=-1))
+    assert len(np.unique(count_below(cdf, u))) > 5  # varied counts, not one value
 
 
 # ---- groups of runs (pilot sweep) ----------------------------------------------------------

@@ -39,6 +39,7 @@ from verigap.patchworld.policy import (
     Adam,
     all_features,
     categorical_kl,
+    count_below,
     features,
     kl_with_grad,
     log_softmax,
@@ -90,7 +91,7 @@ class GroupTrainer:
         # serves all, by broadcasting), else gathered per member
         self.own = len(self.seeds) == 1 or np.array_equal(self.su, np.arange(self.m))
 
-    CHUNK = 50  # steps whose observations are built in one ``all_features`` call per seed
+    CHUNK = 10  # steps whose observations are built in one ``all_features`` call per seed
 
     def observations(self, i: int) -> np.ndarray:
         """(U, rows, F): step ``i``'s observations per seed. They are built for ``CHUNK`` steps
@@ -118,12 +119,12 @@ class GroupTrainer:
         logits, h = _forward(x, *self.params)
         logp = log_softmax(logits)  # (M, rows, 34)
         logq = log_softmax(_forward(xs, *self.ref)[0])[self.su]
-        p = np.exp(logp)
+        probs = np.exp(logp)
         # sample_group, member by member draws from each member's own generator
-        cdf = np.cumsum(p, axis=-1)
+        cdf = np.cumsum(probs, axis=-1)
         u = np.stack([r.random((g, rows)) for r in self.rngs])[..., None] \
             * cdf[:, None, :, -1:]
-        actions = np.minimum((cdf[:, None] < u).sum(axis=-1), cdf.shape[-1] - 1)
+        actions = np.minimum(count_below(cdf[:, None], u), cdf.shape[-1] - 1)
         actions = actions.transpose(0, 2, 1)  # (M, rows, g)
         episodes = actions.reshape(m, b, k, g).transpose(0, 1, 3, 2).reshape(m * b * g, k)
         everything = progs[0] if len(progs) == 1 else Programs.concat(progs)
@@ -135,12 +136,12 @@ class GroupTrainer:
         reward = np.stack([p.reward for p in pays])
         adv = group_advantages(reward.reshape(m, b, g))  # (M, b, g)
         adv_rows = np.repeat(adv, k, axis=1)  # (M, rows, g)
-        dz = p * adv_rows.sum(-1, keepdims=True)
+        dz = probs * adv_rows.sum(-1, keepdims=True)
         np.add.at(dz, (np.repeat(np.arange(m), rows * g), np.tile(np.repeat(np.arange(rows), g),
                                                                    m), actions.reshape(-1)),
                   -adv_rows.reshape(-1))
         dz /= b * g * k
-        kl, grad_kl = kl_with_grad(logp, logq, p)
+        kl, grad_kl = kl_with_grad(logp, logq, probs)
         dz += c.kl_coef * grad_kl / (b * k)
         dz = dz.astype(np.float32)
         dh = np.matmul(dz, self.params[2].transpose(0, 2, 1)) * (1.0 - h * h)

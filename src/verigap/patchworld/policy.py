@@ -218,7 +218,23 @@ def sample_group(logp: np.ndarray, rng: np.random.Generator, n: int) -> np.ndarr
 def _draw(cdf: np.ndarray, rng: np.random.Generator, n: int | None = None) -> np.ndarray:
     shape = (cdf.shape[0],) if n is None else (n, cdf.shape[0])
     u = rng.random(shape)[..., None] * cdf[:, -1:]
-    return np.minimum((cdf < u).sum(axis=-1), cdf.shape[-1] - 1)
+    return np.minimum(count_below(cdf, u), cdf.shape[-1] - 1)
+
+
+def count_below(cdf: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """``(cdf < u).sum(-1)`` as int64, for ``u`` of float64 (uniforms times a total).
+
+    With a float32 ``cdf`` (the MLP's) the comparison runs in float32 against ``u`` rounded up
+    to float32, which gives the same answer: a float32 ``c`` is below ``u`` exactly when it is
+    below the least float32 not below ``u``. Comparing float32 with float64 converted every
+    entry, and counting in bytes is cheaper than in int64 (a test checks equality, ties too).
+    """
+    if cdf.dtype != np.float32 or cdf.shape[-1] > 255:
+        return (cdf < u).sum(axis=-1)
+    up = u.astype(np.float32)
+    low = up < u
+    up[low] = np.nextafter(up[low], np.float32(np.inf))
+    return (cdf < up).view(np.uint8).sum(axis=-1, dtype=np.uint8).astype(np.int64)
 
 
 def act(model: MLP, programs: Programs, rng: np.random.Generator | None,

@@ -77,7 +77,7 @@ def sft(k: int, seed: int, config: SFTConfig | None = None) -> tuple[MLP, list[f
             idx = perm[start:start + c.batch]
             # gathered once, not once per use, into one buffer (a fresh one per minibatch
             # was faulted in page by page)
-            xb, ab = np.take(x, idx, axis=0, out=buf[:idx.size]), actions[idx]
+            xb, ab = np.take(x, idx, axis=0, out=buf[:idx.size], mode="clip"), actions[idx]
             logits, h = model.forward(xb)
             z = logits - logits.max(-1, keepdims=True)
             logp = z - np.log(np.exp(z).sum(-1, keepdims=True))
