@@ -74,6 +74,20 @@ def test_count_below_counts_what_the_float64_comparison_counts():
     assert len(np.unique(count_below(cdf, u))) > 5  # varied counts, not one value
 
 
+def test_content_hash_is_the_plain_column_by_column_hash():
+    programs = generate(4, 300, seed=21)
+    parts = [programs.reference, programs.shown, programs.broken, programs.tested,
+             programs.strict]
+    cols = np.concatenate([np.asarray(p, dtype=np.uint64) for p in parts], axis=1)
+    h = np.full(programs.size, 0xCBF29CE484222325, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for j in range(cols.shape[1]):
+            h = (h ^ (cols[:, j] + np.uint64(j * 0x9E3779B1))) * np.uint64(0x100000001B3)
+            h ^= h >> np.uint64(29)
+    assert np.array_equal(programs.content_hash(), h)
+    assert len(np.unique(h)) == programs.size
+
+
 # ---- groups of runs (pilot sweep) ----------------------------------------------------------
 
 TINY = {"k": 3, "steps": 6, "programs": 16, "group": 8, "lr": 0.02, "monitor_programs": 60,

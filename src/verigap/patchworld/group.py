@@ -127,8 +127,10 @@ class GroupTrainer:
         actions = np.minimum(count_below(cdf[:, None], u), cdf.shape[-1] - 1)
         actions = actions.transpose(0, 2, 1)  # (M, rows, g)
         episodes = actions.reshape(m, b, k, g).transpose(0, 1, 3, 2).reshape(m * b * g, k)
-        everything = progs[0] if len(progs) == 1 else Programs.concat(progs)
-        grades = rules.grade(everything[self.ep_rows], episodes)
+        # each program's branches in acting order, gathered once per program, not per episode
+        ordered = [np.concatenate([pr.at_order(name) for pr in progs])[self.ep_rows]
+                   for name in ("reference", "strict", "tested")]
+        grades = rules.grade_ordered(rules.check_action_values(episodes), *ordered)
         passed, correct = grades.passed.reshape(m, -1), grades.correct.reshape(m, -1)
         deletions = grades.deletions.reshape(m, -1)
         pays = [o.reward.pay_batch(passed[j], correct[j], deletions[j], self.rngs[j])

@@ -199,8 +199,7 @@ class Adam:
             v += tmp
             np.multiply(m, step, out=num)  # in float64
             np.add(np.sqrt(v, out=tmp), eps, out=den)  # the root in p's dtype, the sum in float64
-            np.divide(num, den, out=num)
-            tmp[...] = num  # rounded to p's dtype, as astype rounds
+            np.divide(num, den, out=tmp)  # in float64, rounded to p's dtype as astype rounds
             p -= tmp
 
 
