@@ -225,8 +225,7 @@ def run_pytest(
     ``/verigap/tree``, beside the environment and the harness: no host path shows inside)."""
     hdir = harness_dir()
     m = _mounts(tree, env_prefix, backend, extra_ro)
-    with tempfile.TemporaryDirectory(prefix="vg-run-") as tmp:
-        scratch = Path(tmp)
+    with execution.scratch(m, timeout=timeout, prefix="vg-run-") as scratch:
         out = scratch / "report.json"
         nonce = secrets.token_hex(16)
         cfg: dict[str, Any] = {
@@ -314,8 +313,7 @@ def run_equiv(
         import_root if import_root not in ("", ".") else ".")
     python_in = m.inside(python)
     runner = m.inside(hdir / EQUIV.name) if not agent else f"{EQUIV_IO}/{EQUIV.name}"
-    with tempfile.TemporaryDirectory(prefix="vg-eq-") as tmp:
-        scratch = Path(tmp)
+    with execution.scratch(m, timeout=timeout, prefix="vg-eq-") as scratch:
         io = scratch / EQUIV_IO if agent else scratch
         if agent:
             shutil.copytree(tree, scratch, symlinks=True, dirs_exist_ok=True)
