@@ -82,6 +82,14 @@ class EquivInput(_Strict):
     qualname: str
     blob: str  # base64 pickle of (args, kwargs)
     generated: bool = False
+    #: how the test that made the call reached it, outermost frame first (test function ...
+    #: direct caller), each ``[kind, file, name, qualname, line]`` (``kind`` "tree": ``file``
+    #: relative to the tree); the comparison's agent context calls through a replay of it.
+    #: None in task files made before it was recorded: called from the runner's frame there.
+    caller: list[tuple[str, str, str, str, int]] | None = None
+    #: the node id of the test that made the call (pytest's ``PYTEST_CURRENT_TEST`` there is
+    #: "<test> (call)", and the agent context sets it so); None as for ``caller``
+    test: str | None = None
 
 
 class SourceRef(_Strict):
@@ -396,12 +404,16 @@ def collect_inputs(p: Prepared, functions: Sequence[str], *, per_function: int =
                               "per_test": 3},
                      timeout=p.suite_timeout(), **env)
     captured = cap.extra.get("captured", {})
+    callers = cap.extra.get("captured_callers", {})
     raw = []
     for target, blobs in captured.items():
         file, q = target.split("::", 1)
-        for b in blobs:
+        who = callers.get(target, [])
+        for i, b in enumerate(blobs):
+            w = who[i] if i < len(who) and isinstance(who[i], dict) else {}
             raw.append({"id": len(raw), "target": target, "module": module_name(p, file),
-                        "qualname": q, "blob": b, "generated": False})
+                        "qualname": q, "blob": b, "generated": False,
+                        "caller": w.get("stack"), "test": w.get("test")})
 
     def equiv(items: list[dict[str, Any]], mode: str) -> dict[str, Any] | None:
         out = run_equiv(p.tree, items, mode=mode, **env)
