@@ -690,7 +690,7 @@ def make_tasks(spec: str, out: Path, *, k: int = 4, n: int = 20, seed: int = 0,
 
 
 def _slug(spec: str) -> str:
-    return re.sub(r"[^A-Za-z0-9]+", "-", sources.parse_source(spec).name).strip("-").lower()
+    return re.sub(r"[^A-Za-z0-9]+", "-", sources.project_name(spec)).strip("-").lower()
 
 
 def build_task(p: Prepared, sites: Sequence[ValidMutation], n_vis: int,
@@ -804,7 +804,7 @@ def build_task(p: Prepared, sites: Sequence[ValidMutation], n_vis: int,
                         config_file=p.config_file, backend=backend, timeout=p.suite_timeout())
         if ok.failing(visible):
             return None, "the fixed workspace fails a visible test"
-        task.prompt = PROMPT.format(name=sources.parse_source(p.spec).name,
+        task.prompt = PROMPT.format(name=sources.project_name(p.spec),
                                     output=_clean_output(vis.stdout, ws))
         if prompt_style == "ticket":
             from verigap.repos.tickets import ticket_prompt
