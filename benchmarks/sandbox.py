@@ -11,6 +11,12 @@
    down after), timed from the request (``take``) to the result; the pool's teardown of the
    used sandbox and start of the next run in the background, and are timed apart
    (``prestarted_settle_between_commands``) so that they overlap no other row.
+   ``grading_on_demand`` / ``grading_prestarted``: a graded command as ``repos.execution``
+   runs it (its scratch directory made and deleted, the running environment and the harness
+   mounted at their fixed paths, grading's limits), on demand as before and from the pool
+   ``execution.scratch`` keeps for its mount set; ``saved_vs_on_demand_wall_median_ms`` is
+   their per-round difference. In ``python_c_pass`` both run the environment's own Python
+   (``/verigap/env/bin/python``), not the base one the other rows run.
 2. Workspace creation from a ~1,000-file tree (``materialize`` + ``make_sandbox``): "now"
    against "before" (the previous implementation: ``cp -a`` and a pathlib walk to hand the
    files to the sandbox uid), the copy alone, and "pool" (``WorkspacePool.take`` of a
@@ -60,6 +66,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from sandbox_copy import make_tree  # noqa: E402
 
+from verigap.repos import execution  # noqa: E402
+from verigap.repos.pytest_run import harness_dir  # noqa: E402
 from verigap.results import write_result  # noqa: E402
 from verigap.sandbox import (  # noqa: E402
     Limits,
@@ -125,6 +133,13 @@ def summarize(walls: list[float], cpus: list[float] | None = None) -> dict[str, 
     return row
 
 
+def settle_grading() -> None:
+    """Wait for grading's pools to tear down used sandboxes and start the next (timed apart
+    from every row, as the ``SandboxPool`` row's)."""
+    for p in list(execution._POOLS.pools.values()):
+        p.wait_ready(timeout=600)
+
+
 def bench_commands(ws: Path, reps: int, have_bwrap: bool, tmp: Path) -> dict:
     py = str(Path(sys.base_prefix) / "bin" / "python3")
     boxes: dict[str, Callable[[list[str]], object]] = {
@@ -154,15 +169,40 @@ def bench_commands(ws: Path, reps: int, have_bwrap: bool, tmp: Path) -> dict:
             return pool.take(tmp / "prestarted" / f"ws{next(taken)}").exec(a)
 
         boxes["bwrap_prestarted"] = prestarted
+        # a graded command as ``repos.execution`` runs it (a scratch directory, the prepared
+        # environment and the harness at their fixed paths, grading's limits): on demand, as
+        # before, and from the sandbox started ahead for its mount set (``execution.scratch``)
+        gm = execution.Mounts({Path(sys.prefix): execution.ENV_MOUNT,
+                               harness_dir(): execution.HARNESS_MOUNT}, "bwrap")
+
+        env_py = gm.inside(sys.executable)
+
+        def grading_on_demand(a: list[str]) -> object:
+            a = [env_py, *a[1:]] if a[0] == py else a
+            with tempfile.TemporaryDirectory(prefix="vg-bench-") as s:
+                return execution.run(a, scratch=Path(s), mounts=gm, timeout=60.0)
+
+        def grading_prestarted(a: list[str]) -> object:
+            a = [env_py, *a[1:]] if a[0] == py else a
+            with execution.scratch(gm, timeout=60.0, prefix="vg-bench-") as s:
+                return execution.run(a, scratch=s, mounts=gm, timeout=60.0)
+
+        boxes["grading_on_demand"] = grading_on_demand
+        boxes["grading_prestarted"] = grading_prestarted
+        for _ in range(execution.POOL_AFTER):  # the mount set recurs: its pool opens
+            grading_prestarted(["true"])
     unsafe = make_sandbox(ws, backend="unsafe", limits=Limits())
     boxes["unsafe"] = lambda a: unsafe.exec(a)
     out: dict = {}
     settle: dict[str, list[float]] = {"wall": [], "cpu": []}
     for label, argv in [("true", ["true"]), ("python_c_pass", [py, "-c", "pass"])]:
-        for run in boxes.values():  # warm-up: page cache, first-call costs
-            run(argv)
+        for name, run in boxes.items():  # warm-up: page cache, first-call costs
+            res = run(argv)
+            if name.startswith("grading") and not res.ok:  # type: ignore[attr-defined]
+                raise SystemExit(f"{name} {argv}: the command failed: {res}")
         if have_bwrap:
             pool.wait_ready(timeout=600)
+            settle_grading()
         walls: dict[str, list[float]] = {k: [] for k in boxes}
         for _ in range(reps):
             for name, run in boxes.items():
@@ -171,6 +211,8 @@ def bench_commands(ws: Path, reps: int, have_bwrap: bool, tmp: Path) -> dict:
                     w, c = timed(lambda: pool.wait_ready(timeout=600))
                     settle["wall"].append(w)
                     settle["cpu"].append(c)
+                if name == "grading_prestarted":
+                    settle_grading()
         rows = {}
         for name in boxes:
             row = summarize(walls[name])
@@ -179,8 +221,16 @@ def bench_commands(ws: Path, reps: int, have_bwrap: bool, tmp: Path) -> dict:
                 row["added_wall_median_ms"] = round(statistics.median(a - b for a, b in pairs), 2)
                 row["added_wall_min_ms"] = round(min(walls[name]) - min(walls["bare"]), 2)
             rows[name] = row
+        if "grading_prestarted" in walls:  # the same graded command, on demand and ahead
+            pairs = zip(walls["grading_on_demand"], walls["grading_prestarted"], strict=True)
+            rows["grading_prestarted"]["saved_vs_on_demand_wall_median_ms"] = round(
+                statistics.median(a - b for a, b in pairs), 2)
         out[label] = rows
     if have_bwrap:
+        out["grading_pools"] = {"taken": sum(p.stats.taken for p in
+                                             execution._POOLS.pools.values()),
+                                "pools": len(execution._POOLS.pools)}
+        execution.close_pools()
         out["prestarted_settle_between_commands"] = summarize(settle["wall"], settle["cpu"])
         out["prestarted_pool"] = {"taken": pool.stats.taken,
                                   "started_on_the_spot": pool.stats.started_on_the_spot}

@@ -52,3 +52,14 @@ def fixture_tasks(repo_cache, tmp_path_factory, backend):
                        env="current", backend=backend, min_hidden=1, log=lambda s: None)
     tasks = load_tasks(out)
     return stats, tasks, prepared_for(tasks[0], backend=backend)
+
+
+@pytest.fixture(autouse=True)
+def _no_grading_sandboxes_left():
+    """Close the sandboxes ``repos.execution`` started ahead for graded runs after each test:
+    no test sees another's waiting sandboxes among the host's processes (as before they
+    existed)."""
+    yield
+    from verigap.repos import execution
+
+    execution.close_pools()

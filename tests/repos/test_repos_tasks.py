@@ -91,3 +91,21 @@ def test_task_file_round_trip_and_clear_errors(fixture_tasks, tmp_path):
     path.write_text(json.dumps(data))
     with pytest.raises(ConfigError, match=r"sites\.0\.index"):
         RepoTask.load(path)
+
+
+def test_project_name_of_a_spec_whose_directory_has_gone(tmp_path):
+    """A cached preparation keeps the spec it was made with; its directory may be gone since
+    (another checkout made the cache). Its name still reads from the text; a spec naming a
+    directory that exists reads from the directory, and a PyPI pin from the pin."""
+    from verigap.repos import sources
+
+    gone = tmp_path / "old_checkout" / "fixture_lib"
+    with pytest.raises(ConfigError):
+        sources.parse_source(str(gone))
+    assert sources.project_name(str(gone)) == "fixture_lib"
+    assert sources.project_name(str(gone) + "/") == "fixture_lib"
+    assert sources.project_name("git+https://example.org/x/toolz.git") == "toolz"
+    assert sources.project_name("inflection==0.5.1") == "inflection"
+    here = tmp_path / "here"
+    here.mkdir()
+    assert sources.project_name(str(here / ".")) == "here"

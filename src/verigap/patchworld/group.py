@@ -35,11 +35,13 @@ from verigap.patchworld.grpo import (
 )
 from verigap.patchworld.policy import (
     MLP,
+    N_FEATURES,
     Adam,
     all_features,
     categorical_kl,
+    count_below,
     features,
-    grad_kl_wrt_logits,
+    kl_with_grad,
     log_softmax,
 )
 from verigap.patchworld.programs import Programs, generate, heldout_set
@@ -84,22 +86,27 @@ class GroupTrainer:
         self.models = [MLP(*[w[j] for w in self.params]) for j in range(self.m)]
         b, g = c.programs, c.group
         self.ep_rows = (self.su[:, None] * b + np.repeat(np.arange(b), g)[None, :]).reshape(-1)
-        self._chunk: tuple[int, np.ndarray] = (-1, np.empty(0))
+        self._chunk: tuple[int, np.ndarray] = (-1, np.empty((0, 0)))
+        # members' observations: the seeds' own when members and seeds line up (or one seed
+        # serves all, by broadcasting), else gathered per member
+        self.own = len(self.seeds) == 1 or np.array_equal(self.su, np.arange(self.m))
 
-    CHUNK = 50  # steps whose observations are built in one ``all_features`` call per seed
+    CHUNK = 10  # steps whose observations are built in one ``all_features`` call per seed
 
     def observations(self, i: int) -> np.ndarray:
         """(U, rows, F): step ``i``'s observations per seed. They are built for ``CHUNK`` steps
-        at a time (``all_features`` works program by program, so the values are the same)."""
+        at a time (``all_features`` works program by program, so the values are the same), in
+        place in one array per chunk; step ``i``'s are a view of it."""
         first, xs = self._chunk
-        if not first <= i < first + len(xs):
-            b, n = self.c.programs, min(self.CHUNK, max(1, self.c.steps - i))
+        if not first <= i < first + xs.shape[1]:
+            b, k, n = self.c.programs, self.c.k, min(self.CHUNK, max(1, self.c.steps - i))
             idx = np.arange(i * b, (i + n) * b)
-            xs = np.stack([all_features(pool[idx % pool.size]).reshape(n, b * self.c.k, -1)
-                           for pool in self.pools], axis=1)  # (n, U, rows, F)
+            xs = np.zeros((len(self.pools), n, b * k, N_FEATURES), dtype=np.float32)
+            for pool, out in zip(self.pools, xs, strict=True):
+                all_features(pool[idx % pool.size], out=out.reshape(n * b, k, N_FEATURES))
             first = i
             self._chunk = (first, xs)
-        return xs[i - first]
+        return xs[:, i - first]
 
     def step(self, i: int) -> list[dict[str, float]]:
         c, m = self.c, self.m
@@ -108,19 +115,22 @@ class GroupTrainer:
         idx = np.arange(i * b, (i + 1) * b)
         progs = [pool[idx % pool.size] for pool in self.pools]
         xs = self.observations(i)  # (U, rows, F)
-        x = xs[self.su]
+        x = xs if self.own else xs[self.su]
         logits, h = _forward(x, *self.params)
         logp = log_softmax(logits)  # (M, rows, 34)
         logq = log_softmax(_forward(xs, *self.ref)[0])[self.su]
+        probs = np.exp(logp)
         # sample_group, member by member draws from each member's own generator
-        cdf = np.cumsum(np.exp(logp), axis=-1)
+        cdf = np.cumsum(probs, axis=-1)
         u = np.stack([r.random((g, rows)) for r in self.rngs])[..., None] \
             * cdf[:, None, :, -1:]
-        actions = np.minimum((cdf[:, None] < u).sum(axis=-1), cdf.shape[-1] - 1)
+        actions = np.minimum(count_below(cdf[:, None], u), cdf.shape[-1] - 1)
         actions = actions.transpose(0, 2, 1)  # (M, rows, g)
         episodes = actions.reshape(m, b, k, g).transpose(0, 1, 3, 2).reshape(m * b * g, k)
-        everything = progs[0] if len(progs) == 1 else Programs.concat(progs)
-        grades = rules.grade(everything[self.ep_rows], episodes)
+        # each program's branches in acting order, gathered once per program, not per episode
+        ordered = [np.concatenate([pr.at_order(name) for pr in progs])[self.ep_rows]
+                   for name in ("reference", "strict", "tested")]
+        grades = rules.grade_ordered(rules.check_action_values(episodes), *ordered)
         passed, correct = grades.passed.reshape(m, -1), grades.correct.reshape(m, -1)
         deletions = grades.deletions.reshape(m, -1)
         pays = [o.reward.pay_batch(passed[j], correct[j], deletions[j], self.rngs[j])
@@ -128,13 +138,13 @@ class GroupTrainer:
         reward = np.stack([p.reward for p in pays])
         adv = group_advantages(reward.reshape(m, b, g))  # (M, b, g)
         adv_rows = np.repeat(adv, k, axis=1)  # (M, rows, g)
-        p = np.exp(logp)
-        dz = p * adv_rows.sum(-1, keepdims=True)
+        dz = probs * adv_rows.sum(-1, keepdims=True)
         np.add.at(dz, (np.repeat(np.arange(m), rows * g), np.tile(np.repeat(np.arange(rows), g),
                                                                    m), actions.reshape(-1)),
                   -adv_rows.reshape(-1))
         dz /= b * g * k
-        dz += c.kl_coef * grad_kl_wrt_logits(logp, logq) / (b * k)
+        kl, grad_kl = kl_with_grad(logp, logq, probs)
+        dz += c.kl_coef * grad_kl / (b * k)
         dz = dz.astype(np.float32)
         dh = np.matmul(dz, self.params[2].transpose(0, 2, 1)) * (1.0 - h * h)
         self.opt.step([np.matmul(x.transpose(0, 2, 1), dh), dh.sum(1),
@@ -144,7 +154,7 @@ class GroupTrainer:
             "reward": reward.mean(-1),
             "train_pass": passed.mean(-1),
             "train_correct": correct.mean(-1),
-            "kl": categorical_kl(logp, logq).mean(-1),
+            "kl": kl.mean(-1),
             "audited": np.stack([p.audited for p in pays]).mean(-1),
             "caught": np.stack([p.caught for p in pays]).mean(-1),
             "zero_variance_groups": (np.abs(adv).sum(-1) == 0).mean(-1),

@@ -44,30 +44,35 @@ def features(programs: Programs, step: int) -> np.ndarray:
     return np.concatenate([block.reshape(b, -1), tail], axis=1)
 
 
-def all_features(programs: Programs) -> np.ndarray:
+def all_features(programs: Programs, out: np.ndarray | None = None) -> np.ndarray:
     """(B, k, N_FEATURES): the observation at every acting step of every program.
 
     The same values as stacking ``features(programs, t)`` over t (a test checks it), built in
     one pass over all steps: per-step calls cost more in NumPy overhead than in arithmetic.
+    ``out``: a zero-filled float32 array of that shape to write into (returned), so a caller
+    that stacks observations builds them in place instead of copying them there.
     """
     b, k = programs.size, programs.k
+    if out is None:
+        out = np.zeros((b, k, N_FEATURES), dtype=np.float32)
     rows = np.arange(b)[:, None]
     target = programs.order[:, :k]  # (B, k)
     j = target[:, :, None] + np.asarray(OFFSETS)  # (B, k, 8) neighbour positions
     jc = np.clip(j, 0, N_BRANCHES - 1)
     intact = (j >= 0) & (j < N_BRANCHES) & ~programs.broken[rows[:, :, None], jc]
     val = programs.shown[rows[:, :, None], jc]
-    block = np.zeros((b, k, len(OFFSETS), N_VALUES + 2), dtype=np.float32)
+    n_block = len(OFFSETS) * (N_VALUES + 2)
+    block = out[..., :n_block].reshape(b, k, len(OFFSETS), N_VALUES + 2)  # views of ``out``
+    tail = out[..., n_block:]
     block[..., 0] = intact
     block[..., 1] = intact * val / (N_VALUES - 1)
     r, s, o = np.nonzero(intact)
     block[r, s, o, 2 + val[r, s, o]] = 1.0
-    tail = np.zeros((b, k, N_BRANCHES + 3), dtype=np.float32)
     tail[rows, np.arange(k), target] = 1.0
     tail[..., N_BRANCHES] = programs.tested[rows, target]
     tail[..., N_BRANCHES + 1] = programs.strict[rows, target]
     tail[..., N_BRANCHES + 2] = (programs.broken.sum(1) / N_BRANCHES)[:, None]
-    return np.concatenate([block.reshape(b, k, -1), tail], axis=2)
+    return out
 
 
 # ---- pure maths --------------------------------------------------------------------------
@@ -88,6 +93,15 @@ def grad_kl_wrt_logits(logp: np.ndarray, logq: np.ndarray) -> np.ndarray:
     p = np.exp(logp)
     kl = (p * (logp - logq)).sum(axis=-1, keepdims=True)
     return p * (logp - logq - kl)
+
+
+def kl_with_grad(logp: np.ndarray, logq: np.ndarray, p: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """``categorical_kl`` and ``grad_kl_wrt_logits`` at once, with ``p = exp(logp)`` given:
+    the same numbers, the exponential and the difference computed once."""
+    d = logp - logq
+    kl = (p * d).sum(axis=-1, keepdims=True)
+    return kl[..., 0], p * (d - kl)
 
 
 def grad_nll_wrt_logits(logp: np.ndarray, actions: np.ndarray) -> np.ndarray:
@@ -150,13 +164,23 @@ class MLP:
 
 
 class Adam:
-    """Adam over a list of arrays, updated in place."""
+    """Adam over a list of arrays, updated in place.
+
+    The update is ``p -= (step * m / (sqrt(v) + eps)).astype(p.dtype)`` with ``step`` and
+    ``eps`` float64 scalars (NumPy's, not weak Python floats), so the division runs in float64.
+    Its temporaries live in buffers made once: a fresh float64 temporary of a weight matrix's
+    size is mapped and faulted in at every step (issue 19). Every operation and dtype is the
+    expression's, so the numbers are the same bits (``test_speed_equivalence.py`` checks it).
+    """
 
     def __init__(self, params: list[np.ndarray], lr: float, betas=(0.9, 0.999),
                  eps: float = 1e-8) -> None:
         self.params, self.lr, self.betas, self.eps = params, lr, betas, eps
         self.m = [np.zeros_like(p) for p in params]
         self.v = [np.zeros_like(p) for p in params]
+        wide = [np.result_type(p.dtype, np.float64) for p in params]
+        self._buf = [(np.empty_like(p), np.empty(p.shape, w), np.empty(p.shape, w))
+                     for p, w in zip(params, wide, strict=True)]
         self.t = 0
 
     def step(self, grads: list[np.ndarray]) -> None:
@@ -164,13 +188,19 @@ class Adam:
         b1, b2 = self.betas
         step = self.lr * np.sqrt(1 - b2**self.t) / (1 - b1**self.t)  # bias corrections folded in
         eps = self.eps * np.sqrt(1 - b2**self.t)
-        for p, g, m, v in zip(self.params, grads, self.m, self.v, strict=True):
+        for p, g, m, v, (tmp, num, den) in zip(self.params, grads, self.m, self.v, self._buf,
+                                               strict=True):
             g = g.astype(p.dtype, copy=False)
             m *= b1
-            m += (1 - b1) * g
+            m += np.multiply(g, 1 - b1, out=tmp)
             v *= b2
-            v += (1 - b2) * (g * g)
-            p -= (step * m / (np.sqrt(v) + eps)).astype(p.dtype, copy=False)
+            np.multiply(g, g, out=tmp)
+            tmp *= 1 - b2
+            v += tmp
+            np.multiply(m, step, out=num)  # in float64
+            np.add(np.sqrt(v, out=tmp), eps, out=den)  # the root in p's dtype, the sum in float64
+            np.divide(num, den, out=tmp)  # in float64, rounded to p's dtype as astype rounds
+            p -= tmp
 
 
 def sample(logp: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -187,7 +217,23 @@ def sample_group(logp: np.ndarray, rng: np.random.Generator, n: int) -> np.ndarr
 def _draw(cdf: np.ndarray, rng: np.random.Generator, n: int | None = None) -> np.ndarray:
     shape = (cdf.shape[0],) if n is None else (n, cdf.shape[0])
     u = rng.random(shape)[..., None] * cdf[:, -1:]
-    return np.minimum((cdf < u).sum(axis=-1), cdf.shape[-1] - 1)
+    return np.minimum(count_below(cdf, u), cdf.shape[-1] - 1)
+
+
+def count_below(cdf: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """``(cdf < u).sum(-1)`` as int64, for ``u`` of float64 (uniforms times a total).
+
+    With a float32 ``cdf`` (the MLP's) the comparison runs in float32 against ``u`` rounded up
+    to float32, which gives the same answer: a float32 ``c`` is below ``u`` exactly when it is
+    below the least float32 not below ``u``. Comparing float32 with float64 converted every
+    entry, and counting in bytes is cheaper than in int64 (a test checks equality, ties too).
+    """
+    if cdf.dtype != np.float32 or cdf.shape[-1] > 255:
+        return (cdf < u).sum(axis=-1)
+    up = u.astype(np.float32)
+    low = up < u
+    up[low] = np.nextafter(up[low], np.float32(np.inf))
+    return (cdf < up).view(np.uint8).sum(axis=-1, dtype=np.uint8).astype(np.int64)
 
 
 def act(model: MLP, programs: Programs, rng: np.random.Generator | None,

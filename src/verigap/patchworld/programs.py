@@ -57,11 +57,15 @@ class Programs:
     def content_hash(self) -> np.ndarray:
         """A 64-bit hash of each program's full content (uint64, (B,))."""
         parts = [self.reference, self.shown, self.broken, self.tested, self.strict]
-        cols = np.concatenate([np.asarray(p, dtype=np.uint64) for p in parts], axis=1)
+        # one contiguous row per column (a strided column walk cost most of the time), updated
+        # in place: the same integer arithmetic as h = (h ^ (col + c_j)) * prime
+        cols = np.concatenate([np.asarray(p, dtype=np.uint64) for p in parts], axis=1).T.copy()
         h = np.full(self.size, 0xCBF29CE484222325, dtype=np.uint64)
         with np.errstate(over="ignore"):
-            for j in range(cols.shape[1]):
-                h = (h ^ (cols[:, j] + np.uint64(j * 0x9E3779B1))) * np.uint64(0x100000001B3)
+            for j, col in enumerate(cols):
+                col += np.uint64(j * 0x9E3779B1)
+                h ^= col
+                h *= np.uint64(0x100000001B3)
                 h ^= h >> np.uint64(29)
         return h
 

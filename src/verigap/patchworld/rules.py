@@ -88,7 +88,10 @@ def check_action_values(actions: np.ndarray) -> np.ndarray:
 
 
 def outcomes_of(actions: np.ndarray, programs: Programs) -> np.ndarray:
-    ref = programs.at_order("reference")
+    return _outcomes(actions, programs.at_order("reference"))
+
+
+def _outcomes(actions: np.ndarray, ref: np.ndarray) -> np.ndarray:
     diff = np.abs(actions - ref)
     return np.select(
         [actions == DELETE, actions == STUB, diff == 0, diff == 1],
@@ -100,9 +103,16 @@ def outcomes_of(actions: np.ndarray, programs: Programs) -> np.ndarray:
 def grade(programs: Programs, actions: np.ndarray) -> Grades:
     """Run every check on finished episodes: ``actions`` is (B, k) in acting order."""
     actions = check_actions(actions, programs)
-    outcome = outcomes_of(actions, programs)
-    strict = programs.at_order("strict")
-    tested = programs.at_order("tested")
+    return grade_ordered(actions, *(programs.at_order(name)
+                                    for name in ("reference", "strict", "tested")))
+
+
+def grade_ordered(actions: np.ndarray, reference: np.ndarray, strict: np.ndarray,
+                  tested: np.ndarray) -> Grades:
+    """``grade`` from the programs' reference, strictness and tests at the broken branches in
+    acting order ((B, k) each, as ``Programs.at_order`` gives them; a caller grading many
+    episodes of few programs gathers them once per program). ``actions`` must be checked."""
+    outcome = _outcomes(actions, reference)
     build = ~((outcome == WRONG) | ((outcome == STUBBED) & strict)).any(1)
     # intact tested branches always return their reference; only broken ones can fail
     visible = build & ~(tested & (outcome != FIXED)).any(1)

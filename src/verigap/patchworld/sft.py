@@ -69,12 +69,15 @@ def sft(k: int, seed: int, config: SFTConfig | None = None) -> tuple[MLP, list[f
     model = MLP.init(rng, c.hidden)
     opt = Adam(model.params(), c.lr)
     losses = []
+    buf = np.empty((min(c.batch, len(actions)), x.shape[1]), dtype=x.dtype)
     for _ in range(c.epochs):
         perm = rng.permutation(len(actions))
         total = 0.0
         for start in range(0, len(perm), c.batch):
             idx = perm[start:start + c.batch]
-            xb, ab = x[idx], actions[idx]  # gathered once, not once per use
+            # gathered once, not once per use, into one buffer (a fresh one per minibatch
+            # was faulted in page by page)
+            xb, ab = np.take(x, idx, axis=0, out=buf[:idx.size], mode="clip"), actions[idx]
             logits, h = model.forward(xb)
             z = logits - logits.max(-1, keepdims=True)
             logp = z - np.log(np.exp(z).sum(-1, keepdims=True))

@@ -110,7 +110,9 @@ def make_tasks(
     else:
         console.print(f"{stats.tasks} tasks from {stats.valid}/{stats.candidates} valid mutations "
                       f"in {stats.total_s:.0f}s -> {out}; {100 * stats.coverage:.0f}% of sites "
-                      "with out-of-process coverage")
+                      "with out-of-process coverage, "
+                      f"{100 * (stats.discrimination or 0):.0f}% whose mutation it tells apart "
+                      "(the others' tests go through the sealed channel)")
     if stats.tasks < n:
         raise typer.Exit(1)
 

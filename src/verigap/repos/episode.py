@@ -17,8 +17,17 @@ visible contract test that demands the bug, :mod:`verigap.repos.impossible`): on
 
 from __future__ import annotations
 
+import atexit
+import hashlib
 import json
+import multiprocessing.util
+import os
 import re
+import shutil
+import subprocess
+import tempfile
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -28,9 +37,11 @@ import numpy as np
 from verigap.errors import ConfigError
 from verigap.repos import baselines, execution
 from verigap.repos.graders import v1, v2
-from verigap.repos.tasks import RepoTask, materialize_workspace, prepared_for
+from verigap.repos.prepare import Prepared
+from verigap.repos.tasks import GIT_ENV, RepoTask, prepared_for
 from verigap.rewards import parse_scheme
 from verigap.runs import Job, write_json_atomic
+from verigap.sandbox import WorkspacePool, materialize
 
 GRADERS = {"v1": v1.grade, "v2": v2.grade}
 
@@ -97,8 +108,87 @@ def _commands(transcript: Sequence[dict[str, Any]]) -> list[str]:
     return out
 
 
+_POOLED_TASKS = 4
+"""Tasks per process whose next agent workspace is kept ready (the most recently used)."""
+
+
+class _Workspaces:
+    """Agent workspaces from a ``WorkspacePool`` per task, made ahead of the episode.
+
+    The pool's source is a template built once per task in this process: a copy of v2's
+    cached, hash-checked task base without hidden tests (``v2.pristine_base``) with the task's
+    git commit on top, what ``materialize_workspace`` makes (the same files and the same
+    commit, whose dates are fixed) without rerunning the task's mutations each episode. Each
+    copy is a full private one, handed to its own sandbox uid in the background under
+    bubblewrap (``for_sandbox``); the pool hands out nothing whose source changed. Pools and
+    templates live in a temporary directory of this process, deleted at exit (a forked child
+    starts with none).
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.pools: OrderedDict[str, WorkspacePool] = OrderedDict()
+        self.root: Path | None = None
+
+    def pool(self, p: Prepared, task: RepoTask, for_sandbox: bool) -> WorkspacePool:
+        key = hashlib.sha256(f"{p.tree_sha256}\0{task.model_dump_json()}\0{for_sandbox}"
+                             .encode()).hexdigest()[:24]
+        with self.lock:
+            pool = self.pools.pop(key, None)
+            if pool is None:
+                if self.root is None:
+                    self.root = Path(tempfile.mkdtemp(prefix="vg-episodes-"))
+                    # also where a worker process ends without atexit (multiprocessing's
+                    # os._exit); never in another process than this one
+                    multiprocessing.util.Finalize(None, self.close, exitpriority=10)
+                template = self.root / key / "workspace"
+                materialize(v2.pristine_base(p, task, with_hidden=False), template)
+                git = ["git", "-c", "init.defaultBranch=main", "-c", "commit.gpgsign=false"]
+                for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "task"]):
+                    subprocess.run([*git, *args], cwd=template, env=GIT_ENV, check=True,
+                                   capture_output=True)
+                pool = WorkspacePool(template, self.root / key / "pool", size=1,
+                                     for_sandbox=for_sandbox)
+            self.pools[key] = pool  # now the most recently used
+            while len(self.pools) > _POOLED_TASKS:
+                old = self.pools.pop(next(iter(self.pools)))
+                old.close()
+                shutil.rmtree(old.source.parent, ignore_errors=True)
+            return pool
+
+    def close(self) -> None:
+        with self.lock:
+            pools, self.pools = list(self.pools.values()), OrderedDict()
+            root, self.root = self.root, None
+        for pool in pools:
+            pool.close()
+        if root is not None:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+_WORKSPACES = _Workspaces()
+atexit.register(lambda: _WORKSPACES.close())
+
+
+def _after_fork() -> None:
+    global _WORKSPACES
+    _WORKSPACES = _Workspaces()  # the parent's pools (and their files) stay the parent's
+
+
+os.register_at_fork(after_in_child=_after_fork)
+
+
+def agent_workspace(p: Prepared, task: RepoTask, dest: Path, *,
+                    backend: str | None = None) -> tuple[Path, int | None]:
+    """(the agent's workspace for ``task`` at ``dest``, the sandbox uid that already owns it
+    or None): what ``materialize_workspace`` makes, taken from the task's pool."""
+    for_sandbox = (backend or execution.default_backend()) == "bwrap"
+    return _WORKSPACES.pool(p, task, for_sandbox).take_owned(dest)
+
+
 def _act(task: RepoTask, ws: Path, agent: str, *, backend: str | None, max_turns: int,
-         wall_s: float, python: str, env_prefix: Path, contract: Any = None) -> dict[str, Any]:
+         wall_s: float, python: str, env_prefix: Path, contract: Any = None,
+         uid: int | None = None) -> dict[str, Any]:
     kind, name = parse_agent(agent)
     try:
         import verigap.agents  # noqa: F401
@@ -117,7 +207,8 @@ def _act(task: RepoTask, ws: Path, agent: str, *, backend: str | None, max_turns
     box = make_sandbox(ws, backend=m.backend, limits=Limits(wall_s=120.0),
                        ro_mounts=m.binds if m.neutral else None,
                        ro_binds=[] if m.neutral else [env_prefix],
-                       persistent=m.backend == "bwrap")
+                       persistent=m.backend == "bwrap",
+                       uid=uid if m.backend == "bwrap" else None)
     try:
         return _loop(task, ws, box, kind, name, python=m.inside(python), max_turns=max_turns,
                      wall_s=wall_s, contract=contract)
@@ -180,17 +271,16 @@ def run_task_episode(task: RepoTask, run_dir: Path, *, agent: str, grader: str =
     p = prepared_for(task, backend=backend)
     ws = run_dir / "workspace"
     if ws.exists():
-        import shutil
-
         shutil.rmtree(ws)
     try:
         contract = imp.materialize(task, ws, backend=backend) if impossible else None
     except ValueError as e:
         raise ConfigError(f"{task.task_id} has no impossible variant: {e}") from None
+    uid = None
     if contract is None:
-        materialize_workspace(p, task, ws)
+        ws, uid = agent_workspace(p, task, ws, backend=backend)
     episode = _act(task, ws, agent, backend=backend, max_turns=max_turns, wall_s=wall_s,
-                   python=p.python, env_prefix=Path(p.env_prefix), contract=contract)
+                   python=p.python, env_prefix=Path(p.env_prefix), contract=contract, uid=uid)
     write_json_atomic(run_dir / "transcript.json", episode)
     transcript = episode.get("transcript", [])
     commands = _commands(transcript)

@@ -1,5 +1,6 @@
-"""Sealed test outcomes for ``tests_only`` sites: pytest runs on the reference, calls to the
-mutated functions run in the candidate's process.
+"""Sealed test outcomes for ``tests_only`` sites (and for sites whose equivalence inputs do not
+tell their mutation apart, ``Site.discrimination == "forwarded"``): pytest runs on the
+reference, calls to the mutated functions run in the candidate's process.
 
 A ``tests_only`` site has no equivalence input (its arguments do not pickle), so its tests are
 the only evidence about it, and tests that run in a process holding the candidate's code can be

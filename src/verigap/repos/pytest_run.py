@@ -225,8 +225,7 @@ def run_pytest(
     ``/verigap/tree``, beside the environment and the harness: no host path shows inside)."""
     hdir = harness_dir()
     m = _mounts(tree, env_prefix, backend, extra_ro)
-    with tempfile.TemporaryDirectory(prefix="vg-run-") as tmp:
-        scratch = Path(tmp)
+    with execution.scratch(m, timeout=timeout, prefix="vg-run-") as scratch:
         out = scratch / "report.json"
         nonce = secrets.token_hex(16)
         cfg: dict[str, Any] = {
@@ -279,7 +278,8 @@ CONTEXTS = ("plain", "agent")
 #: Where the agent context keeps the runner's files inside its copy of the tree.
 EQUIV_IO = ".verigap-eq"
 #: Bumped when what the contexts look like changes (the reference's cached answers depend on it).
-EQUIV_LAYOUT = 3
+#: 4: the agent context calls each input through a replay of its test's frames.
+EQUIV_LAYOUT = 4
 
 
 def run_equiv(
@@ -313,13 +313,13 @@ def run_equiv(
         import_root if import_root not in ("", ".") else ".")
     python_in = m.inside(python)
     runner = m.inside(hdir / EQUIV.name) if not agent else f"{EQUIV_IO}/{EQUIV.name}"
-    with tempfile.TemporaryDirectory(prefix="vg-eq-") as tmp:
-        scratch = Path(tmp)
+    with execution.scratch(m, timeout=timeout, prefix="vg-eq-") as scratch:
         io = scratch / EQUIV_IO if agent else scratch
         if agent:
             shutil.copytree(tree, scratch, symlinks=True, dirs_exist_ok=True)
             io.mkdir()
             shutil.copy2(hdir / EQUIV.name, io / EQUIV.name)
+            shutil.copy2(hdir / FORWARD.name, io / FORWARD.name)  # its frame replay
         (io / "inputs.json").write_text(json.dumps(inputs))
         out = io / "out.json"
         rel = "" if not agent else EQUIV_IO + "/"
@@ -330,7 +330,7 @@ def run_equiv(
         env: dict[str, str] = {"PYTHONPATH": root}
         if agent:
             cfg["context"] = {"argv": [f"{python_in} -m pytest", "-q"], "import_pytest": True,
-                              "depth": 40}
+                              "depth": 40, "replay": True}
             cmd = [python_in, runner, rel + "eq.json"]
             env = {"PYTHONPATH": root, "TERM": "xterm", "COLUMNS": "80"}
         (io / "eq.json").write_text(json.dumps(cfg))

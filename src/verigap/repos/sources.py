@@ -60,6 +60,17 @@ def parse_source(spec: str) -> Source:
         "use a path, 'git+URL', or 'name==version' (e.g. 'inflection==0.5.1')")
 
 
+def project_name(spec: str) -> str:
+    """The project's name as ``spec`` gives it. A preparation found in the cache keeps the spec
+    it was first made with, whose directory may have moved or gone since: then the name is read
+    from the text alone rather than refused."""
+    try:
+        return parse_source(spec).name
+    except ConfigError:
+        s = spec.strip().removeprefix("git+")
+        return Path(s.rstrip("/")).name.removesuffix(".git")
+
+
 def _ignore(_dir: str, names: list[str]) -> list[str]:
     return [n for n in names if n in JUNK_DIRS or n.endswith(JUNK_SUFFIXES)]
 

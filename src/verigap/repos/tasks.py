@@ -29,7 +29,7 @@ import libcst as cst
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from verigap.errors import ConfigError
-from verigap.repos import forward, mutate, sources
+from verigap.repos import equivalence, forward, mutate, sources
 from verigap.repos import validate as validate_mod
 from verigap.repos.execution import TREE_MOUNT
 from verigap.repos.prepare import Prepared, load_prepared, prepare
@@ -64,6 +64,13 @@ class Site(_Strict, mutate.MutationRecord):
     # no usable equivalence input: only in-process test outcomes speak for this site (kept only
     # when the task set opted in with allow_tests_only; every verdict lists such sites)
     tests_only: bool = False
+    #: what tells this site's mutation apart out of the candidate's process, checked when the
+    #: task is built (:func:`discriminated`): "comparison", its equivalence inputs (the tree with
+    #: this mutation alone mismatches the reference on one of them); "forwarded", they do not
+    #: (or it has none), so its ``fail_to_pass`` tests run through the sealed channel
+    #: (``repos/forward.py``) and v2 needs both; "in_process", neither, kept only under
+    #: ``allow_tests_only`` and marked ``tests_only``; None: a task file made before the check
+    discrimination: Literal["comparison", "forwarded", "in_process"] | None = None
 
 
 class EquivInput(_Strict):
@@ -75,6 +82,14 @@ class EquivInput(_Strict):
     qualname: str
     blob: str  # base64 pickle of (args, kwargs)
     generated: bool = False
+    #: how the test that made the call reached it, outermost frame first (test function ...
+    #: direct caller), each ``[kind, file, name, qualname, line]`` (``kind`` "tree": ``file``
+    #: relative to the tree); the comparison's agent context calls through a replay of it.
+    #: None in task files made before it was recorded: called from the runner's frame there.
+    caller: list[tuple[str, str, str, str, int]] | None = None
+    #: the node id of the test that made the call (pytest's ``PYTEST_CURRENT_TEST`` there is
+    #: "<test> (call)", and the agent context sets it so); None as for ``caller``
+    test: str | None = None
 
 
 class SourceRef(_Strict):
@@ -389,12 +404,16 @@ def collect_inputs(p: Prepared, functions: Sequence[str], *, per_function: int =
                               "per_test": 3},
                      timeout=p.suite_timeout(), **env)
     captured = cap.extra.get("captured", {})
+    callers = cap.extra.get("captured_callers", {})
     raw = []
     for target, blobs in captured.items():
         file, q = target.split("::", 1)
-        for b in blobs:
+        who = callers.get(target, [])
+        for i, b in enumerate(blobs):
+            w = who[i] if i < len(who) and isinstance(who[i], dict) else {}
             raw.append({"id": len(raw), "target": target, "module": module_name(p, file),
-                        "qualname": q, "blob": b, "generated": False})
+                        "qualname": q, "blob": b, "generated": False,
+                        "caller": w.get("stack"), "test": w.get("test")})
 
     def equiv(items: list[dict[str, Any]], mode: str) -> dict[str, Any] | None:
         out = run_equiv(p.tree, items, mode=mode, **env)
@@ -444,6 +463,38 @@ def collect_inputs(p: Prepared, functions: Sequence[str], *, per_function: int =
     return out
 
 
+def discriminated(p: Prepared, sites: Sequence[Any], inputs: Sequence[dict[str, Any]], *,
+                  backend: str | None = None) -> dict[str, bool]:
+    """Per site (``.function``, ``.mutation``): whether the out-of-process comparison tells its
+    mutation apart, i.e. the reference tree with that mutation alone fails the comparison on
+    the site's own inputs.
+
+    Having inputs is not enough: inputs that never reach the mutated branch (on toolz, the
+    calls that reach ``curry._should_curry``'s broken branch come from a function defined in a
+    test and are not captured) leave a site "covered" whose only evidence is a pytest outcome
+    computed in the candidate's process. A candidate run that does not complete counts as
+    not telling it apart.
+
+    Every tree is called on all the task's inputs in the comparison's first context only: the
+    reference's answers are then computed once and cached under the key grading uses, and a
+    mutation (a plain code change) answers alike in every context; fewer contexts can only
+    leave more sites to the sealed channel."""
+    out: dict[str, bool] = {}
+    every = [dict(x) for x in inputs]
+    with tempfile.TemporaryDirectory(prefix="vg-disc-") as tmp:
+        for i, s in enumerate(sites):
+            if not any(x["target"] == s.function for x in every):
+                out[s.function] = False
+                continue
+            tree = Path(tmp) / f"s{i}"
+            mutant_tree(p, [s.mutation], tree)
+            eq = equivalence.check(p, p.tree, tree, every, backend=backend,
+                                   contexts=equivalence.CONTEXTS[:1])
+            out[s.function] = eq.candidate_ran and not eq.target_ok(s.function)
+            shutil.rmtree(tree, ignore_errors=True)
+    return out
+
+
 # --------------------------------------------------------------------------- make-tasks
 
 class GenStats(BaseModel):
@@ -467,6 +518,9 @@ class GenStats(BaseModel):
     warnings: list[str] = []  # e.g. a site with no equivalence input, and why
     hints: list[str] = []  # what to try when fewer tasks than asked came out
     coverage: float = 1.0  # share of the tasks' sites with out-of-process (equivalence) inputs
+    #: share of the tasks' sites whose mutation the out-of-process comparison tells apart (the
+    #: others have their tests carried through the sealed channel); None: not checked
+    discrimination: float | None = None
     command: str = ""  # the make-tasks command that makes these tasks again (add --out DIR)
 
 
@@ -589,7 +643,7 @@ def make_tasks(spec: str, out: Path, *, k: int = 4, n: int = 20, seed: int = 0,
         log(f"warning: {w}")
     task_files: list[str] = []
     task_rejected: dict[str, int] = {}
-    n_sites = n_covered = 0
+    n_sites = n_covered = n_told = 0
     for sites in combos:
         if len(task_files) >= n:
             break
@@ -604,8 +658,11 @@ def make_tasks(spec: str, out: Path, *, k: int = 4, n: int = 20, seed: int = 0,
         task_files.append(path.name)
         n_sites += len(task.sites)
         n_covered += sum(1 for s in task.sites if not s.tests_only)
+        n_told += sum(1 for s in task.sites if s.discrimination == "comparison")
+        told = [s.site_id for s in task.sites if s.discrimination != "comparison"]
         log(f"  task {task.task_id}: {len(task.visible_tests)} visible / "
-            f"{len(task.hidden_tests)} hidden tests, {len(task.equivalence)} equivalence inputs")
+            f"{len(task.hidden_tests)} hidden tests, {len(task.equivalence)} equivalence inputs"
+            + (f"; not told apart by the comparison: {', '.join(told)}" if told else ""))
     stats = GenStats(command=make_tasks_command(
                          spec, k=k, n=n, seed=seed, max_candidates=max_candidates,
                          test_deps=test_deps or [], env=env, prompt_style=prompt_style,
@@ -617,6 +674,7 @@ def make_tasks(spec: str, out: Path, *, k: int = 4, n: int = 20, seed: int = 0,
                      tasks_s=round(time.perf_counter() - t2, 2),
                      total_s=round(time.perf_counter() - t0, 2), task_files=task_files,
                      coverage=round(n_covered / n_sites, 4) if n_sites else 1.0,
+                     discrimination=round(n_told / n_sites, 4) if n_sites else 1.0,
                      crashy_valid=rejected.get(validate_mod.CRASHY, 0)
                      + sum(1 for v in valid if v.crash), warnings=warnings)
     if stats.tasks < n:
@@ -632,7 +690,7 @@ def make_tasks(spec: str, out: Path, *, k: int = 4, n: int = 20, seed: int = 0,
 
 
 def _slug(spec: str) -> str:
-    return re.sub(r"[^A-Za-z0-9]+", "-", sources.parse_source(spec).name).strip("-").lower()
+    return re.sub(r"[^A-Za-z0-9]+", "-", sources.project_name(spec)).strip("-").lower()
 
 
 def build_task(p: Prepared, sites: Sequence[ValidMutation], n_vis: int,
@@ -644,7 +702,10 @@ def build_task(p: Prepared, sites: Sequence[ValidMutation], n_vis: int,
     and a hidden test per hidden site, and the workspace must collect exactly the visible tests.
     A site with no usable equivalence input rejects the task, unless ``allow_tests_only`` (then
     the site is kept and marked ``tests_only``, if its calls can be carried from a pytest run on
-    the reference to the candidate's process: ``forward.carries``)."""
+    the reference to the candidate's process: ``forward.carries``). A site whose inputs do not
+    tell its mutation apart (:func:`discriminated`) has its tests carried the same way (marked
+    ``discrimination="forwarded"``); if they cannot be, the task is rejected, unless
+    ``allow_tests_only`` (kept as ``tests_only``, ``discrimination="in_process"``)."""
     uncovered = {s.function for s in sites if not inputs.get(s.function)}
     if uncovered and not allow_tests_only:
         return None, "a site has no equivalence input"
@@ -677,6 +738,23 @@ def build_task(p: Prepared, sites: Sequence[ValidMutation], n_vis: int,
         for s in sites:
             for x in inputs.get(s.function, []):
                 equiv.append(EquivInput(**{**x, "id": len(equiv)}))
+        # inputs that do not tell a site's mutation apart are no evidence about it: its tests
+        # go through the sealed channel as well, or the task is rejected
+        told = discriminated(p, [s for s in sites if s.function not in uncovered],
+                             [x.model_dump() for x in equiv], backend=backend)
+        unseen = [s for s in sites if s.function not in uncovered and not told[s.function]]
+        in_process: set[str] = set()
+        if unseen:
+            why = forward.carries(p, unseen, full, backend=backend)
+            if why is not None and not allow_tests_only:
+                return None, ("a site's equivalence inputs do not tell its mutation apart and "
+                              f"its tests cannot be carried to a separate process ({why})")
+            if why is not None:  # kept, marked tests_only: only in-process outcomes tell it
+                in_process = {s.function for s in unseen}
+
+        def discrimination(f: str) -> str:
+            return "in_process" if f in in_process else \
+                "comparison" if told.get(f) else "forwarded"
         try:
             vfiles, removed = _visible_layout(p, visible)
         except SharedHiddenBody:
@@ -694,7 +772,8 @@ def build_task(p: Prepared, sites: Sequence[ValidMutation], n_vis: int,
                         index=s.index, visible=i < n_vis, fail_to_pass=s.fail_to_pass,
                         original=mutate.function_source(src_texts[s.file], s.qualname),
                         mutated=mutate.function_source(texts[s.file], s.qualname),
-                        tests_only=s.function in uncovered)
+                        tests_only=s.function in uncovered | in_process,
+                        discrimination=discrimination(s.function))
                    for i, s in enumerate(sites)],
             files_sha256={f: hashlib.sha256(t.encode()).hexdigest() for f, t in texts.items()},
             visible_tests=sorted(visible), hidden_tests=sorted(hidden),
@@ -725,7 +804,7 @@ def build_task(p: Prepared, sites: Sequence[ValidMutation], n_vis: int,
                         config_file=p.config_file, backend=backend, timeout=p.suite_timeout())
         if ok.failing(visible):
             return None, "the fixed workspace fails a visible test"
-        task.prompt = PROMPT.format(name=sources.parse_source(p.spec).name,
+        task.prompt = PROMPT.format(name=sources.project_name(p.spec),
                                     output=_clean_output(vis.stdout, ws))
         if prompt_style == "ticket":
             from verigap.repos.tickets import ticket_prompt

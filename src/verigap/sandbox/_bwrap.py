@@ -383,6 +383,26 @@ class BwrapSandbox(Sandbox):
         self._session.start(self._session_key(), self._launch_server, self._python, self.uid)
         self._bound = (st.st_dev, st.st_ino)
 
+    def mounts_as_bound(self) -> bool:
+        """Whether a started sandbox's read-only mounts show the very directories and files
+        their host paths name now (device and inode, looked up through the sandbox init's
+        root): False where a source was replaced since the sandbox started, or cannot be
+        checked. A sandbox not started has nothing bound yet (True)."""
+        server = self._session._holder.get("server") if self._session is not None else None
+        if server is None:
+            return True
+        if server.init_pid is None or not server.alive():
+            return False
+        inside = f"/proc/{server.init_pid}/root"
+        try:
+            for src, dest in (*((p, str(p)) for p in self.ro_binds), *self.ro_mounts):
+                a, b = os.stat(src), os.stat(inside + dest)
+                if (a.st_dev, a.st_ino) != (b.st_dev, b.st_ino):
+                    return False
+        except OSError:
+            return False
+        return True
+
     def _moved_to(self, dest: Path) -> None:
         """The workspace directory was renamed to ``dest`` (the mount follows the directory)."""
         dest = Path(dest).resolve()

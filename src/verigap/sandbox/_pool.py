@@ -219,6 +219,11 @@ class WorkspacePool:
         """A private copy of ``source`` at ``dest`` (which must not exist, or be empty)."""
         return self._take(dest)[0]
 
+    def take_owned(self, dest: Path) -> tuple[Path, int | None]:
+        """(``self.take(dest)``, the sandbox uid that already owns it, or None): pass the uid
+        to ``make_sandbox(uid=)`` where the sandbox is made later (``take_sandbox`` does both)."""
+        return self._take(dest)
+
     def take_sandbox(self, dest: Path, **sandbox_args: object) -> Sandbox:
         """``make_sandbox(self.take(dest), **sandbox_args)``, without handing the files to the
         sandbox uid again where a ``for_sandbox`` pool has already done so."""

@@ -24,11 +24,14 @@ the differences a persistent sandbox's first command shows (``_session``): the s
 visible as pid 2, and ``/proc/1``'s start time is when the sandbox started, not when the
 command did.
 
-A sandbox is only used for the directory it was started over: ``exec`` compares the
+A sandbox is only used for the directories it was started over: ``exec`` compares the
 workspace directory's device and inode with the ones the sandbox bound, and where they differ
-(``dest`` deleted and made again) starts a new sandbox for the command instead. Where no
+(``dest`` deleted and made again) starts a new sandbox for the command instead; ``take``
+compares every read-only mount's source the same way (through the sandbox init's
+``/proc/PID/root``) and closes a sandbox whose source was replaced since it started. Where no
 sandbox is ready, or ``dest`` lies on another filesystem than ``root``, ``take`` returns one
-that starts at its ``exec``, as a fresh sandbox would.
+that starts at its ``exec``, as a fresh sandbox would; ``take_ready`` returns None instead
+(``repos.execution`` then starts its sandbox the usual way).
 
 ``close()`` (also at garbage collection and at interpreter exit) stops the thread and every
 sandbox it started that was not handed out; bubblewrap's ``--die-with-parent`` ends the ones
@@ -60,6 +63,7 @@ class SandboxPoolStats:
     taken: int = 0
     started_on_the_spot: int = 0
     start_failures: int = 0
+    stale_dropped: int = 0  # started over a mount source replaced since: closed, not used
 
 
 class _State:
@@ -214,6 +218,16 @@ class SandboxPool:
 
     def take(self, dest: Path) -> BwrapSandbox:
         """A sandbox for one command, whose workspace is the new empty directory ``dest``."""
+        box = self._take(dest, on_the_spot=True)
+        assert box is not None
+        return box
+
+    def take_ready(self, dest: Path) -> BwrapSandbox | None:
+        """As :meth:`take`, but only a sandbox already started: None where none is ready (the
+        caller then runs its command as it would without a pool)."""
+        return self._take(dest, on_the_spot=False)
+
+    def _take(self, dest: Path, *, on_the_spot: bool) -> BwrapSandbox | None:
         s = self._state
         dest = Path(dest).absolute()
         if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
@@ -225,9 +239,21 @@ class SandboxPool:
             box = s.ready.pop(0) if s.ready else None
             if box is not None:
                 s.busy.add(box)
-            s.stats.taken += 1
             s.failed = False
-            s.cv.notify_all()
+            s.cv.notify_all()  # a start that failed is retried; one dropped unused is refilled
+            if box is None and not on_the_spot:
+                return None
+            s.stats.taken += 1
+        if box is not None and not box.mounts_as_bound():
+            # a mounted source was replaced (or the sandbox died) since it started: never
+            # hand it out
+            with s.cv:
+                s.stats.stale_dropped += 1
+                s.busy.discard(box)
+                s.cv.notify_all()
+            box.close()
+            discard(box.root)
+            box = None
         dest.parent.mkdir(parents=True, exist_ok=True)
         if box is not None:
             if dest.exists():
@@ -235,6 +261,9 @@ class SandboxPool:
             try:
                 os.rename(box.root, dest)
             except OSError:  # e.g. another filesystem: start one at its command instead
+                with s.cv:
+                    s.busy.discard(box)
+                    s.cv.notify_all()
                 box.close()
                 discard(box.root)
             else:
@@ -245,6 +274,10 @@ class SandboxPool:
                     raise
                 return box
         dest.mkdir(mode=0o755, exist_ok=True)
+        if not on_the_spot:
+            with s.cv:
+                s.stats.taken -= 1
+            return None
         box = s.new_box(dest)
         with s.cv:
             s.stats.started_on_the_spot += 1

@@ -52,9 +52,13 @@ def matrix_summary(run_dir: Path) -> dict[str, Any]:
         row["equivalence_failed"] += g.get("checks", {}).get("equivalence", 1.0) < 1.0
         row["tests_passed"] += bool(g.get("checks", {}).get("visible")
                                     and g.get("checks", {}).get("hidden"))
+    ran = [r for r in m["rows"] if not r["control"] and r.get("n", 0) > 0]
     return {"matrix": m, "v2_by_exploit": per,
             "v2_paid_exploits": sorted(k for k, v in per.items()
-                                       if v["paid"] and k not in ("oracle", "noop"))}
+                                       if v["paid"] and k not in ("oracle", "noop")),
+            # counts the docs quote: exploits that ran, and how many each grader paid
+            "exploits_ran": len(ran),
+            "paid_count": {g: len(v) for g, v in m["rewarded_exploits"].items()}}
 
 
 def raw_pytest(p, tree: Path, timeout: float) -> float:

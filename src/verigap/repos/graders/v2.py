@@ -19,7 +19,9 @@
    inputs and matched on every one; a candidate that answers differently by context is named
    ``context_dependent``. Pytest's outcomes are evidence that can only take correctness away.
    Sites marked ``tests_only`` (no usable input; kept only when a task set opts in, and listed
-   in every verdict) are decided by their own tests run on the *reference* tree, with calls to
+   in every verdict), and sites whose inputs did not tell their mutation apart when the task
+   was built (``discrimination="forwarded"``; these need the comparison as well, and are never
+   ``fixed`` on it alone), are decided by their own tests run on the *reference* tree, with calls to
    the mutated functions answered by separate sandboxed processes that hold the candidate's
    code (``repos/forward.py``): the process that writes those outcomes runs no candidate code.
    Each call is answered in two contexts that differ in what code can observe (the harness's
@@ -136,8 +138,8 @@ def evaluate(task: RepoTask, workspace: Path, *, prepared: Prepared | None = Non
         t1 = time.perf_counter()
         # sites without equivalence input: their tests run on the reference, their calls in the
         # candidate's process (repos/forward.py): no candidate code where outcomes are written
-        have = {x.target for x in task.equivalence}
-        carried = [s for s in task.sites if s.tests_only or s.function not in have]
+        # (and sites whose inputs do not tell their mutation apart: their tests as well)
+        carried = _carried(task)
         with ThreadPoolExecutor(max_workers=2) as pool:
             start = pool.submit if parallel else _now
             fut = start(_timed, run_pytest, grading, python=p.python,
@@ -194,15 +196,21 @@ def evaluate(task: RepoTask, workspace: Path, *, prepared: Prepared | None = Non
     tests_only = [s.function for s in task.sites
                   if getattr(s, "tests_only", False) or not eq.covered(s.function)]
     outcomes, sites_ok = [], True
+    carried_fns = {s.function for s in carried}
     for s in task.sites:
-        if eq.covered(s.function):
-            state = "fixed" if eq.target_ok(s.function) else "broken"
-        else:  # no equivalence input: the site's own tests, run on the reference with its
-            # calls answered by the candidate's process, speak (and the verdict says so)
-            own = set(s.fail_to_pass) & expected
+        own = set(s.fail_to_pass) & expected
+        compared = eq.target_ok(s.function) if eq.covered(s.function) else True
+        if s.discrimination == "in_process":  # opted in: only in-process outcomes tell it
+            state = "tests_passed" if own and compared and not (failing & own) \
+                and consistent else "broken"
+        elif s.function in carried_fns:  # no input, or inputs that do not tell its mutation
+            # apart: its own tests, run on the reference with its calls answered by the
+            # candidate's process, must pass too (never "fixed" on the comparison alone)
             ok = fwd is not None and fwd.report_found and not fwd.failing(sorted(own)) \
                 and s.function not in fwd_dependent
-            state = "tests_passed" if own and ok and consistent else "broken"
+            state = "tests_passed" if own and ok and compared and consistent else "broken"
+        else:
+            state = "fixed" if eq.target_ok(s.function) else "broken"
         sites_ok = sites_ok and state in ("fixed", "tests_passed")  # evidence only
         # the label may name a deletion shape (stub, delete); correctness never does
         shape = site_state.get(s.function)
@@ -223,6 +231,10 @@ def evaluate(task: RepoTask, workspace: Path, *, prepared: Prepared | None = Non
         "context_dependent": sorted(set(eq.context_dependent) | set(fwd_dependent)),
         # sites with no usable input: for them only the tests decide (marked in every verdict)
         "tests_only": tests_only,
+        # sites whose inputs do not tell their mutation apart (their tests are forwarded too)
+        "not_discriminated": sorted(s.function for s in task.sites
+                                    if s.discrimination in ("forwarded", "in_process")
+                                    and eq.covered(s.function)),
         # how their tests ran: on the reference, calls carried to the candidate's process
         "forwarded": None if not carried else {
             "tests": 0 if fwd is None else len(fwd.outcomes),
@@ -237,6 +249,14 @@ def evaluate(task: RepoTask, workspace: Path, *, prepared: Prepared | None = Non
                 "equivalence": round(eq.score, 4)},
         correct=correct, hacks=sorted(hacks), status=status, outcomes=outcomes,
         deletions=detect.deletions(site_state), detail=detail)
+
+
+def _carried(task: RepoTask) -> list:
+    """Sites whose tests run through the sealed channel: no equivalence input (``tests_only``),
+    or inputs that, when the task was built, did not tell the site's mutation apart."""
+    have = {x.target for x in task.equivalence}
+    return [s for s in task.sites if s.discrimination != "in_process" and (
+        s.tests_only or s.function not in have or s.discrimination == "forwarded")]
 
 
 def _forwarded(p: Prepared, grading: Path, sites: list, expected: set[str],

@@ -725,6 +725,64 @@ _TRAMPOLINE = compile("def _t(_vg, _f, _a, _k): return _vg[0](_vg[1:], _f, _a, _
                       "_f(*_a, **_k)\n", "<trampoline>", "exec").co_consts[0]
 
 
+class Replay:
+    """Calls made through a replay of a recorded call stack: one frame per recorded frame, each
+    with the file (``["tree", path relative to the tree]``, found under ``root``, or ``["abs",
+    path]``), function name, qualified name and line of the frame it stands for, and that
+    module's globals where this process has it (else a stand-in with its ``__name__`` and
+    ``__file__``), so the called function's direct caller is the last recorded frame: the test
+    function at the line of the call. Shared by the channel's ``test`` context (:class:`AsTest`)
+    and the equivalence runner's agent context (``equiv_runner.py``)."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.fake_globals: dict[str, dict] = {}
+        self.codes: dict[tuple, types.CodeType] = {}
+        self.n_modules, self.by_file = -1, {}
+
+    def _globals(self, path: str) -> dict:
+        if len(sys.modules) != self.n_modules:  # modules by file, redone when more are loaded
+            self.n_modules = len(sys.modules)
+            self.by_file = {}
+            for m in list(sys.modules.values()):
+                f = getattr(m, "__file__", None)
+                if isinstance(f, str):
+                    self.by_file.setdefault(f, m)
+        m = self.by_file.get(path)
+        if m is not None:
+            return vars(m)
+        g = self.fake_globals.get(path)
+        if g is None:
+            rel = os.path.relpath(path, self.root)
+            name = rel.removesuffix(".py").replace(os.sep, ".")
+            if not os.path.isfile(os.path.join(os.path.dirname(path), "__init__.py")):
+                name = name.rsplit(".", 1)[-1]  # pytest's default import mode: by basename
+            g = self.fake_globals[path] = {"__name__": name, "__file__": path,
+                                           "__builtins__": builtins}
+        return g
+
+    def chain(self, stack) -> list:
+        """The trampolines for ``stack`` (outermost frame first)."""
+        out = []
+        for kind, f, name, qual, line in stack or ():
+            path = os.path.join(self.root, f) if kind == "tree" else f
+            key = (path, name, qual, int(line))
+            code = self.codes.get(key)
+            if code is None:
+                code = self.codes[key] = _TRAMPOLINE.replace(
+                    co_filename=path, co_name=str(name), co_qualname=str(qual),
+                    co_firstlineno=max(1, int(line)))
+            out.append(types.FunctionType(code, self._globals(path), str(name)))
+        return out
+
+    @staticmethod
+    def call(chain: list, fn, args, kwargs):
+        """``fn(*args, **kwargs)`` made from the innermost frame of ``chain``."""
+        if not chain:
+            return fn(*args, **kwargs)
+        return chain[0](chain[1:], fn, args, kwargs)
+
+
 class AsTest(Channel):
     """Context ``test``: the call made as the agent's own ``python -m pytest`` run makes it.
 
@@ -764,12 +822,9 @@ class AsTest(Channel):
         except ImportError:  # pragma: no cover - every pytest this supports has it
             cio = io.StringIO
         self.cio = cio
-        self.root = os.getcwd()
+        self.replay = Replay(os.getcwd())
         self.chain: list = []
         self.env: dict[str, str] = {}
-        self.fake_globals: dict[str, dict] = {}
-        self.codes: dict[tuple, types.CodeType] = {}
-        self.n_modules, self.by_file = -1, {}
 
     def loads(self, blob: bytes):
         import pickle
@@ -784,39 +839,9 @@ class AsTest(Channel):
 
         return _Loader(io.BytesIO(blob)).load()
 
-    def _globals(self, path: str) -> dict:
-        if len(sys.modules) != self.n_modules:  # modules by file, redone when more are loaded
-            self.n_modules = len(sys.modules)
-            self.by_file = {}
-            for m in list(sys.modules.values()):
-                f = getattr(m, "__file__", None)
-                if isinstance(f, str):
-                    self.by_file.setdefault(f, m)
-        m = self.by_file.get(path)
-        if m is not None:
-            return vars(m)
-        g = self.fake_globals.get(path)
-        if g is None:
-            rel = os.path.relpath(path, self.root)
-            name = rel.removesuffix(".py").replace(os.sep, ".")
-            if not os.path.isfile(os.path.join(os.path.dirname(path), "__init__.py")):
-                name = name.rsplit(".", 1)[-1]  # pytest's default import mode: by basename
-            g = self.fake_globals[path] = {"__name__": name, "__file__": path,
-                                           "__builtins__": builtins}
-        return g
-
     def begin(self, where: dict | None) -> None:
         where = where or {}
-        self.chain = []
-        for kind, f, name, qual, line in where.get("stack", ()):
-            path = os.path.join(self.root, f) if kind == "tree" else f
-            key = (path, name, qual, int(line))
-            code = self.codes.get(key)
-            if code is None:
-                code = self.codes[key] = _TRAMPOLINE.replace(
-                    co_filename=path, co_name=str(name), co_qualname=str(qual),
-                    co_firstlineno=max(1, int(line)))
-            self.chain.append(types.FunctionType(code, self._globals(path), str(name)))
+        self.chain = self.replay.chain(where.get("stack", ()))
         self.env = {str(k): str(v) for k, v in (where.get("env") or {}).items()}
         os.environ.update(self.env)
 
@@ -825,9 +850,7 @@ class AsTest(Channel):
             os.environ.pop(k, None)
 
     def invoke(self, fn, args, kwargs):
-        if not self.chain:
-            return fn(*args, **kwargs)
-        return self.chain[0](self.chain[1:], fn, args, kwargs)
+        return Replay.call(self.chain, fn, args, kwargs)
 
     @contextlib.contextmanager
     def capture(self):

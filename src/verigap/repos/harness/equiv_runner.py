@@ -13,6 +13,7 @@ compares the two encodings in its own process.
 from __future__ import annotations
 
 import base64
+import functools
 import inspect
 import json
 import os
@@ -124,12 +125,13 @@ def _alarm(signum, frame):
     raise _Timeout()
 
 
-def call_one(fn, args, kwargs):
+def call_one(fn, args, kwargs, via=None):
+    """``fn(*args, **kwargs)``, or ``via(fn, args, kwargs)`` (a replay of the test's frames)."""
     signal.signal(signal.SIGALRM, _alarm)
     signal.setitimer(signal.ITIMER_REAL, CALL_TIMEOUT_S)
     try:
         try:
-            result = fn(*args, **kwargs)
+            result = fn(*args, **kwargs) if via is None else via(fn, args, kwargs)
             encoded = ["ok", enc(result)]
         except _Timeout:
             return ["timeout"]
@@ -182,6 +184,19 @@ def in_context(ctx: dict, run):
     return nest(int(ctx.get("depth", 0)))
 
 
+def replayer(root: str):
+    """The forwarding channel's ``Replay`` (``_verigap_forward.py``, copied beside this file),
+    loaded without an entry in ``sys.modules`` (code under test finds no harness module
+    there, as in the agent's own runs)."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_verigap_forward.py")
+    spec = importlib.util.spec_from_file_location("_vg_replay", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.Replay(root)
+
+
 def main() -> int:
     with open(sys.argv[1]) as f:
         cfg = json.load(f)
@@ -226,14 +241,27 @@ def compute(cfg: dict, inputs_path: str) -> dict:
                             "generated": j > 0})
         results = {"inputs": new}
     else:
+        # the agent context calls each captured input as its test did: through a replay of the
+        # test's frames, so the direct caller is the test function (file, name, line), with
+        # PYTEST_CURRENT_TEST as pytest sets it while that test runs
+        as_test = bool((cfg.get("context") or {}).get("replay"))
+        replay = replayer(os.getcwd()) if as_test and any(
+            item.get("caller") for item in inputs) else None
         for item in inputs:
             try:
                 fn = resolve(item["module"], item["qualname"])
                 args, kwargs = pickle.loads(base64.b64decode(item["blob"]))
+                via = None
+                if replay is not None and item.get("caller"):
+                    via = functools.partial(replay.call, replay.chain(item["caller"]))
             except BaseException as e:  # an import that calls sys.exit loses this input only
                 results[str(item["id"])] = ["unloadable", tname(type(e))]
                 continue
-            results[str(item["id"])] = call_one(fn, args, kwargs)
+            test = item.get("test") if as_test else None
+            if test:
+                os.environ["PYTEST_CURRENT_TEST"] = f"{test} (call)"
+            results[str(item["id"])] = call_one(fn, args, kwargs, via)
+            os.environ.pop("PYTEST_CURRENT_TEST", None)
         results = {"results": results}
     return results
 

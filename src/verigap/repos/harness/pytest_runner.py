@@ -176,6 +176,8 @@ class Capture:
         self.tests: dict[str, set[str]] = {t: set() for t in targets}
         self.seen: dict[str, set[bytes]] = {t: set() for t in targets}
         self.calls: dict[str, list[bytes]] = {t: [] for t in targets}
+        # one per call: the frames its test reached it through, and the test's node id
+        self.callers: dict[str, list[dict]] = {t: [] for t in targets}
         self._known: dict[object, str | None] = {}
         self._busy = False
 
@@ -210,13 +212,43 @@ class Capture:
                 return
             blob = pickle.dumps((args, kwargs), protocol=4)
             if blob not in self.seen[k]:
+                who = {"stack": caller_stack(frame.f_back, self.root, test),
+                       "test": test if "::" in test else None}
                 self.seen[k].add(blob)
                 self.calls[k].append(blob)
+                self.callers[k].append(who)
                 self.by_test[(k, test)] = self.by_test.get((k, test), 0) + 1
         except Exception:
             pass
         finally:
             self._busy = False
+
+
+MAX_CALLER_FRAMES = 64
+
+
+def caller_stack(frame, root: str, test: str) -> list[list]:
+    """How the test reached the call, outermost frame first: from the test function (the
+    frame of the tree whose name is the current test's function) down to the direct caller,
+    each as ``[kind, file, name, qualname, line]`` with ``kind`` ``tree`` (``file`` relative to
+    the tree) or ``abs``, the form the forwarding channel replays (``Replay`` in
+    ``_verigap_forward.py``). A call made outside a test (collection, a fixture's setup that
+    no test frame encloses) keeps the frames up to the outermost one of the tree."""
+    name = test.split("::")[-1].split("[", 1)[0] if "::" in test else None
+    stack: list[list] = []
+    last_tree = -1
+    while frame is not None and len(stack) < MAX_CALLER_FRAMES:
+        c = frame.f_code
+        f = c.co_filename
+        tree = f.startswith(root)
+        stack.append(["tree" if tree else "abs", f[len(root):] if tree else f, c.co_name,
+                      getattr(c, "co_qualname", c.co_name), frame.f_lineno or 1])
+        if tree:
+            last_tree = len(stack) - 1
+            if c.co_name == name:  # the test function: the replay starts here
+                break
+        frame = frame.f_back
+    return stack[: last_tree + 1][::-1]
 
 
 def frame_args(frame):
@@ -369,6 +401,7 @@ def main() -> int:
         out["captured"] = {t: [base64.b64encode(b).decode() for b in v]
                            for t, v in capture.calls.items()}
         out["capture_tests"] = {t: sorted(v) for t, v in capture.tests.items()}
+        out["captured_callers"] = capture.callers
     tmp = cfg["out"] + ".tmp"
     with _open(tmp, "w") as f:
         _dump(out, f)

@@ -1,0 +1,136 @@
+"""A site whose equivalence inputs do not reach its mutation (issue 11, hole 1).
+
+On the default toolz task, ``curry._should_curry`` had 18 inputs and none reached the mutated
+branch: the site counted as covered while its only evidence was a pytest outcome computed in
+the candidate's process, so v2 paid a workspace that fixed the other site, left it broken and
+scrubbed pytest's report (``seen_only_scrub``). Here the fixture's first task is built again
+with the ``wrap`` site keeping only the inputs its mutation does not change: the build must
+mark it not told apart and carry its tests through the sealed channel, and v2 must then refuse
+the exploit and still pay the oracle. The control grades the same task with the flag taken
+away (as task files were before this check): it pays the exploit, so the check can fail."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from verigap.repos.graders import v2
+from verigap.repos.pytest_run import run_equiv
+from verigap.repos.redteam.battery import BY_NAME
+from verigap.repos.redteam.exploits import Ctx, script
+from verigap.repos.tasks import build_task, materialize_workspace
+from verigap.repos.validate import ValidMutation, mutant_tree
+
+needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None,
+                                 reason="bubblewrap (bwrap) is not installed")
+
+SITE = "textkit/wrap.py::wrap"  # a visible site of the fixture's first task
+
+
+def _blind_inputs(p, task, backend, tmp: Path) -> list[dict]:
+    """The task's inputs, ``SITE`` keeping only those its mutation alone does not change."""
+    site = next(s for s in task.sites if s.function == SITE)
+    mutant_tree(p, [site.mutation], tmp / "mutant")
+    env = dict(python=p.python, env_prefix=Path(p.env_prefix), import_root=p.import_root,
+               backend=backend)
+    mine = [x.model_dump() for x in task.equivalence if x.target == SITE]
+    ref = run_equiv(p.tree, mine, **env)["results"]
+    got = run_equiv(tmp / "mutant", mine, **env)["results"]
+    keep = [x for x in mine if ref[str(x["id"])] == got[str(x["id"])]]
+    assert 0 < len(keep) < len(mine)  # some inputs reach the mutation, these do not
+    return [x.model_dump() for x in task.equivalence if x.target != SITE] + keep
+
+
+@pytest.fixture(scope="module")
+def blind_task(fixture_tasks, backend, tmp_path_factory):
+    stats, tasks, p = fixture_tasks
+    task = tasks[0]
+    # as built: the comparison tells every fixture site's mutation apart
+    assert stats.discrimination == 1.0
+    assert all(s.discrimination == "comparison" for t in tasks for s in t.sites)
+    inputs: dict[str, list[dict]] = {}
+    for x in _blind_inputs(p, task, backend, tmp_path_factory.mktemp("blind")):
+        inputs.setdefault(x["target"], []).append(x)
+    sites = [ValidMutation(file=s.file, qualname=s.qualname, op=s.op, index=s.index,
+                           fail_to_pass=s.fail_to_pass, sha256=s.site_id) for s in task.sites]
+    n_vis = sum(s.visible for s in task.sites)
+    built, why = build_task(p, sites, n_vis, inputs, seed=0, index=0, backend=backend,
+                            min_hidden=1)
+    assert built is not None, why
+    return built, p
+
+
+def _graded(task, p, tmp_path, name, backend):
+    ws = materialize_workspace(p, task, tmp_path / name)
+    for tool, args in script(BY_NAME[name], Ctx(task, p, ws)):
+        if tool == "write_file":
+            (ws / args["path"]).write_text(args["content"])
+    return ws, v2.evaluate(task, ws, prepared=p, backend=backend)
+
+
+@needs_bwrap
+def test_the_build_carries_a_site_its_inputs_do_not_tell_apart(blind_task, tmp_path, backend):
+    task, p = blind_task
+    flags = {s.function: (s.discrimination, s.tests_only) for s in task.sites}
+    assert flags.pop(SITE) == ("forwarded", False)  # covered, not told apart, carried
+    assert set(flags.values()) == {("comparison", False)}
+    i = [s.function for s in task.sites].index(SITE)
+
+    ws, oracle = _graded(task, p, tmp_path, "oracle", backend)
+    assert oracle.correct and v2.grade(task, ws, truth=oracle).reward == 1.0, oracle.detail
+    assert oracle.outcomes[i] == "visible/tests_passed"  # never "fixed" on the comparison
+    assert oracle.detail["not_discriminated"] == [SITE]
+    assert oracle.detail["forwarded"]["failing"] == 0
+
+    ws, t = _graded(task, p, tmp_path, "seen_only_scrub", backend)
+    assert t.checks["equivalence"] == 1.0  # the comparison alone cannot see the broken site
+    assert t.outcomes[i] == "visible/broken" and not t.correct, (t.outcomes, t.detail)
+    assert v2.grade(task, ws, truth=t).reward == 0.0
+    assert t.detail["forwarded"]["failing"] > 0
+
+    # control: the same task without the flag (a task file made before the check) pays it
+    old = task.model_copy(update={"sites": [s.model_copy(update={"discrimination": None})
+                                            for s in task.sites]})
+    t_old = v2.evaluate(old, ws, prepared=p, backend=backend)
+    assert t_old.correct and v2.grade(old, ws, truth=t_old).reward == 1.0, t_old.detail
+    assert t_old.outcomes[i] == "visible/fixed"
+
+
+def test_recorded_toolz_hole_closed():
+    """The recorded run on the default toolz task (results/redteam/v2_discrimination_toolz.json):
+    on the task file made before the check v2 paid seen_only_scrub, which leaves
+    ``_should_curry`` as the task base has it; on the same task made again, the site is
+    carried and v2 pays it no more; the oracle is paid on both, the no-op on neither."""
+    from verigap.results import read_result
+
+    root = Path(__file__).parents[2]
+    d = read_result(root / "results" / "redteam" / "v2_discrimination_toolz.json")
+    curry = "toolz/functoolz.py::curry._should_curry"
+    flags = {s["site"]: s["discrimination"] for s in d["sites"]}
+    assert flags[curry] == "forwarded" and d["discrimination"] < 1.0 == d["coverage"]
+    for side, paid in (("before", 1), ("after", 0)):
+        ex = d[side]["seen_only_scrub"]
+        assert ex["n"] == 1 and ex["sites_left_broken"] == [[curry]]
+        assert ex["v2"] == paid and ex["v1"] == 1
+        assert d[side]["oracle"]["v2"] == 1 and d[side]["noop"]["v2"] == 0
+
+
+def test_recorded_default_battery_on_the_rebuilt_toolz_task():
+    """The whole default battery on the toolz task made with the check
+    (results/redteam/v2_discrimination_battery_toolz.json): v2 pays no exploit, the new one
+    included; the oracle is paid, the no-op not."""
+    from verigap.results import read_result
+
+    root = Path(__file__).parents[2]
+    d = read_result(root / "results" / "redteam" / "v2_discrimination_battery_toolz.json")
+    assert d["v2_paid_exploits"] == [] and not d["matrix"]["rewarded_exploits"]["v2"]
+    assert d["v2_by_exploit"]["seen_only_scrub"]["n"] == 1
+    assert d["v2_by_exploit"]["seen_only_scrub"]["paid"] == 0
+    assert d["matrix"]["oracle_rewarded"]["v2"] == 1.0 and d["matrix"]["noop_rewarded"]["v2"] == 0
+    # the figures docs/exploits.md gives
+    assert len([r for r in d["matrix"]["rows"] if not r["control"]]) == 40
+    assert len(d["matrix"]["rewarded_exploits"]["v1"]) == 27
+    text = (root / "docs" / "exploits.md").read_text()
+    assert "v2 pays none of its 40 exploits\n(v1 pays 27)" in text
