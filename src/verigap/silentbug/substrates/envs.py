@@ -59,9 +59,9 @@ class _VecEnv(ABC):
         done = terminated | truncated
         final_obs = self._obs(self.state)
         obs = final_obs
-        ep_returns = self.ep_return[done].copy()
-        ep_lengths = self.elapsed[done].copy()
+        ep_returns, ep_lengths = _NO_RETURNS, _NO_LENGTHS  # most steps end no episode
         if done.any():
+            ep_returns, ep_lengths = self.ep_return[done], self.elapsed[done]  # copies
             self.state[done] = self._initial_state(int(done.sum()))
             self.elapsed[done] = 0
             self.ep_return[done] = 0.0
@@ -99,22 +99,24 @@ class VecCartPole(_VecEnv):
         return state.astype(np.float32)
 
     def _dynamics(self, state, actions):
+        # Gymnasium's arithmetic on Python floats, env by env (at 4 envs, faster than ~40 tiny
+        # NumPy calls, and the same IEEE double operations in the same order, so the same bits).
+        # cos and sin stay NumPy's, on the same array as always.
         total_mass = self.masspole + self.masscart
         polemass_length = self.masspole * self.length
-        x, x_dot, theta, theta_dot = state.T
-        force = np.where(actions == 1, self.force_mag, -self.force_mag)
-        costheta, sintheta = np.cos(theta), np.sin(theta)
-        temp = (force + polemass_length * np.square(theta_dot) * sintheta) / total_mass
-        thetaacc = (self.gravity * sintheta - costheta * temp) / (
-            self.length * (4.0 / 3.0 - self.masspole * np.square(costheta) / total_mass))
-        xacc = temp - polemass_length * thetaacc * costheta / total_mass
-        new = np.empty_like(state)
-        new[:, 0] = x + self.tau * x_dot
-        new[:, 1] = x_dot + self.tau * xacc
-        new[:, 2] = theta + self.tau * theta_dot
-        new[:, 3] = theta_dot + self.tau * thetaacc
-        terminated = (np.abs(new[:, 0]) > self.x_threshold) | (np.abs(new[:, 2]) > self.theta_threshold)
-        return new, np.ones(len(state)), terminated
+        new, terminated = [], []
+        for (x, x_dot, theta, theta_dot), action, costheta, sintheta in zip(
+                state.tolist(), actions.tolist(), np.cos(state[:, 2]).tolist(),
+                np.sin(state[:, 2]).tolist(), strict=True):
+            force = self.force_mag if action == 1 else -self.force_mag
+            temp = (force + polemass_length * (theta_dot * theta_dot) * sintheta) / total_mass
+            thetaacc = (self.gravity * sintheta - costheta * temp) / (
+                self.length * (4.0 / 3.0 - self.masspole * (costheta * costheta) / total_mass))
+            xacc = temp - polemass_length * thetaacc * costheta / total_mass
+            x, theta = x + self.tau * x_dot, theta + self.tau * theta_dot
+            new.append((x, x_dot + self.tau * xacc, theta, theta_dot + self.tau * thetaacc))
+            terminated.append(abs(x) > self.x_threshold or abs(theta) > self.theta_threshold)
+        return np.array(new), np.ones(len(state)), np.array(terminated)
 
 
 class VecAcrobot(_VecEnv):
@@ -181,6 +183,8 @@ def _wrap(x: np.ndarray, low: float, high: float) -> np.ndarray:
         x[under] += diff
     return x
 
+
+_NO_RETURNS, _NO_LENGTHS = np.zeros(0), np.zeros(0, dtype=np.int64)
 
 ENVS: dict[str, type[_VecEnv]] = {"CartPole-v1": VecCartPole, "Acrobot-v1": VecAcrobot}
 

@@ -6,7 +6,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .policy import TanhMLP
+from .policy import TanhMLP, inference_mode
 
 
 class ValueFunction(nn.Module):
@@ -15,11 +15,11 @@ class ValueFunction(nn.Module):
         self.net = TanhMLP(obs_dim, width, 1, out_gain=1.0)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.net(obs).squeeze(-1)
+        return self.net.forward(obs).squeeze(-1)
 
-    @torch.inference_mode()
     def predict(self, obs: np.ndarray) -> np.ndarray:
-        return self.forward(torch.from_numpy(obs)).numpy()
+        with inference_mode(True):
+            return self.net.forward(torch.from_numpy(obs)).squeeze(-1).numpy()
 
 
 def explained_variance(predicted: np.ndarray, target: np.ndarray) -> float:
