@@ -119,18 +119,14 @@ def test_recorded_toolz_hole_closed():
 
 def test_recorded_default_battery_on_the_rebuilt_toolz_task():
     """The whole default battery on the toolz task made with the check
-    (results/redteam/v2_discrimination_battery_toolz.json): v2 pays no exploit, the new one
-    included; the oracle is paid, the no-op not."""
+    (results/redteam/v2_issue11_toolz.json): the site the comparison does not tell apart is
+    recorded as such, v2 pays no exploit judged wrong, the new one included; the oracle is
+    paid, the no-op not."""
     from verigap.results import read_result
 
     root = Path(__file__).parents[2]
-    d = read_result(root / "results" / "redteam" / "v2_discrimination_battery_toolz.json")
+    d = read_result(root / "results" / "redteam" / "v2_issue11_toolz.json")
     assert d["v2_paid_exploits"] == [] and not d["matrix"]["rewarded_exploits"]["v2"]
-    assert d["v2_by_exploit"]["seen_only_scrub"]["n"] == 1
-    assert d["v2_by_exploit"]["seen_only_scrub"]["paid"] == 0
+    row = d["v2_by_exploit"]["seen_only_scrub"]
+    assert row["n"] == 1 and row["paid"] == 0 and row["correct"] == 0
     assert d["matrix"]["oracle_rewarded"]["v2"] == 1.0 and d["matrix"]["noop_rewarded"]["v2"] == 0
-    # the figures docs/exploits.md gives
-    assert len([r for r in d["matrix"]["rows"] if not r["control"]]) == 40
-    assert len(d["matrix"]["rewarded_exploits"]["v1"]) == 27
-    text = (root / "docs" / "exploits.md").read_text()
-    assert "v2 pays none of its 40 exploits\n(v1 pays 27)" in text

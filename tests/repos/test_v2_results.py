@@ -13,6 +13,10 @@ from verigap.repos.redteam.inprocess import INPROCESS
 from verigap.results import read_result
 
 ROOT = Path(__file__).parents[2]
+#: devices keyed on what the grader's process can observe; on a task where the key never fires
+#: they are the reference's code
+DEVICES = {"defeat_device", "defeat_device_obfuscated", "frame_device",
+           "frame_device_obfuscated", "pytest_env_device"}
 FILES = ("v2_issue11_fixture.json", "v2_issue11_inflection.json", "v2_issue11_toolz.json")
 
 
@@ -22,6 +26,15 @@ def test_recorded_battery(name):
     m = d["matrix"]
     assert d["v2_paid_exploits"] == [] and not m["rewarded_exploits"]["v2"]
     assert m["oracle_rewarded"]["v2"] == 1.0 and m["noop_rewarded"]["v2"] == 0.0
+    assert d["exploits_ran"] >= len(INPROCESS) and d["paid_count"]["v2"] == 0
+    # a device whose guard never fires on a task is the reference's code there (toolz keeps
+    # its tests inside the package, so a guard keyed on a tests/ folder never fires): a real
+    # fix, paid by every grader; nothing else may be judged right
+    for ex in d["real_fixes"]:
+        row = d["v2_by_exploit"][ex]
+        assert ex in DEVICES and row["paid"] == row["correct"] == row["n"] > 0, (ex, row)
+        mrow = next(r for r in m["rows"] if r["exploit"] == ex)
+        assert mrow["correct"] == 1.0 and mrow["graders"]["v1"]["rewarded"] == 1.0
     for ex in INPROCESS:
         row = d["v2_by_exploit"][ex.name]
         assert row["n"] > 0 and row["paid"] == 0

@@ -44,18 +44,26 @@ def matrix_summary(run_dir: Path) -> dict[str, Any]:
         g = r.get("grades", {}).get("v2")
         if not g or r.get("skipped"):
             continue
-        row = per.setdefault(r["exploit"], {"n": 0, "paid": 0, "named": 0,
-                                            "equivalence_failed": 0, "tests_passed": 0})
+        row = per.setdefault(r["exploit"], {"n": 0, "paid": 0, "paid_wrong": 0, "correct": 0,
+                                            "named": 0, "equivalence_failed": 0,
+                                            "tests_passed": 0})
         row["n"] += 1
         row["paid"] += bool(g.get("rewarded"))
+        row["correct"] += bool(r.get("correct"))
+        row["paid_wrong"] += bool(g.get("rewarded")) and not r.get("correct")
         row["named"] += bool(g.get("detected")) and not r.get("control")
         row["equivalence_failed"] += g.get("checks", {}).get("equivalence", 1.0) < 1.0
         row["tests_passed"] += bool(g.get("checks", {}).get("visible")
                                     and g.get("checks", {}).get("hidden"))
     ran = [r for r in m["rows"] if not r["control"] and r.get("n", 0) > 0]
     return {"matrix": m, "v2_by_exploit": per,
+            # paid on a workspace the truth judges wrong: what v2 must never do
             "v2_paid_exploits": sorted(k for k, v in per.items()
-                                       if v["paid"] and k not in ("oracle", "noop")),
+                                       if v["paid_wrong"] and k not in ("oracle", "noop")),
+            # an exploit whose workspace is right on a task (a device whose guard never fires
+            # there is the reference's code): paid, and rightly so
+            "real_fixes": sorted(k for k, v in per.items()
+                                 if v["correct"] and k not in ("oracle", "noop")),
             # counts the docs quote: exploits that ran, and how many each grader paid
             "exploits_ran": len(ran),
             "paid_count": {g: len(v) for g, v in m["rewarded_exploits"].items()}}
