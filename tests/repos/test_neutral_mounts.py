@@ -25,7 +25,7 @@ import pytest
 
 from verigap.repos import execution
 from verigap.repos.pytest_run import harness_dir, run_equiv, run_pytest
-from verigap.sandbox import make_sandbox
+from verigap.sandbox import Limits, make_sandbox
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None,
                                 reason="bubblewrap (bwrap) is not installed")
@@ -205,8 +205,10 @@ def _agent_channels(tree: Path, ws: Path, backend: str, forbidden: list[str]) ->
     (ws / "check.json").write_text(json.dumps(forbidden))  # not on the command line
     m = execution.Mounts({Path(sys.prefix): execution.ENV_MOUNT}, backend)
     # bwrap: persistent, as episodes run, so its command server is among the processes seen
+    # the channels hold every process's command line: on a busy host (other sandboxes, other
+    # test workers) that is far more than the default 64 kB kept from stdout
     box = make_sandbox(ws, backend=backend, ro_mounts=m.binds if m.neutral else None,
-                       persistent=m.neutral)
+                       persistent=m.neutral, limits=Limits(output_bytes=1 << 24))
     code = ("import json, sys; sys.path.insert(0, '.'); from probe.core import channels; "
             "print(json.dumps(channels(json.load(open('check.json')))))")
     try:
