@@ -130,3 +130,28 @@ def test_recorded_default_battery_on_the_rebuilt_toolz_task():
     row = d["v2_by_exploit"]["seen_only_scrub"]
     assert row["n"] == 1 and row["paid"] == 0 and row["correct"] == 0
     assert d["matrix"]["oracle_rewarded"]["v2"] == 1.0 and d["matrix"]["noop_rewarded"]["v2"] == 0
+
+
+def test_a_task_file_made_before_the_checks_is_flagged(fixture_tasks, tmp_path):
+    """A task set made now has every check (no warning, nothing listed); the same task with the
+    sites' discrimination and the inputs' callers removed, as an older verigap wrote it, is
+    named on load and lists what it lacks."""
+    import warnings
+
+    from verigap.repos.tasks import load_tasks, unchecked
+
+    _, tasks, _ = fixture_tasks
+    t = tasks[0]
+    assert unchecked(t) == []
+    t.save(tmp_path / "new" / f"{t.task_id}.json")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert [x.task_id for x in load_tasks(tmp_path / "new")] == [t.task_id]
+    old = t.model_copy(update={
+        "sites": [s.model_copy(update={"discrimination": None}) for s in t.sites],
+        "equivalence": [x.model_copy(update={"caller": None, "test": None})
+                        for x in t.equivalence]})
+    assert unchecked(old) == ["discrimination", "callers"]
+    old.save(tmp_path / "old" / f"{t.task_id}.json")
+    with pytest.warns(UserWarning, match=r"1 of 1 task file\(s\).*\(callers, discrimination\)"):
+        assert unchecked(load_tasks(tmp_path / "old")[0]) == ["discrimination", "callers"]

@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+import warnings
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -813,14 +814,37 @@ def build_task(p: Prepared, sites: Sequence[ValidMutation], n_vis: int,
     return task, ""
 
 
+def unchecked(task: RepoTask) -> list[str]:
+    """The build-time checks a task file predates (made by an older verigap, or mined from
+    history): ``"discrimination"``, a site never checked to be told apart by the comparison
+    (:func:`discriminated`); ``"callers"``, no input records its test's caller, so the
+    comparison cannot call from a test's frame. v2 grades such a file on weaker evidence, and
+    every verdict lists what it lacks."""
+    out = []
+    if any(s.discrimination is None for s in task.sites):
+        out.append("discrimination")
+    if task.equivalence and all(x.caller is None for x in task.equivalence):
+        out.append("callers")
+    return out
+
+
 def load_tasks(path: Path) -> list[RepoTask]:
-    """One task file, or every task file in a directory (index.json excluded)."""
+    """One task file, or every task file in a directory (index.json excluded). Warns when
+    files predate the build-time checks (:func:`unchecked`)."""
     path = Path(path)
     files = [path] if path.is_file() else sorted(
         f for f in path.glob("*.json") if f.name != "index.json")
     if not files:
         raise ConfigError(f"no task files at {path}; create them with `verigap repos make-tasks`")
-    return [RepoTask.load(f) for f in files]
+    tasks = [RepoTask.load(f) for f in files]
+    old = [t for t in tasks if unchecked(t)]
+    if old:
+        lacks = sorted({c for t in old for c in unchecked(t)})
+        warnings.warn(f"{len(old)} of {len(tasks)} task file(s) at {path} predate the build-time "
+                      f"checks ({', '.join(lacks)}): v2 grades them on weaker evidence "
+                      "(docs/repos.md); make them again with `verigap repos make-tasks` (the "
+                      "command is in the set's index.json)", UserWarning, stacklevel=2)
+    return tasks
 
 
 def prepared_for(task: RepoTask, *, backend: str | None = None) -> Prepared:

@@ -54,7 +54,7 @@ from verigap.repos import changes as ch
 from verigap.repos import detect, equivalence, forward, guards, snapshot, sources
 from verigap.repos.prepare import Prepared
 from verigap.repos.pytest_run import cache_root, run_pytest
-from verigap.repos.tasks import RepoTask, base_tree, prepared_for
+from verigap.repos.tasks import RepoTask, base_tree, prepared_for, unchecked
 from verigap.rewards import EpisodeChecks, Oracle, Payout, RewardScheme
 from verigap.verdict import Status, Verdict
 
@@ -232,6 +232,8 @@ def evaluate(task: RepoTask, workspace: Path, *, prepared: Prepared | None = Non
         # sites with no usable input: for them only the tests decide (marked in every verdict)
         "tests_only": tests_only,
         # sites whose inputs do not tell their mutation apart (their tests are forwarded too)
+        # build-time checks the task file predates: weaker evidence (tasks.unchecked)
+        "unchecked": unchecked(task),
         "not_discriminated": sorted(s.function for s in task.sites
                                     if s.discrimination in ("forwarded", "in_process")
                                     and eq.covered(s.function)),
