@@ -155,3 +155,7 @@ def test_a_task_file_made_before_the_checks_is_flagged(fixture_tasks, tmp_path):
     old.save(tmp_path / "old" / f"{t.task_id}.json")
     with pytest.warns(UserWarning, match=r"1 of 1 task file\(s\).*\(callers, discrimination\)"):
         assert unchecked(load_tasks(tmp_path / "old")[0]) == ["discrimination", "callers"]
+    mined = old.model_copy(update={"origin": {"repository": "r", "commit": "c"}})
+    mined.save(tmp_path / "mined" / f"{t.task_id}.json")
+    with pytest.warns(UserWarning, match=r"1 of 1 mined task file\(s\).*not checked this way"):
+        load_tasks(tmp_path / "mined")
