@@ -75,5 +75,7 @@ def test_speed_results_are_consistent():
             assert r["correct"] is True  # the oracle: v2 must pay it for the timing to count
             assert abs(r["ratio"] - r["v2_s"] / r["raw_pytest_s"]) < 0.01
             assert len(r["load_avg_1m"]) == data["reps"]
-        # docs/exploits.md says v2, as it grades, is within issue 19's goal on every set
-        assert s["wall_ratio_median"] <= 1.5
+    # docs/exploits.md and docs/speed.md say v2, as it grades, is within issue 19's goal (1.5x)
+    # on the fixture and inflection, and not on toolz (a site whose tests go through the channel)
+    within = [s["source"] for s in data["sets"] if s["wall_ratio_median"] <= 1.5]
+    assert within == ["fixture_lib", "inflection==0.5.1"]
