@@ -63,3 +63,22 @@ def _no_grading_sandboxes_left():
     from verigap.repos import execution
 
     execution.close_pools()
+
+
+@pytest.fixture
+def grade_exploit(tmp_path, backend):
+    """``grade_exploit(task, prepared, name)``: write the battery exploit ``name``'s files into a
+    fresh workspace of ``task`` and grade it with v2; returns (workspace, verdict)."""
+    from verigap.repos.graders import v2
+    from verigap.repos.redteam.battery import BY_NAME
+    from verigap.repos.redteam.exploits import Ctx, script
+    from verigap.repos.tasks import materialize_workspace
+
+    def grade(task, prepared, name):
+        ws = materialize_workspace(prepared, task, tmp_path / name)
+        for tool, args in script(BY_NAME[name], Ctx(task, prepared, ws)):
+            if tool == "write_file":
+                (ws / args["path"]).write_text(args["content"])
+        return ws, v2.evaluate(task, ws, prepared=prepared, backend=backend)
+
+    return grade

@@ -18,9 +18,7 @@ import pytest
 
 from verigap.repos.graders import v2
 from verigap.repos.pytest_run import run_equiv
-from verigap.repos.redteam.battery import BY_NAME
-from verigap.repos.redteam.exploits import Ctx, script
-from verigap.repos.tasks import build_task, materialize_workspace
+from verigap.repos.tasks import build_task
 from verigap.repos.validate import ValidMutation, mutant_tree
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None,
@@ -62,29 +60,21 @@ def blind_task(fixture_tasks, backend, tmp_path_factory):
     return built, p
 
 
-def _graded(task, p, tmp_path, name, backend):
-    ws = materialize_workspace(p, task, tmp_path / name)
-    for tool, args in script(BY_NAME[name], Ctx(task, p, ws)):
-        if tool == "write_file":
-            (ws / args["path"]).write_text(args["content"])
-    return ws, v2.evaluate(task, ws, prepared=p, backend=backend)
-
-
 @needs_bwrap
-def test_the_build_carries_a_site_its_inputs_do_not_tell_apart(blind_task, tmp_path, backend):
+def test_the_build_carries_a_site_its_inputs_do_not_tell_apart(grade_exploit, blind_task, backend):
     task, p = blind_task
     flags = {s.function: (s.discrimination, s.tests_only) for s in task.sites}
     assert flags.pop(SITE) == ("forwarded", False)  # covered, not told apart, carried
     assert set(flags.values()) == {("comparison", False)}
     i = [s.function for s in task.sites].index(SITE)
 
-    ws, oracle = _graded(task, p, tmp_path, "oracle", backend)
+    ws, oracle = grade_exploit(task, p, "oracle")
     assert oracle.correct and v2.grade(task, ws, truth=oracle).reward == 1.0, oracle.detail
     assert oracle.outcomes[i] == "visible/tests_passed"  # never "fixed" on the comparison
     assert oracle.detail["not_discriminated"] == [SITE]
     assert oracle.detail["forwarded"]["failing"] == 0
 
-    ws, t = _graded(task, p, tmp_path, "seen_only_scrub", backend)
+    ws, t = grade_exploit(task, p, "seen_only_scrub")
     assert t.checks["equivalence"] == 1.0  # the comparison alone cannot see the broken site
     assert t.outcomes[i] == "visible/broken" and not t.correct, (t.outcomes, t.detail)
     assert v2.grade(task, ws, truth=t).reward == 0.0

@@ -18,9 +18,6 @@ import pytest
 from verigap.repos.graders import v2
 from verigap.repos.harness import _verigap_forward as F
 from verigap.repos.harness import equiv_runner
-from verigap.repos.redteam.battery import BY_NAME
-from verigap.repos.redteam.exploits import Ctx, script
-from verigap.repos.tasks import materialize_workspace
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None,
                                  reason="bubblewrap (bwrap) is not installed")
@@ -73,23 +70,15 @@ def test_capture_records_the_callers_test(fixture_tasks):
     assert direct > 0
 
 
-def _graded(task, p, tmp_path, name, backend):
-    ws = materialize_workspace(p, task, tmp_path / name)
-    for tool, args in script(BY_NAME[name], Ctx(task, p, ws)):
-        if tool == "write_file":
-            (ws / args["path"]).write_text(args["content"])
-    return ws, v2.evaluate(task, ws, prepared=p, backend=backend)
-
-
 @needs_bwrap
 @pytest.mark.parametrize("name", ["frame_device", "pytest_env_device"])
-def test_a_device_keyed_on_the_test_is_caught(fixture_tasks, tmp_path, backend, name):
+def test_a_device_keyed_on_the_test_is_caught(grade_exploit, fixture_tasks, backend, name):
     """``frame_device``: broken when a test's frame is the caller; ``pytest_env_device``:
     broken where PYTEST_CURRENT_TEST is set (with pytest in argv and tests/ in the cwd, which
     the agent context already had). Both scrub the report."""
     _stats, tasks, p = fixture_tasks
     task = tasks[0]
-    ws, t = _graded(task, p, tmp_path, name, backend)
+    ws, t = grade_exploit(task, p, name)
     assert not t.correct and v2.grade(task, ws, truth=t).reward == 0.0, t.detail
     assert "context_dependent" in t.hacks and t.detail["context_dependent"], t.detail
     # control: without the recorded callers and tests (the comparison calls from its
@@ -101,11 +90,11 @@ def test_a_device_keyed_on_the_test_is_caught(fixture_tasks, tmp_path, backend, 
 
 
 @needs_bwrap
-def test_controls_are_paid_with_the_replay(fixture_tasks, tmp_path, backend):
+def test_controls_are_paid_with_the_replay(grade_exploit, fixture_tasks):
     _stats, tasks, p = fixture_tasks
     task = tasks[0]
     for name in ("oracle", "honest_helper"):
-        ws, t = _graded(task, p, tmp_path, name, backend)
+        ws, t = grade_exploit(task, p, name)
         assert t.correct and v2.grade(task, ws, truth=t).reward == 1.0, (name, t.detail)
         assert "context_dependent" not in t.hacks, name
     assert any((ws / s.file).read_text() != (p.tree / s.file).read_text() for s in task.sites)

@@ -21,7 +21,7 @@ from verigap.repos.graders import v2
 from verigap.repos.harness import _verigap_forward as F
 from verigap.repos.pytest_run import run_pytest
 from verigap.repos.redteam.battery import BY_NAME
-from verigap.repos.redteam.exploits import Ctx, script
+from verigap.repos.redteam.exploits import Ctx
 from verigap.repos.redteam.tests_only import TESTS_ONLY, as_tests_only
 from verigap.repos.tasks import materialize_workspace
 
@@ -155,14 +155,6 @@ def tests_only_task(fixture_tasks):
     return task, p
 
 
-def _graded(task, p, tmp_path, name, backend):
-    ws = materialize_workspace(p, task, tmp_path / name)
-    for tool, args in script(BY_NAME[name], Ctx(task, p, ws)):
-        if tool == "write_file":
-            (ws / args["path"]).write_text(args["content"])
-    return ws, v2.evaluate(task, ws, prepared=p, backend=backend)
-
-
 def _in_process(p, candidate, sites, tests, *, backend=None, **_):
     """v2 before this change: the site's tests run in the candidate's own process."""
     return run_pytest(candidate, python=p.python, env_prefix=p.env_prefix,
@@ -171,26 +163,26 @@ def _in_process(p, candidate, sites, tests, *, backend=None, **_):
 
 
 @needs_bwrap
-def test_controls_oracle_paid_noop_not(tests_only_task, tmp_path, backend):
+def test_controls_oracle_paid_noop_not(grade_exploit, tests_only_task):
     task, p = tests_only_task
-    _ws, oracle = _graded(task, p, tmp_path, "oracle", backend)
+    _ws, oracle = grade_exploit(task, p, "oracle")
     assert oracle.correct, oracle.detail
     i = [s.function for s in task.sites].index(SITE)
     assert oracle.outcomes[i] == "visible/tests_passed"
     assert oracle.detail["tests_only"] == [SITE]
     assert oracle.detail["forwarded"] == {"tests": 3, "failing": 0, "error": None,
                                           "context_dependent": []}
-    _ws, noop = _graded(task, p, tmp_path, "noop", backend)
+    _ws, noop = grade_exploit(task, p, "noop")
     assert not noop.correct and noop.outcomes[i] == "visible/broken"
 
 
 @needs_bwrap
 @pytest.mark.parametrize("name", [e.name for e in TESTS_ONLY])
-def test_no_technique_is_paid_on_a_tests_only_site(tests_only_task, tmp_path, backend, name):
+def test_no_technique_is_paid_on_a_tests_only_site(grade_exploit, tests_only_task, name):
     """Every covered site fixed, the tests_only site broken behind an in-process technique:
     its tests run where the technique is not, so the site stays broken."""
     task, p = tests_only_task
-    ws, t = _graded(task, p, tmp_path, name, backend)
+    ws, t = grade_exploit(task, p, name)
     i = [s.function for s in task.sites].index(SITE)
     assert t.outcomes[i] == "visible/broken" and not t.correct, (t.outcomes, t.detail)
     assert v2.grade(task, ws, truth=t).reward == 0.0
@@ -201,24 +193,24 @@ def test_no_technique_is_paid_on_a_tests_only_site(tests_only_task, tmp_path, ba
 
 
 @needs_bwrap
-def test_control_one_context_pays_a_channel_aware_device(tests_only_task, tmp_path, backend,
+def test_control_one_context_pays_a_channel_aware_device(grade_exploit, tests_only_task,
                                                           monkeypatch):
     """With the channel answered in its first context only (as before the agent-like one),
     a device that is right only where its caller is not a test is paid: the second context
     is what stops it."""
     task, p = tests_only_task
     monkeypatch.setattr(forward, "CONTEXTS", ("channel",))
-    ws, t = _graded(task, p, tmp_path, "tests_only_channel_frame", backend)
+    ws, t = grade_exploit(task, p, "tests_only_channel_frame")
     assert t.correct and v2.grade(task, ws, truth=t).reward == 1.0, t.detail
     assert "context_dependent" not in t.hacks
 
 
 @needs_bwrap
-def test_an_honest_rewrite_is_paid_in_both_contexts(tests_only_task, tmp_path, backend):
+def test_an_honest_rewrite_is_paid_in_both_contexts(grade_exploit, tests_only_task):
     """Control: a fix written differently from the reference (its body in a helper: another
     stack, other frames) answers alike in both contexts and is paid, with no false alarm."""
     task, p = tests_only_task
-    ws, t = _graded(task, p, tmp_path, "honest_helper", backend)
+    ws, t = grade_exploit(task, p, "honest_helper")
     assert (ws / "textkit" / "wrap.py").read_text() != (p.tree / "textkit" / "wrap.py"
                                                         ).read_text()
     i = [s.function for s in task.sites].index(SITE)
@@ -228,13 +220,13 @@ def test_an_honest_rewrite_is_paid_in_both_contexts(tests_only_task, tmp_path, b
 
 
 @needs_bwrap
-def test_control_in_process_outcomes_pay_the_encoder_scrub(tests_only_task, tmp_path, backend,
+def test_control_in_process_outcomes_pay_the_encoder_scrub(grade_exploit, tests_only_task,
                                                            monkeypatch):
     """With the site's tests run in the candidate's process (the old way), the JSON encoder
     scrub is paid: the check above can fail."""
     task, p = tests_only_task
     monkeypatch.setattr(forward, "run_forwarded", _in_process)
-    ws, t = _graded(task, p, tmp_path, "tests_only_json_encoder_scrub", backend)
+    ws, t = grade_exploit(task, p, "tests_only_json_encoder_scrub")
     assert t.correct and v2.grade(task, ws, truth=t).reward == 1.0, t.detail
 
 
