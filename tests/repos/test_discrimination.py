@@ -143,9 +143,11 @@ def test_a_task_file_made_before_the_checks_is_flagged(fixture_tasks, tmp_path):
                         for x in t.equivalence]})
     assert unchecked(old) == ["discrimination", "callers"]
     old.save(tmp_path / "old" / f"{t.task_id}.json")
-    with pytest.warns(UserWarning, match=r"1 of 1 task file\(s\).*\(callers, discrimination\)"):
+    with pytest.warns(UserWarning, match=r"1 of 1 task file\(s\) .* predate the build-time checks "
+                                         r"\(callers, discrimination\)"):
         assert unchecked(load_tasks(tmp_path / "old")[0]) == ["discrimination", "callers"]
     mined = old.model_copy(update={"origin": {"repository": "r", "commit": "c"}})
     mined.save(tmp_path / "mined" / f"{t.task_id}.json")
-    with pytest.warns(UserWarning, match=r"1 of 1 mined task file\(s\).*not checked this way"):
+    with pytest.warns(UserWarning, match=r"1 of 1 mined task file\(s\) .* lack the build-time "
+                                         r"checks .*not checked this way"):
         load_tasks(tmp_path / "mined")

@@ -838,14 +838,15 @@ def load_tasks(path: Path) -> list[RepoTask]:
         raise ConfigError(f"no task files at {path}; create them with `verigap repos make-tasks`")
     tasks = [RepoTask.load(f) for f in files]
     lacking = [(t, unchecked(t)) for t in tasks]
-    for mined, fix in ((False, "make them again with `verigap repos make-tasks` (the command is "
-                                "in the set's index.json)"),
-                       (True, "tasks mined from history are not checked this way yet")):
+    for mined, why, fix in (
+            (False, "predate", "make them again with `verigap repos make-tasks` (the command is "
+                               "in the set's index.json)"),
+            (True, "lack", "tasks mined from history are not checked this way yet")):
         old = [lacks for t, lacks in lacking if lacks and bool(t.origin) == mined]
         if old:
             lacks = sorted({c for task_lacks in old for c in task_lacks})
             warnings.warn(f"{len(old)} of {len(tasks)} {'mined ' * mined}task file(s) at {path} "
-                          f"predate the build-time checks ({', '.join(lacks)}): v2 grades them "
+                          f"{why} the build-time checks ({', '.join(lacks)}): v2 grades them "
                           f"on weaker evidence (docs/repos.md); {fix}", UserWarning,
                           stacklevel=2)
     return tasks
