@@ -13,6 +13,9 @@ Two more rows run the substrates the way calibration runs them, through
 ``verigap.silentbug.runner.run_workspace`` (``ppo_single_preloaded``, ``ppo_modular_preloaded``):
 forked from a preloaded interpreter that imported NumPy
 and Torch once per worker (its one-off start-up is recorded apart, as ``preloaded_startup_s``).
+For a like-for-like figure the baseline is run that way too (``baseline_preloaded``): forked from
+an interpreter that imported what it imports and ran each kind of op it uses once, so neither
+side pays start-up (``speedup_cpu_vs_preloaded_baseline`` on the preloaded rows).
 
 The baseline is lighter than CleanRL's own ``ppo.py`` (no TensorBoard writer, no entropy in the
 rollout, no KL or clip-fraction statistics), so the ratios understate the gap to the real script.
@@ -121,10 +124,78 @@ json.dump({"score": sum(late) / len(late), "steps": steps}, open(out, "w"))
 '''
 
 
-def _run(code: str, seed: int, tmp: Path, name: str, extra: list[str]) -> dict:
-    out = tmp / f"{name}-{seed}-{time.monotonic_ns()}.json"
+# The baseline's preloaded interpreter: it imports what the baseline imports and runs each kind
+# of op once (an Adam step pulls in torch.optim's compiler stack), then forks one child per job
+# line "seed out" on stdin; the child runs the baseline with those arguments. The child reseeds
+# every generator it uses, so what the warm-up drew does not change its numbers.
+BASELINE_PRELOADER = r'''
+import json, os, sys, time
+import gymnasium as gym, numpy as np, torch
+from torch import nn
+from torch.distributions import Categorical
+
+code = compile(open(sys.argv[1]).read(), "baseline", "exec")
+torch.set_num_threads(1)
+torch.use_deterministic_algorithms(True)
+_net = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
+_opt = torch.optim.Adam(_net.parameters(), lr=1e-3, eps=1e-5)
+_d = Categorical(logits=_net(torch.ones(4, 4)))
+(_d.log_prob(_d.sample()).exp().clamp(0.8, 1.2).mean() - _d.entropy().mean()).backward()
+nn.utils.clip_grad_norm_(list(_net.parameters()), 0.5)
+_opt.step()
+_env = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1")],
+                                autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+_env.reset(seed=0); _env.step(np.zeros(1, dtype=np.int64)); _env.close()
+del _net, _opt, _d, _env
+for line in sys.stdin:
+    seed, out = line.split()
+    started = time.perf_counter()
+    pid = os.fork()
+    if pid == 0:
+        sys.argv = ["baseline", seed, out]
+        exec(code, {"__name__": "__main__"})
+        os._exit(0)
+    _, status, usage = os.wait4(pid, 0)
+    print(json.dumps({"returncode": os.waitstatus_to_exitcode(status),
+                      "wall_s": time.perf_counter() - started,
+                      "cpu_s": usage.ru_utime + usage.ru_stime}), flush=True)
+'''
+
+
+class _PreloadedBaseline:
+    """The baseline forked from a preloaded interpreter (one run at a time)."""
+
+    def __init__(self, tmp: Path) -> None:
+        script = tmp / "baseline.py"
+        script.write_text(BASELINE)
+        self.proc = subprocess.Popen([sys.executable, "-I", "-c", BASELINE_PRELOADER,
+                                      str(script)], text=True, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, env=_child_env())
+
+    def run(self, seed: int, tmp: Path) -> dict:
+        out = tmp / f"baseline-preloaded-{seed}-{time.monotonic_ns()}.json"
+        self.proc.stdin.write(f"{seed} {out}\n")
+        self.proc.stdin.flush()
+        done = json.loads(self.proc.stdout.readline())
+        assert done["returncode"] == 0, done
+        result = json.loads(out.read_text())
+        return {"wall_s": done["wall_s"], "cpu_s": done["cpu_s"],
+                "sps": result["steps"] / done["wall_s"], "score": result["score"]}
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait()
+
+
+def _child_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME")}
     env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    return env
+
+
+def _run(code: str, seed: int, tmp: Path, name: str, extra: list[str]) -> dict:
+    out = tmp / f"{name}-{seed}-{time.monotonic_ns()}.json"
+    env = _child_env()
     cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     subprocess.run([sys.executable, "-I", "-c", code, str(seed), str(out), *extra], check=True,
@@ -174,16 +245,21 @@ def main() -> None:
              "ppo_modular": (OURS, [root, "ppo_modular.train"])}
     preloaded = {"ppo_single_preloaded": "cartpole_single",
                  "ppo_modular_preloaded": "cartpole_modular"}
-    rows: dict[str, list[dict]] = {k: [] for k in [*impls, *preloaded]}
+    rows: dict[str, list[dict]] = {k: [] for k in [*impls, "baseline_preloaded", *preloaded]}
     with tempfile.TemporaryDirectory() as tmp:
         startup = _preloaded_startup(Path(tmp))
+        baseline_preloaded = _PreloadedBaseline(Path(tmp))
         for seed in range(1, args.repeats + 1):
             for name, (code, extra) in impls.items():
                 rows[name].append(_run(code, seed, Path(tmp), name.split()[0], extra))
                 print(f"seed {seed} {name:26s} {rows[name][-1]}", flush=True)
+            rows["baseline_preloaded"].append(baseline_preloaded.run(seed, Path(tmp)))
+            print(f"seed {seed} {'baseline_preloaded':26s} {rows['baseline_preloaded'][-1]}",
+                  flush=True)
             for name, substrate in preloaded.items():
                 rows[name].append(_run_preloaded(substrate, seed, Path(tmp)))
                 print(f"seed {seed} {name:26s} {rows[name][-1]}", flush=True)
+        baseline_preloaded.close()
     base = statistics.mean(r["wall_s"] for r in rows["baseline (CleanRL-style)"])
     base_cpu = statistics.mean(r["cpu_s"] for r in rows["baseline (CleanRL-style)"])
     summary = {}
@@ -197,8 +273,18 @@ def main() -> None:
                          "sps": statistics.mean(r["sps"] for r in rs),
                          "speedup_wall": base / wall, "speedup_cpu": base_cpu / cpu,
                          "score": statistics.mean(r["score"] for r in rs), "runs": rs}
-        print(f"{name:32s} {wall:7.2f} {cpu:7.2f} {summary[name]['sps']:7.0f} "
-              f"{base / wall:6.2f}x {base_cpu / cpu:6.2f}x {summary[name]['score']:7.1f}")
+    pre_wall = summary["baseline_preloaded"]["wall_s"]
+    pre_cpu = summary["baseline_preloaded"]["cpu_s"]
+    for name in ["baseline_preloaded", *preloaded]:
+        summary[name]["speedup_wall_vs_preloaded_baseline"] = pre_wall / summary[name]["wall_s"]
+        summary[name]["speedup_cpu_vs_preloaded_baseline"] = pre_cpu / summary[name]["cpu_s"]
+    for name, row in summary.items():
+        wall, cpu = row["wall_s"], row["cpu_s"]
+        like = (f"  (like for like, both preloaded: "
+                f"{row['speedup_cpu_vs_preloaded_baseline']:.2f}x cpu)"
+                if "speedup_cpu_vs_preloaded_baseline" in row else "")
+        print(f"{name:32s} {wall:7.2f} {cpu:7.2f} {row['sps']:7.0f} "
+              f"{base / wall:6.2f}x {base_cpu / cpu:6.2f}x {row['score']:7.1f}{like}")
     if args.json:
         args.json.write_text(json.dumps(summary, indent=2))
     if args.out:
