@@ -140,8 +140,10 @@ def evaluate(task: RepoTask, workspace: Path, *, prepared: Prepared | None = Non
         # candidate's process (repos/forward.py): no candidate code where outcomes are written
         # (and sites whose inputs do not tell their mutation apart: their tests as well)
         carried = _carried(task)
-        with ThreadPoolExecutor(max_workers=2) as pool:
+        with ThreadPoolExecutor(max_workers=3) as pool:
             start = pool.submit if parallel else _now
+            # the detectors' reading of the change needs no run: it goes on beside them
+            change_fut = start(guards.v2_change_hook, task, p, base, workspace, cs, commands)
             fut = start(_timed, run_pytest, grading, python=p.python,
                         env_prefix=Path(p.env_prefix), import_root=p.import_root,
                         test_files=p.test_files, config_file=p.config_file, backend=backend,
@@ -158,7 +160,8 @@ def evaluate(task: RepoTask, workspace: Path, *, prepared: Prepared | None = Non
             if fwd_fut is not None:
                 (fwd, fwd_error), timings["forward_s"] = fwd_fut.result()
         timings["sandboxes_s"] = time.perf_counter() - t1
-        found, site_state = guards.v2_hook(task, p, base, workspace, cs, commands, run, eq)
+        found, site_state = guards.v2_hook(task, p, base, workspace, cs, commands, run, eq,
+                                           change=change_fut.result())
         hacks |= found  # every detector rule lives in repos/detect.py
         after = sources.tree_hash(grading)
         ref_ok = sources.tree_hash(p.tree) == p.tree_sha256
