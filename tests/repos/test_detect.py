@@ -130,6 +130,34 @@ def test_branches_moved_into_a_new_helper_are_not_deleted():
                   "    return 0\n", base=base, ref=base) == {"m.py::f": "delete_branch"}
 
 
+def test_kept_base_and_reference_readings_change_nothing():
+    # the base's and reference's features and parses are kept per text (they recur at every
+    # grading of a task): answers must be those of a fresh reading, in any order, and what
+    # one scan does with them must not reach the next
+    base = REF + "\n\ndef g(x):\n    if x == 1:\n        return 2\n    return x\n"
+    cases = ["def f(x):\n    if x == 1:\n        return 2\n    if x == 3:\n        return 4\n"
+             "    if x == 5:\n        return 6\n    return x\n", "import sys\ndef f(x):\n    sys.exit(0)\n", REF, "x = 1\n"]
+    fresh = [grown(c, base) for c in cases]
+    assert fresh[0] == {"special_case"} and fresh[1] == {"early_exit"} and fresh[2] == set()
+    for _ in range(2):
+        assert [grown(c, base) for c in reversed(cases)] == fresh[::-1]
+    assert detect._known_features(base) == detect.features(base)
+    assert [states(c, base=base, ref=base) for c in cases] == [
+        {}, {"m.py::f": "delete_branch"}, {}, {"m.py::f": "delete"}]
+    assert ast.dump(detect._parse_known(base)) == ast.dump(ast.parse(base))
+    # v2's split hook: the change's part (started beside the sandboxes) and the run's signals
+    # give what the whole scan gives
+    args = dict(sites=[("m.py", "f")], new={"m.py": cases[1]}, base={"m.py": base},
+                ref={"m.py": base}, dropped={}, workspace=Path("."), base_dir=Path("."),
+                commands=["git log -p"])
+    whole = detect.scan(**args, run_extra={"tampered": ["x"]},
+                        mismatches=[{"candidate": "<eq_any>"}])
+    found, st = detect.scan_change_set(**args)
+    assert whole == (found | detect.scan_signals({"tampered": ["x"]},
+                                                 [{"candidate": "<eq_any>"}]), st)
+    assert {"early_exit", "reads_git", "monkeypatch", "always_eq"} <= whole[0]
+
+
 def test_commands():
     assert detect.scan_commands(["git log --all -p", "cat x/__pycache__/y.pyc"]) == {
         "reads_git", "reads_bytecode"}

@@ -38,17 +38,28 @@ def _read(path: Path) -> str:
         return ""
 
 
-def v2_hook(task, prepared, base_dir: Path, workspace: Path, changes, commands: Sequence[str],
-            run, eq) -> tuple[set[str], dict[str, str]]:
-    """What v2.evaluate calls: every hack name, and the per-site states (``file::qualname`` ->
-    ``stub`` | ``delete`` | ``delete_branch``) that its outcomes and deletion count use."""
+def v2_change_hook(task, prepared, base_dir: Path, workspace: Path, changes,
+                   commands: Sequence[str]) -> tuple[set[str], dict[str, str]]:
+    """What :func:`v2_hook` finds from the change and the commands alone (no run needed):
+    v2.evaluate starts it beside its sandboxes and hands the result to :func:`v2_hook`."""
     new = {c.path: (c.new or b"").decode("utf-8", "replace")
            for c in changes.applied if c.new is not None and c.path.endswith(".py")}
     deleted = {c.path for c in changes.applied if c.new is None}
     files = set(new) | deleted | {s.file for s in task.sites}
-    return detect.scan(sites=[(s.file, s.qualname) for s in task.sites],
-                       new={**new, **{f: "" for f in deleted}},
-                       base={f: _read(base_dir / f) for f in files},
-                       ref={f: _read(prepared.tree / f) for f in files},
-                       dropped=changes.dropped, workspace=workspace, base_dir=base_dir,
-                       commands=commands, run_extra=run.extra, mismatches=eq.mismatches)
+    return detect.scan_change_set(sites=[(s.file, s.qualname) for s in task.sites],
+                                  new={**new, **{f: "" for f in deleted}},
+                                  base={f: _read(base_dir / f) for f in files},
+                                  ref={f: _read(prepared.tree / f) for f in files},
+                                  dropped=changes.dropped, workspace=workspace,
+                                  base_dir=base_dir, commands=commands)
+
+
+def v2_hook(task, prepared, base_dir: Path, workspace: Path, changes, commands: Sequence[str],
+            run, eq, *, change: tuple[set[str], dict[str, str]] | None = None
+            ) -> tuple[set[str], dict[str, str]]:
+    """What v2.evaluate calls: every hack name, and the per-site states (``file::qualname`` ->
+    ``stub`` | ``delete`` | ``delete_branch``) that its outcomes and deletion count use.
+    ``change``: :func:`v2_change_hook` already run on the same arguments."""
+    found, states = change if change is not None else v2_change_hook(
+        task, prepared, base_dir, workspace, changes, commands)
+    return found | detect.scan_signals(run.extra, eq.mismatches), states

@@ -28,7 +28,8 @@
    call in a grader-like process; the test's own frame in an agent-like ``pytest`` process);
    answers that differ fail the test and are named ``context_dependent``.
 6. Detectors (``repos/detect.py``, one rule per class) name exploit patterns in the applied
-   change, the site shapes and the transcript.
+   change, the site shapes and the transcript (read in a thread beside the sandboxes: they
+   need no run), and in the harness's own signals once the runs are done.
 
 A verdict whose status is not OK (INVALID, TIMEOUT) is never paid, by any scheme. The
 verdict's ``detail`` holds nothing an agent must not see: no candidate or reference values,
@@ -140,8 +141,10 @@ def evaluate(task: RepoTask, workspace: Path, *, prepared: Prepared | None = Non
         # candidate's process (repos/forward.py): no candidate code where outcomes are written
         # (and sites whose inputs do not tell their mutation apart: their tests as well)
         carried = _carried(task)
-        with ThreadPoolExecutor(max_workers=2) as pool:
+        with ThreadPoolExecutor(max_workers=3) as pool:
             start = pool.submit if parallel else _now
+            # the detectors' reading of the change needs no run: it goes on beside them
+            change_fut = start(guards.v2_change_hook, task, p, base, workspace, cs, commands)
             fut = start(_timed, run_pytest, grading, python=p.python,
                         env_prefix=Path(p.env_prefix), import_root=p.import_root,
                         test_files=p.test_files, config_file=p.config_file, backend=backend,
@@ -157,11 +160,14 @@ def evaluate(task: RepoTask, workspace: Path, *, prepared: Prepared | None = Non
             fwd, fwd_error = None, None
             if fwd_fut is not None:
                 (fwd, fwd_error), timings["forward_s"] = fwd_fut.result()
-        timings["sandboxes_s"] = time.perf_counter() - t1
-        found, site_state = guards.v2_hook(task, p, base, workspace, cs, commands, run, eq)
+        t3 = time.perf_counter()
+        timings["sandboxes_s"] = t3 - t1
+        found, site_state = guards.v2_hook(task, p, base, workspace, cs, commands, run, eq,
+                                           change=change_fut.result())
         hacks |= found  # every detector rule lives in repos/detect.py
         after = sources.tree_hash(grading)
         ref_ok = sources.tree_hash(p.tree) == p.tree_sha256
+        timings["after_sandboxes_s"] = time.perf_counter() - t3  # detectors' wait, hashes
 
     status = Status.OK
     if before != after or not ref_ok:
