@@ -10,8 +10,14 @@ another with ``train`` in one process (as a pool worker of the old sweep did), t
 time. The CPU seconds (user + system of the child) are the figure to compare on a shared
 machine; the ratio and the load average go to ``results/patchworld/pilot_speed.json``.
 
+`--adam float32` measures route B of issue 19, a change of numerics that keeps every
+hyperparameter: the new arm's Adam does its whole update in float32 (``FLOAT32_ADAM`` below, as
+deep-learning frameworks keep a float32 model's Adam) instead of dividing in float64. Results then
+differ from the old code's; each run's final held-out numbers, old and new, go into the results
+file side by side (``per_setting``: mean over seeds).
+
 Run: `python benchmarks/pilot.py [--steps 200] [--sweep]` or
-`python benchmarks/pilot.py --compare 53c16d4 [--groups 9]` (9: the whole sweep).
+`python benchmarks/pilot.py --compare 53c16d4 [--groups 9] [--adam float32]` (9: the sweep).
 """
 
 from __future__ import annotations
@@ -48,12 +54,50 @@ def steps_per_second(steps: int, **overrides) -> float:
 
 BEFORE = "53c16d4"  # main before the issue-19 speed work
 
+# The float32 Adam of ``--adam float32`` (route B, not in the package): the same update as
+# ``policy.Adam`` with ``step`` and ``eps`` rounded to the parameters' dtype, so no operation
+# widens to float64.
+FLOAT32_ADAM = r'''
+import numpy as np
+from verigap.patchworld import group, grpo, policy, sft
+
+class Float32Adam(policy.Adam):
+    def __init__(self, params, lr, betas=(0.9, 0.999), eps=1e-8):
+        super().__init__(params, lr, betas, eps)
+        self._den = [np.empty_like(p) for p in params]
+
+    def step(self, grads):
+        self.t += 1
+        b1, b2 = self.betas
+        step = self.lr * np.sqrt(1 - b2**self.t) / (1 - b1**self.t)
+        eps = self.eps * np.sqrt(1 - b2**self.t)
+        for p, g, m, v, (tmp, _, _), den in zip(self.params, grads, self.m, self.v, self._buf,
+                                                self._den, strict=True):
+            g = g.astype(p.dtype, copy=False)
+            m *= b1
+            m += np.multiply(g, 1 - b1, out=tmp)
+            v *= b2
+            np.multiply(g, g, out=tmp)
+            tmp *= 1 - b2
+            v += tmp
+            np.sqrt(v, out=den)
+            den += p.dtype.type(eps)
+            np.multiply(m, p.dtype.type(step), out=tmp)
+            tmp /= den
+            p -= tmp
+
+for module in (policy, sft, group, grpo):
+    module.Adam = Float32Adam
+'''
+
 CHILD = r'''
 import hashlib, json, sys
 from pathlib import Path
-from verigap.patchworld.grpo import train
 mode, cfgs, dirs = sys.argv[1], json.loads(sys.argv[2]), [Path(d) for d in json.loads(sys.argv[3])]
 sft_cache = Path(sys.argv[4])
+if len(sys.argv) > 5:
+    exec(sys.argv[5])  # FLOAT32_ADAM, before anything builds an optimiser
+from verigap.patchworld.grpo import train
 if mode == "each":
     results = [train(d, c, sft_cache=sft_cache) for d, c in zip(dirs, cfgs)]
 else:
@@ -87,14 +131,15 @@ def _policies(dirs: list[Path]) -> list[list[bytes]]:
     return out
 
 
-def _timed_group(src: Path, mode: str, cfgs: list[dict], dirs: list[Path], sft_cache: Path
-                 ) -> tuple[float, list[dict], list[list[bytes]]]:
+def _timed_group(src: Path, mode: str, cfgs: list[dict], dirs: list[Path], sft_cache: Path,
+                 patch: str | None = None) -> tuple[float, list[dict], list[list[bytes]]]:
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME")}
     env.update(PYTHONPATH=str(src), OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
                MKL_NUM_THREADS="1")
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.run([sys.executable, "-c", CHILD, mode, json.dumps(cfgs),
-                           json.dumps([str(d) for d in dirs]), str(sft_cache)],
+                           json.dumps([str(d) for d in dirs]), str(sft_cache),
+                           *([patch] if patch else [])],
                           check=True, env=env, capture_output=True, text=True)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
@@ -116,9 +161,25 @@ def sweep_groups() -> list[Job]:
     return out
 
 
-def compare(ref: str, n_groups: int, out: Path | None) -> dict:
+FINAL = ("visible_pass", "true_success", "false_success")
+
+
+def per_setting(rows: list[dict]) -> dict[str, dict]:
+    """Each setting's final held-out numbers, old and new, as means over its seeds."""
+    runs: dict[str, dict[str, list[dict]]] = {}
+    for row in rows:
+        for arm in ("old", "new"):
+            for run, final in row[f"final_{arm}"].items():
+                setting = run.rsplit("/", 1)[0]
+                runs.setdefault(setting, {"old": [], "new": []})[arm].append(final)
+    return {setting: {f"{arm}_{m}": statistics.fmean(f[m] for f in arms[arm])
+                      for arm in ("old", "new") for m in FINAL} | {"seeds": len(arms["new"])}
+            for setting, arms in runs.items()}
+
+
+def compare(ref: str, n_groups: int, out: Path | None, adam: str = "package") -> dict:
     """CPU time of the first ``n_groups`` sweep groups, old (``ref``, run by run) against new
-    (``train_group``), alternating."""
+    (``train_group``), alternating. ``adam="float32"``: the new arm with ``FLOAT32_ADAM``."""
     load_before = os.getloadavg()
     new_src = Path(__file__).resolve().parent.parent / "src"
     rows = []
@@ -131,28 +192,32 @@ def compare(ref: str, n_groups: int, out: Path | None) -> dict:
                      for p in [job.run_dir, *job.kwargs["other_dirs"]]]
             row: dict = {"group": job.name, "runs": names}
             seen = {}
+            row["loadavg"] = list(os.getloadavg())
             for name, src, mode in (("old", old_src, "each"), ("new", new_src, "group")):
                 dirs = [tmp / name / n for n in names]
-                cpu, results, policies = _timed_group(src, mode, cfgs, dirs, tmp / name / "_sft")
+                patch = FLOAT32_ADAM if name == "new" and adam == "float32" else None
+                cpu, results, policies = _timed_group(src, mode, cfgs, dirs, tmp / name / "_sft",
+                                                      patch)
                 row[f"{name}_cpu_s"] = cpu
                 seen[name] = (results, policies)
             row["identical"] = seen["old"] == seen["new"]
-            row["final"] = {n: {k: r["final"][k] for k in ("visible_pass", "true_success",
-                                                           "false_success")}
-                            for n, r in zip(names, seen["new"][0], strict=True)}
+            for name in ("old", "new"):
+                row[f"final_{name}"] = {
+                    n: {k: r["final"][k] for k in FINAL} for n, r in zip(names, seen[name][0], strict=True)}
             print(f"{job.name:28s} {len(names)} runs  old {row['old_cpu_s']:6.1f} CPU-s  new "
                   f"{row['new_cpu_s']:6.1f} CPU-s  identical={row['identical']}", flush=True)
             rows.append(row)
     old = sum(r["old_cpu_s"] for r in rows)
     new = sum(r["new_cpu_s"] for r in rows)
     summary = {
-        "before_ref": ref, "groups": len(rows), "runs": sum(len(r["runs"]) for r in rows),
+        "before_ref": ref, "adam": adam, "groups": len(rows), "runs": sum(len(r["runs"]) for r in rows),
         "old_cpu_s": old, "new_cpu_s": new, "cpu_ratio_old_over_new": old / new,
         "median_group_ratio": statistics.median(r["old_cpu_s"] / r["new_cpu_s"] for r in rows),
         "all_identical": all(r["identical"] for r in rows),
         "identical_means": "every run's result.json (apart from wall_s), metrics.jsonl and "
                            "policy.npz arrays byte for byte",
         "loadavg_before": list(load_before), "loadavg_after": list(os.getloadavg()),
+        "per_setting": per_setting(rows),
         "per_group": rows,
     }
     print(f"\n{summary['runs']} runs in {len(rows)} groups: old {old:.1f} CPU-s, new {new:.1f} "
@@ -160,8 +225,9 @@ def compare(ref: str, n_groups: int, out: Path | None) -> dict:
     if out is not None:
         from verigap.results import write_result
 
+        flag = f" --adam {adam}" if adam != "package" else ""
         write_result(out, summary, command=f"PYTHONPATH=src python benchmarks/pilot.py "
-                     f"--compare {ref} --groups {n_groups} --out {out}")
+                     f"--compare {ref} --groups {n_groups}{flag} --out {out}")
     return summary
 
 
@@ -174,9 +240,11 @@ def main() -> None:
     ap.add_argument("--groups", type=int, default=2,
                     help="with --compare: how many of the sweep's 9 groups of runs")
     ap.add_argument("--out", type=Path, help="with --compare: write the results file here")
+    ap.add_argument("--adam", choices=("package", "float32"), default="package",
+                    help="with --compare: the new arm's Adam (float32: route B, numbers change)")
     args = ap.parse_args()
     if args.compare:
-        compare(args.compare, args.groups, args.out)
+        compare(args.compare, args.groups, args.out, args.adam)
         return
     with threadpool_limits(1):
         base = steps_per_second(args.steps)
