@@ -159,6 +159,22 @@ def pilot_k_table(data: dict[str, Any]) -> str:
     return markdown_table(header, rows)
 
 
+@view("pilot_numerics")
+def pilot_numerics_table(data: dict[str, Any]) -> str:
+    """A ``benchmarks/pilot.py --compare`` results file: each setting's final held-out numbers
+    from the old code and the new (mean over seeds), beside the pilot write-up's figure."""
+    ps = data["per_setting"]
+    names = [n for n in PILOT_LABELS if n in ps]
+    names += sorted((n for n in ps if n not in PILOT_LABELS), key=lambda n: (len(n), n))
+    header = ["setting", *(f"{m.replace('_', ' ')} old → new" for m in (
+        "visible_pass", "true_success", "false_success")), "the pilot write-up"]
+    rows = [[PILOT_LABELS.get(n, n.replace("visible_k", "visible only, k = ")),
+             *(f"{ps[n][f'old_{m}']:.3f} → {ps[n][f'new_{m}']:.3f}" for m in (
+                 "visible_pass", "true_success", "false_success")),
+             PILOT_REFERENCE.get(n, "—")] for n in names]
+    return markdown_table(header, rows)
+
+
 @view("rollout")
 def rollout_table(data: dict[str, Any]) -> str:
     """A scripted policy's rollout: the headline rates and the outcome of every broken branch."""
