@@ -103,6 +103,7 @@ if mode == "each":
 else:
     from verigap.patchworld.group import train_group
     results = [train_group(dirs[0], cfgs, sft_cache=sft_cache, other_dirs=dirs[1:])]
+    (dirs[0] / "result.json").write_text(json.dumps(results[0]))  # as the executor does
     results += [json.loads((d / "result.json").read_text()) for d in dirs[1:]]
 out = []
 for d, r in zip(dirs, results):
@@ -177,9 +178,11 @@ def per_setting(rows: list[dict]) -> dict[str, dict]:
             for setting, arms in runs.items()}
 
 
-def compare(ref: str, n_groups: int, out: Path | None, adam: str = "package") -> dict:
+def compare(ref: str, n_groups: int, out: Path | None, adam: str = "package",
+            keep: Path | None = None) -> dict:
     """CPU time of the first ``n_groups`` sweep groups, old (``ref``, run by run) against new
-    (``train_group``), alternating. ``adam="float32"``: the new arm with ``FLOAT32_ADAM``."""
+    (``train_group``), alternating. ``adam="float32"``: the new arm with ``FLOAT32_ADAM``.
+    ``keep``: the new arm's runs go there (laid out as `verigap pilot` lays them out)."""
     load_before = os.getloadavg()
     new_src = Path(__file__).resolve().parent.parent / "src"
     rows = []
@@ -194,7 +197,7 @@ def compare(ref: str, n_groups: int, out: Path | None, adam: str = "package") ->
             seen = {}
             row["loadavg"] = list(os.getloadavg())
             for name, src, mode in (("old", old_src, "each"), ("new", new_src, "group")):
-                dirs = [tmp / name / n for n in names]
+                dirs = [(keep if keep and name == "new" else tmp / name) / n for n in names]
                 patch = FLOAT32_ADAM if name == "new" and adam == "float32" else None
                 cpu, results, policies = _timed_group(src, mode, cfgs, dirs, tmp / name / "_sft",
                                                       patch)
@@ -240,11 +243,13 @@ def main() -> None:
     ap.add_argument("--groups", type=int, default=2,
                     help="with --compare: how many of the sweep's 9 groups of runs")
     ap.add_argument("--out", type=Path, help="with --compare: write the results file here")
+    ap.add_argument("--keep", type=Path,
+                    help="with --compare: keep the new arm's runs in this directory")
     ap.add_argument("--adam", choices=("package", "float32"), default="package",
                     help="with --compare: the new arm's Adam (float32: route B, numbers change)")
     args = ap.parse_args()
     if args.compare:
-        compare(args.compare, args.groups, args.out, args.adam)
+        compare(args.compare, args.groups, args.out, args.adam, args.keep)
         return
     with threadpool_limits(1):
         base = steps_per_second(args.steps)
