@@ -234,6 +234,75 @@ def compare(ref: str, n_groups: int, out: Path | None, adam: str = "package",
     return summary
 
 
+def profile(ks: list[int], out: Path | None) -> dict:
+    """Where one sweep group's CPU goes, per k in ``ks`` (its group from ``sweep_groups``, all
+    steps): process CPU seconds by phase (SFT, GRPO steps, evaluation, program generation and
+    the rest) and, inside them, by the calls that dominate (forward and backward passes, Adam's
+    step, observation building). Each phase and call is timed once, at its outermost entry."""
+    import collections
+
+    from verigap.patchworld import group, grpo, policy, sft
+
+    spent: collections.Counter = collections.Counter()
+    active: set[str] = set()
+
+    def timed(owner, attr: str, label: str) -> None:
+        fn = getattr(owner, attr)
+
+        def wrapper(*a, **kw):
+            if label in active:
+                return fn(*a, **kw)
+            active.add(label)
+            t0 = time.process_time()
+            try:
+                return fn(*a, **kw)
+            finally:
+                spent[label] += time.process_time() - t0
+                active.discard(label)
+
+        setattr(owner, attr, wrapper)
+
+    for owner, attr, label in (
+            (group, "sft_cached", "phase: SFT"), (group.GroupTrainer, "step", "phase: GRPO steps"),
+            (group, "evaluate", "phase: evaluation"), (grpo, "generate", "phase: training programs"),
+            (group, "generate", "phase: monitor programs"),
+            (group, "heldout_set", "phase: held-out programs"),
+            (policy.Adam, "step", "call: Adam step (SFT and GRPO)"),
+            (policy.MLP, "forward", "call: MLP forward (SFT and evaluation)"),
+            (policy.MLP, "backward", "call: MLP backward (SFT)"),
+            (group, "_forward", "call: stacked forward (GRPO, policy and reference)"),
+            (sft, "all_features", "call: SFT observations"),
+            (group.GroupTrainer, "observations", "call: GRPO observations")):
+        timed(owner, attr, label)
+    rows = []
+    by_k = {g.kwargs["configs"][0]["k"]: g for g in sweep_groups()}
+    with tempfile.TemporaryDirectory() as d:
+        for k in ks:
+            job = by_k[k]
+            spent.clear()
+            cfgs = job.kwargs["configs"]
+            dirs = [Path(d) / str(k) / str(j) for j in range(len(cfgs))]
+            t0 = time.process_time()
+            group.train_group(dirs[0], cfgs, sft_cache=Path(d) / "_sft", other_dirs=dirs[1:])
+            total = time.process_time() - t0
+            phases = sum(v for key, v in spent.items() if key.startswith("phase"))
+            row = {"k": k, "group": job.name, "runs": len(cfgs), "cpu_s": total,
+                   "cpu_s_by": dict(spent) | {"phase: other": total - phases}}
+            print(f"k={k} {job.name}: {total:.1f} CPU-s")
+            for key, v in sorted(row["cpu_s_by"].items(), key=lambda kv: -kv[1]):
+                print(f"  {key:52s} {v:6.2f}  {v / total:6.1%}")
+            rows.append(row)
+    summary = {"groups": rows, "loadavg_after": list(os.getloadavg()),
+               "note": "process CPU of one process (threads limited to 1); calls are timed "
+                       "inside their phases, so the call rows overlap the phase rows"}
+    if out is not None:
+        from verigap.results import write_result
+
+        write_result(out, summary, command="PYTHONPATH=src python benchmarks/pilot.py "
+                     f"--profile {' '.join(map(str, ks))} --out {out}")
+    return summary
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--steps", type=int, default=200)
@@ -242,12 +311,17 @@ def main() -> None:
                     help=f"time pilot runs against git REF (default {BEFORE}) instead")
     ap.add_argument("--groups", type=int, default=2,
                     help="with --compare: how many of the sweep's 9 groups of runs")
-    ap.add_argument("--out", type=Path, help="with --compare: write the results file here")
+    ap.add_argument("--out", type=Path, help="with --compare or --profile: the results file")
+    ap.add_argument("--profile", type=int, nargs="+", metavar="K",
+                    help="time the phases of the sweep's group at each k instead")
     ap.add_argument("--keep", type=Path,
                     help="with --compare: keep the new arm's runs in this directory")
     ap.add_argument("--adam", choices=("package", "float32"), default="package",
                     help="with --compare: the new arm's Adam (float32: route B, numbers change)")
     args = ap.parse_args()
+    if args.profile:
+        profile(args.profile, args.out)
+        return
     if args.compare:
         compare(args.compare, args.groups, args.out, args.adam, args.keep)
         return
