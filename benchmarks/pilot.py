@@ -10,11 +10,12 @@ another with ``train`` in one process (as a pool worker of the old sweep did), t
 time. The CPU seconds (user + system of the child) are the figure to compare on a shared
 machine; the ratio and the load average go to ``results/patchworld/pilot_speed.json``.
 
-`--adam float32` measures route B of issue 19, a change of numerics that keeps every
-hyperparameter: the new arm's Adam does its whole update in float32 (``FLOAT32_ADAM`` below, as
-deep-learning frameworks keep a float32 model's Adam) instead of dividing in float64. Results then
-differ from the old code's; each run's final held-out numbers, old and new, go into the results
-file side by side (``per_setting``: mean over seeds).
+`--adam float32` also measures route B of issue 19, a change of numerics that keeps every
+hyperparameter: a third arm, the new code with an Adam that does its whole update in float32
+(``FLOAT32_ADAM`` below, as deep-learning frameworks keep a float32 model's Adam) instead of
+dividing in float64, timed in the same alternation. Its results differ from the old code's;
+each run's final held-out numbers per arm, and per setting the old code's beside that arm's
+(``per_setting``: means over seeds), go into the results file.
 
 Run: `python benchmarks/pilot.py [--steps 200] [--sweep]` or
 `python benchmarks/pilot.py --compare 53c16d4 [--groups 9] [--adam float32]` (9: the sweep).
@@ -165,12 +166,13 @@ def sweep_groups() -> list[Job]:
 FINAL = ("visible_pass", "true_success", "false_success")
 
 
-def per_setting(rows: list[dict]) -> dict[str, dict]:
-    """Each setting's final held-out numbers, old and new, as means over its seeds."""
+def per_setting(rows: list[dict], arm_new: str = "new") -> dict[str, dict]:
+    """Each setting's final held-out numbers, the old code's and arm ``arm_new``'s (as
+    ``new_...``), as means over its seeds."""
     runs: dict[str, dict[str, list[dict]]] = {}
     for row in rows:
-        for arm in ("old", "new"):
-            for run, final in row[f"final_{arm}"].items():
+        for arm, source in (("old", "old"), ("new", arm_new)):
+            for run, final in row[f"final_{source}"].items():
                 setting = run.rsplit("/", 1)[0]
                 runs.setdefault(setting, {"old": [], "new": []})[arm].append(final)
     return {setting: {f"{arm}_{m}": statistics.fmean(f[m] for f in arms[arm])
@@ -181,10 +183,16 @@ def per_setting(rows: list[dict]) -> dict[str, dict]:
 def compare(ref: str, n_groups: int, out: Path | None, adam: str = "package",
             keep: Path | None = None) -> dict:
     """CPU time of the first ``n_groups`` sweep groups, old (``ref``, run by run) against new
-    (``train_group``), alternating. ``adam="float32"``: the new arm with ``FLOAT32_ADAM``.
-    ``keep``: the new arm's runs go there (laid out as `verigap pilot` lays them out)."""
+    (``train_group``), alternating. ``adam="float32"`` adds a third arm, the new code with
+    ``FLOAT32_ADAM`` (route B), timed in the same alternation; the per-setting numbers then set
+    the old code's beside that arm's. ``keep``: the last arm's runs go there (laid out as
+    `verigap pilot` lays them out)."""
     load_before = os.getloadavg()
     new_src = Path(__file__).resolve().parent.parent / "src"
+    arms = [("old", "each", None), ("new", "group", None)]
+    if adam == "float32":
+        arms.append(("float32", "group", FLOAT32_ADAM))
+    last = arms[-1][0]
     rows = []
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
@@ -193,38 +201,51 @@ def compare(ref: str, n_groups: int, out: Path | None, adam: str = "package",
             cfgs = job.kwargs["configs"]
             names = [str(Path(p).relative_to("unused"))
                      for p in [job.run_dir, *job.kwargs["other_dirs"]]]
-            row: dict = {"group": job.name, "runs": names}
+            row: dict = {"group": job.name, "runs": names, "loadavg": list(os.getloadavg())}
             seen = {}
-            row["loadavg"] = list(os.getloadavg())
-            for name, src, mode in (("old", old_src, "each"), ("new", new_src, "group")):
-                dirs = [(keep if keep and name == "new" else tmp / name) / n for n in names]
-                patch = FLOAT32_ADAM if name == "new" and adam == "float32" else None
-                cpu, results, policies = _timed_group(src, mode, cfgs, dirs, tmp / name / "_sft",
+            for name, mode, patch in arms:
+                dirs = [(keep if keep and name == last else tmp / name) / n for n in names]
+                cpu, results, policies = _timed_group(old_src if name == "old" else new_src,
+                                                      mode, cfgs, dirs, tmp / name / "_sft",
                                                       patch)
                 row[f"{name}_cpu_s"] = cpu
                 seen[name] = (results, policies)
+                row[f"final_{name}"] = {n: {k: r["final"][k] for k in FINAL}
+                                        for n, r in zip(names, results, strict=True)}
             row["identical"] = seen["old"] == seen["new"]
-            for name in ("old", "new"):
-                row[f"final_{name}"] = {
-                    n: {k: r["final"][k] for k in FINAL} for n, r in zip(names, seen[name][0], strict=True)}
-            print(f"{job.name:28s} {len(names)} runs  old {row['old_cpu_s']:6.1f} CPU-s  new "
-                  f"{row['new_cpu_s']:6.1f} CPU-s  identical={row['identical']}", flush=True)
+            if adam == "float32":
+                row["float32_identical_to_old"] = seen["old"] == seen["float32"]
+            print(f"{job.name:28s} {len(names)} runs  " + "  ".join(
+                f"{name} {row[f'{name}_cpu_s']:6.1f}" for name, _, _ in arms)
+                + f" CPU-s  identical={row['identical']}", flush=True)
             rows.append(row)
-    old = sum(r["old_cpu_s"] for r in rows)
-    new = sum(r["new_cpu_s"] for r in rows)
+    cpu = {name: sum(r[f"{name}_cpu_s"] for r in rows) for name, _, _ in arms}
     summary = {
-        "before_ref": ref, "adam": adam, "groups": len(rows), "runs": sum(len(r["runs"]) for r in rows),
-        "old_cpu_s": old, "new_cpu_s": new, "cpu_ratio_old_over_new": old / new,
+        "before_ref": ref, "adam": adam, "groups": len(rows),
+        "runs": sum(len(r["runs"]) for r in rows),
+        "old_cpu_s": cpu["old"], "new_cpu_s": cpu["new"],
+        "cpu_ratio_old_over_new": cpu["old"] / cpu["new"],
         "median_group_ratio": statistics.median(r["old_cpu_s"] / r["new_cpu_s"] for r in rows),
         "all_identical": all(r["identical"] for r in rows),
         "identical_means": "every run's result.json (apart from wall_s), metrics.jsonl and "
                            "policy.npz arrays byte for byte",
         "loadavg_before": list(load_before), "loadavg_after": list(os.getloadavg()),
-        "per_setting": per_setting(rows),
-        "per_group": rows,
     }
-    print(f"\n{summary['runs']} runs in {len(rows)} groups: old {old:.1f} CPU-s, new {new:.1f} "
-          f"CPU-s, ratio {old / new:.2f}x, results identical: {summary['all_identical']}")
+    if adam == "float32":
+        summary |= {
+            "float32_cpu_s": cpu["float32"],
+            "cpu_ratio_old_over_float32": cpu["old"] / cpu["float32"],
+            "cpu_ratio_new_over_float32": cpu["new"] / cpu["float32"],
+            "median_group_ratio_float32": statistics.median(
+                r["old_cpu_s"] / r["float32_cpu_s"] for r in rows),
+            "float32_any_identical_to_old": any(r["float32_identical_to_old"] for r in rows),
+        }
+    summary |= {"per_setting": per_setting(rows, last), "per_group": rows}
+    print(f"\n{summary['runs']} runs in {len(rows)} groups: " + ", ".join(
+        f"{name} {cpu[name]:.1f}" for name, _, _ in arms) + f" CPU-s; old / new "
+        f"{cpu['old'] / cpu['new']:.2f}x" + (f", old / float32 {cpu['old'] / cpu['float32']:.2f}x"
+                                             if adam == "float32" else "")
+        + f"; new identical to old: {summary['all_identical']}")
     if out is not None:
         from verigap.results import write_result
 
