@@ -96,3 +96,20 @@ def test_the_numerics_view_sets_old_beside_new_per_setting_in_sweep_order():
                       "visible only, k = 10"]
     assert "| 0.658 → 0.641 |" in lines[2] and "pass 0.58, true 0.02, false 0.56" in lines[2]
     assert lines[3].endswith('| "gets partway" |')
+
+
+def test_the_profile_view_lists_phases_first_then_calls_with_shares_of_each_group():
+    from verigap.report.views import get_view
+
+    data = {"groups": [
+        {"k": 10, "runs": 3, "cpu_s": 40.0,
+         "cpu_s_by": {"call: Adam step": 8.0, "phase: GRPO steps": 10.0, "phase: SFT": 30.0}},
+        {"k": 4, "runs": 8, "cpu_s": 20.0,
+         "cpu_s_by": {"call: Adam step": 4.0, "phase: GRPO steps": 15.0, "phase: SFT": 5.0}}]}
+    lines = get_view("pilot_profile")(data).splitlines()
+    assert lines[0] == ("| where | k = 10 (3 runs), CPU-s | share | k = 4 (8 runs), CPU-s "
+                        "| share |")
+    assert lines[2] == "| phase: SFT | 30.0 | 75% | 5.0 | 25% |"
+    assert lines[3] == "| phase: GRPO steps | 10.0 | 25% | 15.0 | 75% |"
+    assert lines[4] == "| call: Adam step | 8.0 | 20% | 4.0 | 20% |"
+    assert lines[5] == "| whole group | 40.0 | 100% | 20.0 | 100% |"

@@ -175,6 +175,22 @@ def pilot_numerics_table(data: dict[str, Any]) -> str:
     return markdown_table(header, rows)
 
 
+@view("pilot_profile")
+def pilot_profile_table(data: dict[str, Any]) -> str:
+    """``benchmarks/pilot.py --profile``: CPU seconds and shares by phase and call, per group."""
+    groups = data["groups"]
+    labels = sorted(groups[0]["cpu_s_by"], key=lambda key: (not key.startswith("phase"),
+                                                             -groups[0]["cpu_s_by"][key]))
+    header = ["where", *(h for g in groups for h in (f"k = {g['k']} ({g['runs']} runs), CPU-s",
+                                                     "share"))]
+    rows = [[key,
+             *(c for g in groups for c in (f"{g['cpu_s_by'].get(key, 0.0):.1f}",
+                                           f"{g['cpu_s_by'].get(key, 0.0) / g['cpu_s']:.0%}"))]
+            for key in labels]
+    rows.append(["whole group", *(c for g in groups for c in (f"{g['cpu_s']:.1f}", "100%"))])
+    return markdown_table(header, rows)
+
+
 @view("rollout")
 def rollout_table(data: dict[str, Any]) -> str:
     """A scripted policy's rollout: the headline rates and the outcome of every broken branch."""
