@@ -77,3 +77,39 @@ def test_report_cli_json_and_errors(runs_dir, tmp_path_factory):
     assert res.exit_code == 2 and "verigap pilot" in res.output
     with pytest.raises(ConfigError):
         load_runs(empty / "missing")
+
+
+def test_the_numerics_view_sets_old_beside_new_per_setting_in_sweep_order():
+    from verigap.report.views import get_view
+
+    def cell(old: float, new: float) -> dict[str, float]:
+        return {f"{arm}_{m}": v for arm, v in (("old", old), ("new", new))
+                for m in ("visible_pass", "true_success", "false_success")}
+
+    per_setting = {"visible_k10": cell(0.007, 0.009), "audit_10": cell(0.32, 0.30),
+                   "visible": cell(0.658, 0.641), "visible_k2": cell(0.74, 0.75)}
+    table = get_view("pilot_numerics")({"per_setting": per_setting})
+    lines = table.splitlines()
+    assert lines[0].startswith("| setting | visible pass old → new |")
+    firsts = [line.split("|")[1].strip() for line in lines[2:]]
+    assert firsts == ["visible checks only", "audits 10%", "visible only, k = 2",
+                      "visible only, k = 10"]
+    assert "| 0.658 → 0.641 |" in lines[2] and "pass 0.58, true 0.02, false 0.56" in lines[2]
+    assert lines[3].endswith('| "gets partway" |')
+
+
+def test_the_profile_view_lists_phases_first_then_calls_with_shares_of_each_group():
+    from verigap.report.views import get_view
+
+    data = {"groups": [
+        {"k": 10, "runs": 3, "cpu_s": 40.0,
+         "cpu_s_by": {"call: Adam step": 8.0, "phase: GRPO steps": 10.0, "phase: SFT": 30.0}},
+        {"k": 4, "runs": 8, "cpu_s": 20.0,
+         "cpu_s_by": {"call: Adam step": 4.0, "phase: GRPO steps": 15.0, "phase: SFT": 5.0}}]}
+    lines = get_view("pilot_profile")(data).splitlines()
+    assert lines[0] == ("| where | k = 10 (3 runs), CPU-s | share | k = 4 (8 runs), CPU-s "
+                        "| share |")
+    assert lines[2] == "| phase: SFT | 30.0 | 75% | 5.0 | 25% |"
+    assert lines[3] == "| phase: GRPO steps | 10.0 | 25% | 15.0 | 75% |"
+    assert lines[4] == "| call: Adam step | 8.0 | 20% | 4.0 | 20% |"
+    assert lines[5] == "| whole group | 40.0 | 100% | 20.0 | 100% |"

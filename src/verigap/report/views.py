@@ -159,6 +159,38 @@ def pilot_k_table(data: dict[str, Any]) -> str:
     return markdown_table(header, rows)
 
 
+@view("pilot_numerics")
+def pilot_numerics_table(data: dict[str, Any]) -> str:
+    """A ``benchmarks/pilot.py --compare`` results file: each setting's final held-out numbers
+    from the old code and the new (mean over seeds), beside the pilot write-up's figure."""
+    ps = data["per_setting"]
+    names = [n for n in PILOT_LABELS if n in ps]
+    names += sorted((n for n in ps if n not in PILOT_LABELS), key=lambda n: (len(n), n))
+    header = ["setting", *(f"{m.replace('_', ' ')} old → new" for m in (
+        "visible_pass", "true_success", "false_success")), "the pilot write-up"]
+    rows = [[PILOT_LABELS.get(n, n.replace("visible_k", "visible only, k = ")),
+             *(f"{ps[n][f'old_{m}']:.3f} → {ps[n][f'new_{m}']:.3f}" for m in (
+                 "visible_pass", "true_success", "false_success")),
+             PILOT_REFERENCE.get(n, "—")] for n in names]
+    return markdown_table(header, rows)
+
+
+@view("pilot_profile")
+def pilot_profile_table(data: dict[str, Any]) -> str:
+    """``benchmarks/pilot.py --profile``: CPU seconds and shares by phase and call, per group."""
+    groups = data["groups"]
+    labels = sorted(groups[0]["cpu_s_by"], key=lambda key: (not key.startswith("phase"),
+                                                             -groups[0]["cpu_s_by"][key]))
+    header = ["where", *(h for g in groups for h in (f"k = {g['k']} ({g['runs']} runs), CPU-s",
+                                                     "share"))]
+    rows = [[key,
+             *(c for g in groups for c in (f"{g['cpu_s_by'].get(key, 0.0):.1f}",
+                                           f"{g['cpu_s_by'].get(key, 0.0) / g['cpu_s']:.0%}"))]
+            for key in labels]
+    rows.append(["whole group", *(c for g in groups for c in (f"{g['cpu_s']:.1f}", "100%"))])
+    return markdown_table(header, rows)
+
+
 @view("rollout")
 def rollout_table(data: dict[str, Any]) -> str:
     """A scripted policy's rollout: the headline rates and the outcome of every broken branch."""
