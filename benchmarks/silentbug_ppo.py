@@ -293,6 +293,7 @@ def main() -> None:
         write_result(args.out, {"implementations": summary, "repeats": args.repeats,
                                 "baseline": "baseline (CleanRL-style)",
                                 "baseline_cpu_s": base_cpu, "baseline_wall_s": base,
+                                "baseline_score": summary["baseline (CleanRL-style)"]["score"],
                                 "preloaded_startup_s": startup,
                                 "loadavg_before": list(load_before),
                                 "loadavg_after": list(os.getloadavg())},

@@ -75,7 +75,9 @@ def test_speed_results_are_consistent():
             assert r["correct"] is True  # the oracle: v2 must pay it for the timing to count
             assert abs(r["ratio"] - r["v2_s"] / r["raw_pytest_s"]) < 0.01
             assert len(r["load_avg_1m"]) == data["reps"]
+            # the detectors read the change beside the sandboxes: little is left after them
+            assert r["v2_parts_s"]["after_sandboxes_s"] < 0.1 * r["v2_parts_s"]["total_s"]
     # docs/exploits.md and docs/speed.md say v2, as it grades, is within issue 19's goal (1.5x)
-    # on the fixture and inflection, and not on toolz (a site whose tests go through the channel)
+    # on all three sets (toolz, with a site whose tests go through the channel, included)
     within = [s["source"] for s in data["sets"] if s["wall_ratio_median"] <= 1.5]
-    assert within == ["fixture_lib", "inflection==0.5.1"]
+    assert within == ["fixture_lib", "inflection==0.5.1", "toolz==1.0.0"]
