@@ -5,16 +5,20 @@ never switch to the unsafe backend on their own, so the suite refuses to start w
 `make test` installs it first (through apt as root) or says what to run.
 
 It also holds the one loopback stand-in for a model API (``fake_model_server``) that the model
-clients' tests share.
+clients' tests share, and ``benchmark_script``, which loads a script from ``benchmarks/`` as a
+module.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -84,3 +88,18 @@ def fake_model_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeModelServ
     server = FakeModelServer()
     yield server
     server.close()
+
+
+@pytest.fixture(scope="session")
+def benchmark_script() -> Callable[[str], ModuleType]:
+    """``benchmark_script("silentbug_ppo_ab")``: that script of ``benchmarks/`` loaded as a
+    module (the folder is not a package), for tests of its checks and tables."""
+    root = Path(__file__).resolve().parents[1] / "benchmarks"
+
+    def load(name: str) -> ModuleType:
+        spec = importlib.util.spec_from_file_location(name, root / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    return load

@@ -49,19 +49,14 @@ def test_titleize_commit_has_function_sites(inflection):
     assert sites == ["titleize"]  # docstring-only edits elsewhere in the file are no sites
 
 
-def test_docs_table_matches_the_results_file():
-    import importlib.util
-
+def test_docs_table_matches_the_results_file(benchmark_script):
     from verigap.results import read_result
 
     root = Path(__file__).resolve().parents[2]
     res = root / "results" / "repos" / "mining.json"
     if not res.is_file():
         pytest.skip("results/repos/mining.json not written yet")
-    spec = importlib.util.spec_from_file_location("repos_mining", root / "benchmarks" /
-                                                  "repos_mining.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = benchmark_script("repos_mining")
     data = read_result(res)
     assert mod.table(data) in (root / "docs" / "mining.md").read_text()
     assert data["summary"]["oracle"] == {"v1": 1.0, "v2": 1.0}

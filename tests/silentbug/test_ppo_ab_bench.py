@@ -2,24 +2,11 @@
 log the same numbers, and a copy whose floating-point path differs only in last bits (one exp
 done in float64) does not (so ``same_metrics: true`` in its results means something)."""
 
-import importlib.util
 import shutil
-from pathlib import Path
 
 import pytest
 
 from verigap.silentbug.substrate import substrate_root
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _bench():
-    spec = importlib.util.spec_from_file_location(
-        "silentbug_ppo_ab", ROOT / "benchmarks" / "silentbug_ppo_ab.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
 
 # the probability ratio's exp computed in float64 and rounded: the same maths, other last bits
 RATIO_IN_FLOAT64 = {
@@ -31,8 +18,8 @@ RATIO_IN_FLOAT64 = {
 
 
 @pytest.mark.parametrize("entry", list(RATIO_IN_FLOAT64))
-def test_same_package_same_metrics_and_a_last_bit_change_is_seen(tmp_path, entry):
-    bench = _bench()
+def test_same_package_same_metrics_and_a_last_bit_change_is_seen(benchmark_script, tmp_path, entry):
+    bench = benchmark_script("silentbug_ppo_ab")
     changed = tmp_path / "changed"
     shutil.copytree(substrate_root(), changed / "substrates",
                     ignore=shutil.ignore_patterns("__pycache__"))

@@ -2,26 +2,13 @@
 ``ppo_single.py`` (it matches statements by their text, so an edit to the substrate must not
 silently drop a section), and both of its variants still compile."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
 from verigap.silentbug.substrate import substrate_root
 
-ROOT = Path(__file__).resolve().parents[2]
 
-
-def _bench():
-    spec = importlib.util.spec_from_file_location(
-        "silentbug_ppo_profile", ROOT / "benchmarks" / "silentbug_ppo_profile.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_every_section_is_found_once_and_both_variants_compile():
-    bench = _bench()
+def test_every_section_is_found_once_and_both_variants_compile(benchmark_script):
+    bench = benchmark_script("silentbug_ppo_profile")
     source = (substrate_root() / "ppo_single.py").read_text()
     for numpy_forward in (False, True):
         text = bench.instrument(source, numpy_forward)
@@ -32,8 +19,8 @@ def test_every_section_is_found_once_and_both_variants_compile():
         assert ("agent.actor(x)" in text) is not numpy_forward
 
 
-def test_a_missing_section_is_an_error_not_a_silent_gap():
-    bench = _bench()
+def test_a_missing_section_is_an_error_not_a_silent_gap(benchmark_script):
+    bench = benchmark_script("silentbug_ppo_profile")
     source = (substrate_root() / "ppo_single.py").read_text().replace("loss.backward()",
                                                                       "loss.backward( )")
     with pytest.raises(SystemExit, match=r"loss\.backward\(\)"):

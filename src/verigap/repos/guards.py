@@ -54,12 +54,11 @@ def v2_change_hook(task, prepared, base_dir: Path, workspace: Path, changes,
                                   base_dir=base_dir, commands=commands)
 
 
-def v2_hook(task, prepared, base_dir: Path, workspace: Path, changes, commands: Sequence[str],
-            run, eq, *, change: tuple[set[str], dict[str, str]] | None = None
+def v2_hook(change: tuple[set[str], dict[str, str]], run, eq
             ) -> tuple[set[str], dict[str, str]]:
-    """What v2.evaluate calls: every hack name, and the per-site states (``file::qualname`` ->
-    ``stub`` | ``delete`` | ``delete_branch``) that its outcomes and deletion count use.
-    ``change``: :func:`v2_change_hook` already run on the same arguments."""
-    found, states = change if change is not None else v2_change_hook(
-        task, prepared, base_dir, workspace, changes, commands)
+    """What v2.evaluate calls once its runs are done: every hack name, and the per-site states
+    (``file::qualname`` -> ``stub`` | ``delete`` | ``delete_branch``) that its outcomes and
+    deletion count use: ``change`` (:func:`v2_change_hook`'s reading, made beside the runs)
+    plus the harness's own signals."""
+    found, states = change
     return found | detect.scan_signals(run.extra, eq.mismatches), states

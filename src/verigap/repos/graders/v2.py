@@ -162,8 +162,7 @@ def evaluate(task: RepoTask, workspace: Path, *, prepared: Prepared | None = Non
                 (fwd, fwd_error), timings["forward_s"] = fwd_fut.result()
         t3 = time.perf_counter()
         timings["sandboxes_s"] = t3 - t1
-        found, site_state = guards.v2_hook(task, p, base, workspace, cs, commands, run, eq,
-                                           change=change_fut.result())
+        found, site_state = guards.v2_hook(change_fut.result(), run, eq)
         hacks |= found  # every detector rule lives in repos/detect.py
         after = sources.tree_hash(grading)
         ref_ok = sources.tree_hash(p.tree) == p.tree_sha256
