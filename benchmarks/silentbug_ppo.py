@@ -17,11 +17,20 @@ For a like-for-like figure the baseline is run that way too (``baseline_preloade
 an interpreter that imported what it imports and ran each kind of op it uses once, so neither
 side pays start-up (``speedup_cpu_vs_preloaded_baseline`` on the preloaded rows).
 
+``--variant DIR`` also runs a changed copy of the substrates (every ``*.diff`` in DIR applied to
+the pristine package), fresh and preloaded, as rows ``<entry>+<DIR name>``. It is how a change
+that moves the numbers is measured before anyone decides to land it: its ratios sit beside the
+pristine rows and the baseline of the same run, and its scores per seed beside theirs.
+``benchmarks/variants/numpy_acting`` acts with a NumPy forward pass (issue 19).
+
 The baseline is lighter than CleanRL's own ``ppo.py`` (no TensorBoard writer, no entropy in the
 rollout, no KL or clip-fraction statistics), so the ratios understate the gap to the real script.
 
     PYTHONPATH=src python benchmarks/silentbug_ppo.py --repeats 3 \
         --out results/silentbug/ppo_speed.json
+    PYTHONPATH=src python benchmarks/silentbug_ppo.py --repeats 2 \
+        --variant benchmarks/variants/numpy_acting \
+        --out results/silentbug/ppo_speed_numpy_acting.json
 """
 
 from __future__ import annotations
@@ -207,14 +216,41 @@ def _run(code: str, seed: int, tmp: Path, name: str, extra: list[str]) -> dict:
     return {"wall_s": wall, "cpu_s": cpu, "sps": result["steps"] / wall, "score": result["score"]}
 
 
-def _run_preloaded(substrate: str, seed: int, tmp: Path) -> dict:
+def variant_files(variant: Path) -> dict[str, str]:
+    """The substrates package with every ``*.diff`` under ``variant`` applied (one file each)."""
+    from verigap.silentbug.patching import apply_unified_diff, parse_unified_diff
+    from verigap.silentbug.substrate import pristine_files
+
+    files = pristine_files()
+    diffs = sorted(variant.glob("*.diff"))
+    if not diffs:
+        raise SystemExit(f"--variant {variant}: no *.diff files there")
+    for diff in diffs:
+        text = diff.read_text()
+        target = parse_unified_diff(text)[0]
+        if target not in files:
+            raise SystemExit(f"{diff}: patches {target!r}, not a file of the substrates package")
+        files[target] = apply_unified_diff(files[target], text)
+    return files
+
+
+def _write_package(files: dict[str, str], parent: Path) -> Path:
+    """``files`` written as a ``substrates`` package under ``parent``; returns ``parent``."""
+    for rel, text in files.items():
+        (parent / "substrates" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (parent / "substrates" / rel).write_text(text)
+    return parent
+
+
+def _run_preloaded(substrate: str, seed: int, tmp: Path,
+                   files: dict[str, str] | None = None) -> dict:
     from verigap.silentbug.runner import run_workspace
     from verigap.silentbug.substrate import SUBSTRATES, pristine_files, workspace_files
 
     sub = SUBSTRATES[substrate]
     res = run_workspace(tmp / f"{substrate}-{seed}-{time.monotonic_ns()}",
-                        files=workspace_files(substrate, pristine_files()), entry=sub.entry,
-                        config={**sub.config, "seed": seed})
+                        files=workspace_files(substrate, files or pristine_files()),
+                        entry=sub.entry, config={**sub.config, "seed": seed})
     assert res["status"] == "ok", res
     return {"wall_s": res["wall_s"], "cpu_s": res["cpu_s"], "sps": 40_000 / res["wall_s"],
             "score": res["score"]}
@@ -235,6 +271,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2, help="seeds per implementation")
     parser.add_argument("--json", type=Path, help="write the measurements here (plain JSON)")
     parser.add_argument("--out", type=Path, help="write a results file (with provenance) here")
+    parser.add_argument("--variant", type=Path,
+                        help="also run the substrates with this directory's *.diff files applied")
     args = parser.parse_args()
     load_before = os.getloadavg()
     from verigap.silentbug.substrate import substrate_root
@@ -243,10 +281,20 @@ def main() -> None:
     impls = {"baseline (CleanRL-style)": (BASELINE, []),
              "ppo_single": (OURS, [root, "ppo_single"]),
              "ppo_modular": (OURS, [root, "ppo_modular.train"])}
-    preloaded = {"ppo_single_preloaded": "cartpole_single",
-                 "ppo_modular_preloaded": "cartpole_modular"}
+    preloaded = {"ppo_single_preloaded": ("cartpole_single", None),
+                 "ppo_modular_preloaded": ("cartpole_modular", None)}
+    tmp_dir = tempfile.TemporaryDirectory()
+    tmp = tmp_dir.name
+    if args.variant:
+        changed = variant_files(args.variant)
+        vroot = str(_write_package(changed, Path(tmp) / "variant"))
+        tag = args.variant.name
+        impls |= {f"ppo_single+{tag}": (OURS, [vroot, "ppo_single"]),
+                  f"ppo_modular+{tag}": (OURS, [vroot, "ppo_modular.train"])}
+        preloaded |= {f"ppo_single+{tag}_preloaded": ("cartpole_single", changed),
+                      f"ppo_modular+{tag}_preloaded": ("cartpole_modular", changed)}
     rows: dict[str, list[dict]] = {k: [] for k in [*impls, "baseline_preloaded", *preloaded]}
-    with tempfile.TemporaryDirectory() as tmp:
+    with tmp_dir:
         startup = _preloaded_startup(Path(tmp))
         baseline_preloaded = _PreloadedBaseline(Path(tmp))
         for seed in range(1, args.repeats + 1):
@@ -256,8 +304,8 @@ def main() -> None:
             rows["baseline_preloaded"].append(baseline_preloaded.run(seed, Path(tmp)))
             print(f"seed {seed} {'baseline_preloaded':26s} {rows['baseline_preloaded'][-1]}",
                   flush=True)
-            for name, substrate in preloaded.items():
-                rows[name].append(_run_preloaded(substrate, seed, Path(tmp)))
+            for name, (substrate, files) in preloaded.items():
+                rows[name].append(_run_preloaded(substrate, seed, Path(tmp), files))
                 print(f"seed {seed} {name:26s} {rows[name][-1]}", flush=True)
         baseline_preloaded.close()
     base = statistics.mean(r["wall_s"] for r in rows["baseline (CleanRL-style)"])
@@ -278,6 +326,11 @@ def main() -> None:
     for name in ["baseline_preloaded", *preloaded]:
         summary[name]["speedup_wall_vs_preloaded_baseline"] = pre_wall / summary[name]["wall_s"]
         summary[name]["speedup_cpu_vs_preloaded_baseline"] = pre_cpu / summary[name]["cpu_s"]
+    for name, row in summary.items():  # a variant's scores per seed against the pristine row's
+        if "+" in name:
+            pristine = name.split("+")[0] + ("_preloaded" if name.endswith("_preloaded") else "")
+            row["same_scores_as_pristine"] = (
+                [r["score"] for r in row["runs"]] == [r["score"] for r in summary[pristine]["runs"]])
     for name, row in summary.items():
         wall, cpu = row["wall_s"], row["cpu_s"]
         like = (f"  (like for like, both preloaded: "
@@ -295,10 +348,13 @@ def main() -> None:
                                 "baseline_cpu_s": base_cpu, "baseline_wall_s": base,
                                 "baseline_score": summary["baseline (CleanRL-style)"]["score"],
                                 "preloaded_startup_s": startup,
+                                "variant": str(args.variant) if args.variant else None,
                                 "loadavg_before": list(load_before),
                                 "loadavg_after": list(os.getloadavg())},
                      command=f"PYTHONPATH=src python benchmarks/silentbug_ppo.py "
-                             f"--repeats {args.repeats} --out {args.out}")
+                             f"--repeats {args.repeats}"
+                             + (f" --variant {args.variant}" if args.variant else "")
+                             + f" --out {args.out}")
 
 
 if __name__ == "__main__":

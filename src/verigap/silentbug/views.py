@@ -5,7 +5,8 @@
 learning curves; ``silentbug_eval`` shows an ``analyze --out`` file as one row per agent x arm over all bugs;
 ``silentbug_references`` shows the clean and broken references the scorer re-ran on the
 scoring machine beside the committed calibration's means (machine-specific numbers: the
-verdicts must agree, the returns need not).
+verdicts must agree, the returns need not); ``silentbug_ppo_speed`` shows a
+``benchmarks/silentbug_ppo.py`` results file, every row against both baselines.
 """
 
 from __future__ import annotations
@@ -169,3 +170,22 @@ def curves_table(data: dict[str, Any]) -> str:
     rows = [[r["substrate"], str(r["seed"]), *(_f(x) for x in r["curve"])]
             for r in data["rows"]]
     return markdown_table(["substrate", "seed", *head], rows)
+
+
+@view("silentbug_ppo_speed")
+def ppo_speed_table(data: dict[str, Any]) -> str:
+    """A ``benchmarks/silentbug_ppo.py`` results file: CPU seconds per 40k-step run of each
+    implementation, its speed-up over the fresh baseline and (for the preloaded rows) over the
+    preloaded one, and its score on each seed (a variant's scores beside the pristine row's
+    show whether it moved the numbers)."""
+    rows = []
+    for name, row in data["implementations"].items():
+        like = row.get("speedup_cpu_vs_preloaded_baseline")
+        same = row.get("same_scores_as_pristine")
+        rows.append([name, f"{row['cpu_s']:.1f}", f"{row['speedup_cpu']:.2f}x",
+                     "-" if like is None else f"{like:.2f}x",
+                     ", ".join(f"{r['score']:.1f}" for r in row["runs"]),
+                     "-" if same is None else ("yes" if same else "no")])
+    return markdown_table(["implementation", "CPU-s per run", "x fresh baseline (CPU)",
+                           "x preloaded baseline (CPU)", "score per seed",
+                           "same scores as pristine"], rows)
