@@ -33,8 +33,9 @@ Row names: ``bwrap`` (a sandbox per command, setpriv/prlimit launcher),
 ``bwrap_env_launcher`` (the same with ``env --default-signal`` always in the chain, as
 before it became conditional),
 ``bwrap_python_wrapper`` (the same forced onto the Python limits wrapper used before issue
-19), ``bwrap_persistent`` (``persistent=True``), ``unsafe``; commands ``true`` and
-``python_c_pass``.
+19), ``bwrap_persistent`` (``persistent=True``), ``bwrap_floor`` (bubblewrap alone with the
+backend's namespaces, /proc, /dev and /tmp over a read-only root: the least any fresh sandbox of
+this kind costs here, see ``BWRAP_FLOOR``), ``unsafe``; commands ``true`` and ``python_c_pass``.
 
 Commands are timed by wall clock only: CPU time would miss what ran inside the sandbox
 (bubblewrap's launcher exits without reaping the sandbox's init). Workspaces also get the
@@ -140,6 +141,17 @@ def settle_grading() -> None:
         p.wait_ready(timeout=600)
 
 
+# The least a fresh sandbox of the backend's kind costs on this machine: bubblewrap with the
+# root bound read-only, the namespaces the backend unshares, /proc, /dev and a /tmp, and nothing
+# else (no launcher, no per-path mounts, no identity files, no read-only seal). What a fresh
+# ``bwrap`` row adds beyond this row is verigap's; this row itself is the kernel's and bubblewrap's.
+BWRAP_FLOOR = ["bwrap", "--ro-bind", "/", "/", "--unshare-ipc", "--unshare-pid", "--unshare-uts",
+               "--unshare-cgroup-try", "--unshare-net",
+               *([] if os.geteuid() == 0 else ["--unshare-user"]),
+               "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--die-with-parent",
+               "--new-session", "--"]
+
+
 def bench_commands(ws: Path, reps: int, have_bwrap: bool, tmp: Path) -> dict:
     py = str(Path(sys.base_prefix) / "bin" / "python3")
     boxes: dict[str, Callable[[list[str]], object]] = {
@@ -160,6 +172,7 @@ def bench_commands(ws: Path, reps: int, have_bwrap: bool, tmp: Path) -> dict:
                 return bw.exec(a)
 
         boxes["bwrap_env_launcher"] = bwrap_env
+        boxes["bwrap_floor"] = lambda a: subprocess.run([*BWRAP_FLOOR, *a], capture_output=True)
         session = make_sandbox(ws, backend="bwrap", limits=Limits(), persistent=True)
         boxes["bwrap_persistent"] = lambda a: session.exec(a)
         pool = SandboxPool(tmp / "sandbox-pool", size=2, limits=Limits())
