@@ -1,6 +1,6 @@
 """Would ``torch.compile`` take the PPO update off eager Torch's per-op cost? (issue 19)
 
-The substrates' update is ~60 small Torch ops per minibatch on 128 rows; eager dispatch, not
+The substrates' update is dozens of small Torch ops per minibatch of 128 rows; eager dispatch, not
 arithmetic, is most of its time. This measures the one in-Torch way out: ``ppo_single``'s
 minibatch loss (actor and critic forward, clipped surrogate, clipped value loss, entropy)
 compiled with ``torch.compile`` (its backward compiled with it; gradient clipping and the Adam
@@ -13,8 +13,9 @@ Compilation runs in the process (``TORCHINDUCTOR_COMPILE_THREADS=1``), so the pr
 all of it. Arms alternate for ``--rounds`` rounds. Per arm: the whole process's CPU seconds
 (measured from outside: imports, compilation, helper processes and exit included), and from
 inside the ``torch.compile`` call's CPU (it imports the compiler stack), the first call's
-(compilation, or loading it from the cache) and the CPU per minibatch after it. ``net_cpu_s_vs_eager``: eager's whole-process CPU minus the
-arm's (positive: compiling saved CPU over one run's update), median over rounds.
+(compilation, or loading it from the cache) and the CPU per minibatch after it.
+``net_cpu_s_vs_eager``: eager's whole-process CPU minus the arm's (positive: compiling saved
+CPU over one run's update), median over rounds.
 
     PYTHONPATH=src python benchmarks/silentbug_ppo_compile.py --rounds 3 \
         --out results/silentbug/ppo_compile.json
