@@ -90,3 +90,42 @@ def test_the_speed_view_puts_each_row_against_both_baselines():
     assert table[2] == "| baseline (CleanRL-style) | 24.0 | 1.00x | - | 179.4 | - |"
     assert table[3] == ("| ppo_single+numpy_acting_preloaded | 6.0 | 4.00x | 3.00x | 179.4, 200.0 "
                         "| no |")
+
+
+def test_variant_calibration_runs_only_the_bugs_whose_patch_applies(benchmark_script):
+    bench = benchmark_script("silentbug_variant_calibration")
+    applies, not_applied = bench.applicable_bugs(bench._variant_files(NUMPY_ACTING))
+    # the variant moves ppo_single.py's lines, so its five bugs' patches (strict, no fuzz) no
+    # longer apply as written; no other bug patches a line the variant moves
+    assert sorted(not_applied) == ["single_gae_next_done", "single_minibatch_adv_unshuffled",
+                                   "single_obs_stored_after_step", "single_recomputed_old_logprob",
+                                   "single_stored_action_redrawn"]
+    assert len(applies) == 24 and not any(i.startswith("single_") for i in applies)
+
+
+def test_variant_calibration_sets_each_verdict_beside_the_committed_one(benchmark_script):
+    bench = benchmark_script("silentbug_variant_calibration")
+    committed = {"a": {"verdict": "accepted", "margin": 50.0, "threshold": 10.0},
+                 "b": {"verdict": "accepted", "margin": 20.0, "threshold": 10.0}}
+    variant = [{"id": "a", "substrate": "s", "verdict": "accepted", "margin": 48.0,
+                "threshold": 9.0, "reason": "clears"},
+               {"id": "b", "substrate": "s", "verdict": "rejected", "margin": 5.0,
+                "threshold": 12.0, "reason": "the gap is within seed noise"}]
+    rows = bench.compare(variant, committed)
+    assert [(r["id"], r["same_verdict"]) for r in rows] == [("a", True), ("b", False)]
+    assert rows[1]["committed_margin"] == 20.0 and rows[1]["variant_margin"] == 5.0
+
+
+def test_the_variant_calibration_view_marks_changed_verdicts():
+    from verigap.report.views import get_view
+
+    data = {"rows": [
+        {"id": "a", "committed_verdict": "accepted", "variant_verdict": "accepted",
+         "committed_margin": 50.0, "committed_threshold": 10.0, "variant_margin": 48.25,
+         "variant_threshold": 9.0, "same_verdict": True},
+        {"id": "b", "committed_verdict": "refused", "variant_verdict": "rejected",
+         "committed_margin": None, "committed_threshold": None, "variant_margin": 5.0,
+         "variant_threshold": 12.0, "same_verdict": False}]}
+    table = get_view("silentbug_variant_calibration")(data).splitlines()
+    assert table[2] == "| a | accepted | accepted | 50.0 / 10.0 | 48.2 / 9.0 |  |"
+    assert table[3] == "| b | refused | rejected | - | 5.0 / 12.0 | changed |"

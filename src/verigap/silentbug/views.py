@@ -6,7 +6,9 @@ learning curves; ``silentbug_eval`` shows an ``analyze --out`` file as one row p
 ``silentbug_references`` shows the clean and broken references the scorer re-ran on the
 scoring machine beside the committed calibration's means (machine-specific numbers: the
 verdicts must agree, the returns need not); ``silentbug_ppo_speed`` shows a
-``benchmarks/silentbug_ppo.py`` results file, every row against both baselines.
+``benchmarks/silentbug_ppo.py`` results file, every row against both baselines;
+``silentbug_variant_calibration`` the bank calibrated on a substrates variant beside the
+committed calibration.
 """
 
 from __future__ import annotations
@@ -189,3 +191,18 @@ def ppo_speed_table(data: dict[str, Any]) -> str:
     return markdown_table(["implementation", "CPU-s per run", "x fresh baseline (CPU)",
                            "x preloaded baseline (CPU)", "score per seed",
                            "same scores as pristine"], rows)
+
+
+@view("silentbug_variant_calibration")
+def variant_calibration_table(data: dict[str, Any]) -> str:
+    """``benchmarks/silentbug_variant_calibration.py``: each bug's verdict and gap (clean minus
+    broken, against 3 x the larger seed std) on a substrates variant beside the committed ones."""
+    def gap(margin: float | None, threshold: float | None) -> str:
+        return "-" if margin is None else f"{margin:.1f} / {threshold:.1f}"
+
+    rows = [[r["id"], r["committed_verdict"], r["variant_verdict"],
+             gap(r["committed_margin"], r["committed_threshold"]),
+             gap(r["variant_margin"], r["variant_threshold"]),
+             "" if r["same_verdict"] else "changed"] for r in data["rows"]]
+    return markdown_table(["bug", "committed", "variant", "gap / threshold, committed",
+                           "gap / threshold, variant", ""], rows)
