@@ -1,7 +1,7 @@
 """benchmarks/silentbug_ppo.py --variant: a changed copy of the substrates measured beside the
-pristine one. The NumPy-acting variant (issue 19) must still apply to the pristine package, compute
-the same network as Torch up to rounding, and really move the numbers (it is measured, not landed,
-because landing it means recalibrating the bank)."""
+pristine one. The NumPy-acting variant (issue 19) must still apply to the pristine package and
+compute the same network as Torch up to rounding but not to the bit (it is measured, not landed:
+other floats mean other numbers per seed, and the bank calibrated again)."""
 
 import importlib
 import sys
@@ -59,8 +59,8 @@ def test_the_variant_acts_with_the_same_network_but_other_last_bits(variant_modu
     numpy_values = single.numpy_mlp(obs, [w.detach().numpy() for w in agent.critic.weights])
     np.testing.assert_allclose(numpy_logits, torch_logits, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(numpy_values[:, 0], torch_values, rtol=1e-5, atol=1e-6)
-    # not the same bits: NumPy's tanh and BLAS round differently from Torch's, which is why the
-    # variant changes every trajectory and would need the bank recalibrated
+    # not the same bits: NumPy's tanh and BLAS round differently from Torch's, so every run's
+    # floats differ (and, where a draw lands near a boundary, its actions and returns)
     assert not np.array_equal(numpy_logits, torch_logits)
     # the NumPy weights are views: an in-place update of a parameter is seen when acting
     with torch.no_grad():
