@@ -234,14 +234,6 @@ def variant_files(variant: Path) -> dict[str, str]:
     return files
 
 
-def _write_package(files: dict[str, str], parent: Path) -> Path:
-    """``files`` written as a ``substrates`` package under ``parent``; returns ``parent``."""
-    for rel, text in files.items():
-        (parent / "substrates" / rel).parent.mkdir(parents=True, exist_ok=True)
-        (parent / "substrates" / rel).write_text(text)
-    return parent
-
-
 def _run_preloaded(substrate: str, seed: int, tmp: Path,
                    files: dict[str, str] | None = None) -> dict:
     from verigap.silentbug.runner import run_workspace
@@ -275,7 +267,7 @@ def main() -> None:
                         help="also run the substrates with this directory's *.diff files applied")
     args = parser.parse_args()
     load_before = os.getloadavg()
-    from verigap.silentbug.substrate import substrate_root
+    from verigap.silentbug.substrate import substrate_root, write_workspace
 
     root = str(substrate_root().parent)  # the directory that holds the 'substrates' package
     impls = {"baseline (CleanRL-style)": (BASELINE, []),
@@ -287,7 +279,7 @@ def main() -> None:
     tmp = tmp_dir.name
     if args.variant:
         changed = variant_files(args.variant)
-        vroot = str(_write_package(changed, Path(tmp) / "variant"))
+        vroot = str(write_workspace(changed, Path(tmp) / "variant"))
         tag = args.variant.name
         impls |= {f"ppo_single+{tag}": (OURS, [vroot, "ppo_single"]),
                   f"ppo_modular+{tag}": (OURS, [vroot, "ppo_modular.train"])}

@@ -47,17 +47,10 @@ def _package_at(commit: str, dest: Path) -> Path:
     return (dest / SUBSTRATES).parent
 
 
-def _write_package(files: dict[str, str], dest: Path) -> Path:
-    for rel, text in files.items():
-        (dest / "substrates" / rel).parent.mkdir(parents=True, exist_ok=True)
-        (dest / "substrates" / rel).write_text(text)
-    return dest
-
-
 def _bank_check(old_parent: Path, seed: int, steps: int, work: Path) -> dict[str, bool]:
     """Bug id -> whether its broken tree logs the same numbers on both packages."""
     from verigap.silentbug.bank import broken_files, load_registry
-    from verigap.silentbug.substrate import SUBSTRATES, pristine_files
+    from verigap.silentbug.substrate import SUBSTRATES, pristine_files, write_workspace
 
     old = {p.relative_to(old_parent / "substrates").as_posix(): p.read_text()
            for p in sorted((old_parent / "substrates").rglob("*.py"))}
@@ -65,7 +58,7 @@ def _bank_check(old_parent: Path, seed: int, steps: int, work: Path) -> dict[str
     for i, bug in enumerate(load_registry().bugs):
         entry = SUBSTRATES[bug.substrate].entry
         config = {**SUBSTRATES[bug.substrate].config, "seed": seed, "total_timesteps": steps}
-        logged = [_one_run(_write_package(broken_files(bug, files), work / f"bug{i}-{name}"),
+        logged = [_one_run(write_workspace(broken_files(bug, files), work / f"bug{i}-{name}"),
                            entry, seed, steps, work, config)["metrics"]
                   for name, files in (("old", old), ("now", pristine_files()))]
         same[bug.id] = logged[0] == logged[1]

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from verigap.silentbug.substrate import pristine_files
+from verigap.silentbug.substrate import pristine_files, write_workspace
 
 NUMPY_ACTING = Path(__file__).resolve().parents[2] / "benchmarks" / "variants" / "numpy_acting"
 
@@ -30,7 +30,7 @@ def test_the_numpy_acting_variant_applies_to_the_pristine_package(benchmark_scri
 def variant_modules(benchmark_script, tmp_path):
     """(ppo_single, ppo_modular.policy) of the NumPy-acting variant, imported from a copy."""
     bench = benchmark_script("silentbug_ppo")
-    parent = str(bench._write_package(bench.variant_files(NUMPY_ACTING), tmp_path))
+    parent = str(write_workspace(bench.variant_files(NUMPY_ACTING), tmp_path))
 
     def forget() -> None:
         for mod in [m for m in sys.modules if m == "substrates" or m.startswith("substrates.")]:
