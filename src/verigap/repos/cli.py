@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from verigap.errors import VerigapError
+from verigap.repos.graders.registry import DEFAULT as DEFAULT_GRADER
 from verigap.verdict import Verdict, summarize
 
 repos_app = typer.Typer(help="Real Python projects as bug-fix tasks (visible + hidden checks).",
@@ -153,7 +154,7 @@ def run(
         if not paths:
             raise VerigapError(f"no task files in {tasks}; run `verigap repos make-tasks` first")
         paths = paths[:limit] if limit else paths
-        js = _jobs(paths, agent or ["scripted:oracle"], grader or ["v2"], out, reward=reward, seed=seed, backend=backend,
+        js = _jobs(paths, agent or ["scripted:oracle"], grader or [DEFAULT_GRADER], out, reward=reward, seed=seed, backend=backend,
                    max_turns=max_turns)
         results = run_jobs(js, executor=executor, workers=workers, progress=not json_out,
                            description="episodes")
@@ -172,7 +173,7 @@ def run(
                               if made.get("command") else "") + shlex.join([
                          "verigap", "repos", "run", str(tasks),
                          *(x for a in agent or ["scripted:oracle"] for x in ("--agent", a)),
-                         *(x for g in grader or ["v2"] for x in ("--grader", g)),
+                         *(x for g in grader or [DEFAULT_GRADER] for x in ("--grader", g)),
                          *(["--reward", reward] if reward else []),
                          *(["--limit", str(limit)] if limit else []),
                          "--seed", str(seed), "--max-turns", str(max_turns), "--save",

@@ -18,8 +18,9 @@ console = Console()
 def redteam(
     tasks: Annotated[Path, typer.Argument(help="A task file or a directory of them.")],
     grader: Annotated[str, typer.Option(
-        help="Comma-separated graders: v1, v2, or module:function for your own "
-             "(a callable (task, workspace) -> Verdict; see docs/exploits.md).")] = "v1,v2",
+        help="Comma-separated graders: v1, v2 (the default everywhere), or module:function "
+             "for your own (a callable (task, workspace) -> Verdict; see docs/exploits.md); "
+             "v1,v2 shows the gap.")] = "v2",
     exploit: Annotated[list[str] | None, typer.Option(
         help="Only these exploits (repeatable); the oracle and no-op controls always run.")] = None,
     out: Annotated[Path, typer.Option(help="Run directory (resumable); matrix.json goes here.")

@@ -1,56 +1,86 @@
-"""The HTTP API: sessions, and reset / step / state / close on each (OpenEnv-style JSON).
+"""The HTTP app: verigap's session API and OpenEnv's protocol, over one set of handlers.
+
+Session API (a session belongs to the client whose credential created it)::
 
     POST   /sessions                {"env": "repo", "config": {...}}  -> SessionInfo
+    GET    /sessions                                                  -> your open sessions
+    DELETE /sessions                                                  -> close all of yours
     POST   /sessions/{id}/reset     {"seed": 0, "options": {...}}     -> StepResult
-    POST   /sessions/{id}/step      {"action": {...}}                 -> StepResult
+    POST   /sessions/{id}/step      {"action": {...}, "timeout_s": .., "request_id": ..}
     GET    /sessions/{id}/state                                       -> State
     DELETE /sessions/{id}
+    GET    /episodes/{episode_id}/truth   full verdicts, for a client allowed the truth
     GET    /envs, GET /health (no token needed for /health)
 
-Every bad request is a 4xx whose JSON ``detail`` says what was wrong and how to fix it.
+OpenEnv (``openenv-core``'s clients): ``/ws`` (one session per WebSocket, closed with it),
+stateless ``POST /reset`` and ``/step``, ``GET /state``, ``/schema``, ``/metadata``,
+``/health``, at the root (the family chosen by the reset's ``env`` argument, default
+patchworld) and under ``/envs/{env}/`` for each family. A WebSocket client sends its token as
+the password of its URL (``http://name:TOKEN@host:port``: HTTP Basic).
+
+Every error is JSON with a ``detail`` (a WebSocket's: ``{"type": "error", "data": {...}}``)
+that says what was wrong and how to fix it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
-import time
-import uuid
+import hmac
+import json
 from typing import Any
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import Depends, FastAPI, Request, WebSocket, WebSocketDisconnect
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import ValidationError
 
 from verigap.errors import ConfigError, SandboxUnavailable, VerigapError
-from verigap.server._envs import EpisodeStateError, parse_options
-from verigap.server._models import CreateSession as CreateBody
+from verigap.server._envs import EpisodeStateError, PayloadTooLarge
 from verigap.server._models import (
-    PatchWorldAction,
+    ACTIONS,
+    OBSERVATIONS,
     ResetRequest,
     SessionInfo,
     State,
     StepRequest,
     StepResult,
-    ToolAction,
 )
+from verigap.server._models import CreateSession as CreateBody
+from verigap.server._service import Caller, EnvService, ServerFault, reset_body
 from verigap.server._sessions import (
+    LOCAL,
     ServerConfig,
+    Session,
     SessionManager,
     SessionNotFound,
     TooManySessions,
+    TruthNotAllowed,
 )
+
+ENVS = ("patchworld", "repo", "silentbug")
+DEFAULT_ENV = "patchworld"
+"""The family an OpenEnv client at the root gets when its reset names none."""
 
 _STATUS: list[tuple[type[Exception], int]] = [
     (SessionNotFound, 404), (TooManySessions, 429), (EpisodeStateError, 409),
-    (SandboxUnavailable, 503), (ConfigError, 422), (VerigapError, 400),
+    (PayloadTooLarge, 413), (TruthNotAllowed, 403), (SandboxUnavailable, 503),
+    (ServerFault, 500), (ConfigError, 422), (VerigapError, 400),
 ]
+_WS_CODE = {404: "SESSION_ERROR", 429: "CAPACITY_REACHED", 422: "VALIDATION_ERROR",
+            401: "UNAUTHORIZED"}
 
 
 class Unauthorized(VerigapError):
     pass
+
+
+def status_of(e: VerigapError) -> int:
+    if isinstance(e, Unauthorized):
+        return 401
+    return next(c for t, c in _STATUS if isinstance(e, t))
 
 
 def _message(e: ValidationError | RequestValidationError) -> str:
@@ -58,15 +88,68 @@ def _message(e: ValidationError | RequestValidationError) -> str:
                      for err in e.errors())
 
 
+def _error(detail: str, status: int) -> JSONResponse:
+    headers = {"WWW-Authenticate": 'Bearer, Basic realm="verigap"'} if status == 401 else None
+    return JSONResponse({"detail": detail}, status_code=status, headers=headers)
+
+
+class _Guard:
+    """Outermost layer: caps request bodies at the sandbox's file limit (plus an envelope) and
+    answers any unexpected exception with JSON, so no bad request ever gets a bare 500 or a
+    dropped connection."""
+
+    def __init__(self, app: Any, max_body: int) -> None:
+        self.app, self.max_body = app, max_body
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        too_big = PayloadTooLarge(f"request body over {self.max_body / 2**20:.0f} MiB, the "
+                                  "server's cap (--max-file-mb plus a 1 MiB envelope); send "
+                                  "large files in parts or generate them with a command")
+        length = dict(scope["headers"]).get(b"content-length")
+        if length is not None and length.isdigit() and int(length) > self.max_body:
+            await _error(str(too_big), 413)(scope, receive, send)
+            return
+        seen, started = 0, False
+
+        async def counted() -> dict[str, Any]:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.max_body:
+                raise too_big
+            return message
+
+        async def watched(message: dict[str, Any]) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, counted, watched)
+        except Exception as e:
+            if started:
+                raise
+            if isinstance(e, VerigapError):
+                await _error(str(e), status_of(e))(scope, receive, send)
+                return
+            await _error(f"internal error ({type(e).__name__}: {e}); the server is still up",
+                         500)(scope, receive, send)
+
+
 def create_app(config: ServerConfig, manager: SessionManager | None = None) -> FastAPI:
     """The app for one server process; ``manager`` may be injected (tests pass a fake clock)."""
     sessions = manager if manager is not None else SessionManager(config)
+    service = EnvService(sessions)
+    creds = config.credentials()
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
         async def reaper() -> None:
             while True:
-                await asyncio.sleep(max(1.0, config.idle_s / 4))
+                await asyncio.sleep(max(1.0, min(config.idle_s, 60.0) / 4))
                 await asyncio.to_thread(sessions.reap)
 
         task = asyncio.create_task(reaper())
@@ -76,89 +159,256 @@ def create_app(config: ServerConfig, manager: SessionManager | None = None) -> F
             task.cancel()
             await asyncio.to_thread(sessions.close_all)
 
+    guarded = bool(creds)
     app = FastAPI(title="verigap", lifespan=lifespan,
-                  description="verigap environments over HTTP (OpenEnv-style reset/step/state)")
+                  docs_url=None if guarded else "/docs",
+                  redoc_url=None, openapi_url=None if guarded else "/openapi.json",
+                  description="verigap environments over HTTP and OpenEnv's WebSocket")
     app.state.sessions = sessions
-    bearer = HTTPBearer(auto_error=False)
+    app.state.service = service
+    app.add_middleware(_Guard, max_body=(config.max_file_mb + 1) * 2**20)
 
-    def auth(cred: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
-        if config.token is None:
-            return
-        if cred is None:
-            raise Unauthorized("missing bearer token: send 'Authorization: Bearer <token>'")
-        if not _equal(cred.credentials, config.token):
-            raise Unauthorized("wrong bearer token")
+    def identify(authorization: str | None) -> Caller:
+        """The caller a request's Authorization header names (Bearer TOKEN or Basic)."""
+        if not creds:
+            return Caller(LOCAL, config.reveal_truth)
+        if not authorization:
+            raise Unauthorized("missing bearer token: send 'Authorization: Bearer <token>' "
+                               "(an OpenEnv client: put the token in the URL, "
+                               "http://NAME:TOKEN@host:port)")
+        scheme, _, value = authorization.partition(" ")
+        token = value.strip()
+        if scheme.lower() == "basic":
+            try:
+                token = base64.b64decode(token).decode().partition(":")[2]
+            except ValueError:
+                raise Unauthorized("malformed Basic credentials") from None
+        elif scheme.lower() != "bearer":
+            raise Unauthorized(f"unsupported Authorization scheme {scheme!r}: use Bearer")
+        for known, (name, truth) in creds.items():
+            if hmac.compare_digest(token.encode(), known.encode()):
+                return Caller(name, truth)
+        raise Unauthorized("wrong bearer token")
+
+    def auth(request: Request) -> Caller:
+        return identify(request.headers.get("authorization"))
 
     @app.exception_handler(VerigapError)
     async def verigap_error(request: Request, exc: VerigapError) -> JSONResponse:
-        if isinstance(exc, Unauthorized):
-            return JSONResponse({"detail": str(exc)}, status_code=401,
-                                headers={"WWW-Authenticate": "Bearer"})
-        code = next(c for t, c in _STATUS if isinstance(exc, t))
-        return JSONResponse({"detail": str(exc)}, status_code=code)
+        return _error(str(exc), status_of(exc))
 
     @app.exception_handler(RequestValidationError)
     async def bad_body(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return JSONResponse({"detail": f"bad request body: {_message(exc)}"}, status_code=422)
+        return _error(f"bad request body: {_message(exc)}", 422)
+
+    # ---- health, docs, catalogue ------------------------------------------------------------
 
     @app.get("/health")
-    def health() -> dict[str, Any]:
+    async def health() -> dict[str, Any]:
         return {"status": "healthy", "sessions": len(sessions)}
 
-    @app.get("/envs", dependencies=[Depends(auth)])
-    def envs() -> dict[str, Any]:
-        return {"patchworld": {"action": PatchWorldAction.model_json_schema()},
-                "repo": {"action": ToolAction.model_json_schema(), "tasks": sorted(config.tasks)},
-                "silentbug": {"action": ToolAction.model_json_schema()}}
+    if guarded:
+        @app.get("/openapi.json", include_in_schema=False)
+        async def openapi(caller: Caller = Depends(auth)) -> JSONResponse:
+            return JSONResponse(app.openapi())
 
-    @app.post("/sessions", dependencies=[Depends(auth)])
-    def create(body: CreateBody) -> SessionInfo:
-        s = sessions.create(body.env, body.config)
-        return SessionInfo(session_id=s.id, env=body.env,
+        @app.get("/docs", include_in_schema=False)
+        async def docs(caller: Caller = Depends(auth)) -> HTMLResponse:
+            return get_swagger_ui_html(openapi_url="/openapi.json", title="verigap")
+
+    @app.get("/envs")
+    async def envs(caller: Caller = Depends(auth)) -> dict[str, Any]:
+        return {"patchworld": {"action": ACTIONS["patchworld"].model_json_schema()},
+                "repo": {"action": ACTIONS["repo"].model_json_schema(),
+                         "tasks": sorted(config.tasks)},
+                "silentbug": {"action": ACTIONS["silentbug"].model_json_schema()}}
+
+    # ---- the session API --------------------------------------------------------------------
+
+    @app.post("/sessions")
+    async def create(body: CreateBody, caller: Caller = Depends(auth)) -> SessionInfo:
+        s = await service.create(caller, body.env, body.config)
+        return SessionInfo(session_id=s.id, env=body.env, owner=s.owner,
                            action_schema=s.env.action_model.model_json_schema())
 
-    @app.post("/sessions/{sid}/reset", dependencies=[Depends(auth)])
-    def reset(sid: str, body: ResetRequest | None = None) -> StepResult:
-        body = body or ResetRequest()
-        s = sessions.get(sid)
-        with s.lock:
-            obs = s.env.reset(body.seed, body.options)
-            s.episode_id = body.episode_id or uuid.uuid4().hex
-            s.last_used = sessions.clock()
-        return StepResult(observation=obs.model_dump(), reward=obs.reward, done=obs.done)
+    @app.get("/sessions")
+    async def list_sessions(caller: Caller = Depends(auth)) -> dict[str, Any]:
+        return {"client": caller.name, "sessions": service.owned(caller)}
 
-    @app.post("/sessions/{sid}/step", dependencies=[Depends(auth)])
-    def step(sid: str, body: StepRequest) -> StepResult:
-        s = sessions.get(sid)
-        action = parse_options(s.env.action_model, body.action, f"{s.env.name} action")
-        with s.lock:
-            s.env.check_can_step()
-            obs = s.env.step(action)
-            if obs.done:
-                sessions.record(s)
-            s.last_used = sessions.clock()
-        return StepResult(observation=obs.model_dump(), reward=obs.reward, done=obs.done)
+    @app.delete("/sessions")
+    async def close_mine(caller: Caller = Depends(auth)) -> dict[str, Any]:
+        return {"closed": await service.close_owned(caller)}
 
-    @app.get("/sessions/{sid}/state", dependencies=[Depends(auth)])
-    def state(sid: str) -> State:
-        s = sessions.get(sid)
-        with s.lock:
-            e = s.env
-            left = max(0.0, e.deadline - time.monotonic()) if e.started and not e.done else None
-            return State(episode_id=s.episode_id, step_count=e.step_count, env=e.name,
-                         session_id=s.id, done=e.done, max_steps=e.limits.max_steps,
-                         wall_s_left=left, task_id=e.task_id)
+    @app.post("/sessions/{sid}/reset")
+    async def reset(sid: str, body: ResetRequest | None = None,
+                    caller: Caller = Depends(auth)) -> StepResult:
+        return await service.reset(caller, sid, body or ResetRequest())
 
-    @app.delete("/sessions/{sid}", dependencies=[Depends(auth)])
-    def close(sid: str) -> dict[str, str]:
-        sessions.close(sid)
+    @app.post("/sessions/{sid}/step")
+    async def step(sid: str, body: StepRequest, caller: Caller = Depends(auth)) -> StepResult:
+        return await service.step(caller, sid, body)
+
+    @app.get("/sessions/{sid}/state")
+    async def state(sid: str, caller: Caller = Depends(auth)) -> State:
+        return service.state(caller, sid)
+
+    @app.delete("/sessions/{sid}")
+    async def close(sid: str, caller: Caller = Depends(auth)) -> dict[str, str]:
+        await service.close(caller, sid)
         return {"closed": sid}
 
+    @app.get("/episodes/{episode_id}/truth")
+    async def truth(episode_id: str, caller: Caller = Depends(auth)) -> dict[str, Any]:
+        return service.truth(caller, episode_id)
+
+    # ---- OpenEnv ----------------------------------------------------------------------------
+
+    def family(env: str | None) -> str:
+        env = env or DEFAULT_ENV
+        if env not in ENVS:
+            raise ConfigError(f"unknown env {env!r}; use {', '.join(ENVS)} (/envs/{{env}}/...)")
+        return env
+
+    async def openenv_reset(request: Request, env: str | None, caller: Caller) -> StepResult:
+        raw = await request.body()
+        try:
+            data = json.loads(raw) if raw.strip() else {}
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"bad request body: not JSON ({e})") from None
+        if not isinstance(data, dict):
+            raise ConfigError("bad request body: send a JSON object")
+        name = family(env or data.pop("env", None))
+        config_ = data.pop("config", None) or {}
+        return await service.stateless_reset(caller, name, config_, reset_body(data))
+
+    def openenv_step() -> None:
+        raise EpisodeStateError(
+            "HTTP /step is stateless in OpenEnv and a verigap episode needs its reset: hold a "
+            "session over the WebSocket (/ws, what openenv-core's clients do) or use "
+            "POST /sessions and /sessions/{id}/step")
+
+    def metadata(env: str) -> dict[str, Any]:
+        what = {"patchworld": "a toy repair task: write each broken branch's value, stub or "
+                              "delete it; the reward sees only the tested branches",
+                "repo": "a bug-fix task on a real Python repository, graded by the hardened "
+                        "grader (hidden tests, equivalence, exploit scans, claim checks)",
+                "silentbug": "diagnose and repair a silent bug in RL training code"}[env]
+        from verigap import __version__
+
+        return {"name": f"verigap/{env}", "description": what, "version": __version__,
+                "readme_content": None, "author": "verigap", "documentation_url": None}
+
+    def schema(env: str) -> dict[str, Any]:
+        return {"action": ACTIONS[env].model_json_schema(),
+                "observation": OBSERVATIONS[env].model_json_schema(),
+                "state": State.model_json_schema()}
+
+    blank_state = {"episode_id": None, "step_count": 0}
+
+    for prefix in ("", "/envs/{env}"):
+        app.add_api_route(f"{prefix}/schema", lambda env=None, caller=Depends(auth):
+                          schema(family(env)), methods=["GET"], tags=["OpenEnv"])
+        app.add_api_route(f"{prefix}/metadata", lambda env=None, caller=Depends(auth):
+                          metadata(family(env)), methods=["GET"], tags=["OpenEnv"])
+        app.add_api_route(f"{prefix}/state", lambda env=None, caller=Depends(auth):
+                          {**blank_state, "env": family(env)}, methods=["GET"], tags=["OpenEnv"])
+        app.add_api_route(f"{prefix}/step", lambda env=None, caller=Depends(auth):
+                          openenv_step(), methods=["POST"], tags=["OpenEnv"])
+    app.add_api_route("/envs/{env}/health", health, methods=["GET"], tags=["OpenEnv"])
+
+    @app.post("/reset", tags=["OpenEnv"])
+    async def openenv_reset_root(request: Request, caller: Caller = Depends(auth)) -> StepResult:
+        return await openenv_reset(request, None, caller)
+
+    @app.post("/envs/{env}/reset", tags=["OpenEnv"])
+    async def openenv_reset_env(env: str, request: Request,
+                                caller: Caller = Depends(auth)) -> StepResult:
+        return await openenv_reset(request, family(env), caller)
+
+    @app.websocket("/ws")
+    async def ws_root(ws: WebSocket) -> None:
+        await _websocket(ws, None)
+
+    @app.websocket("/envs/{env}/ws")
+    async def ws_env(ws: WebSocket, env: str) -> None:
+        await _websocket(ws, env)
+
+    async def _websocket(ws: WebSocket, fixed: str | None) -> None:
+        await ws.accept()
+
+        async def error(e: VerigapError | str, code: str | None = None) -> None:
+            status = status_of(e) if isinstance(e, VerigapError) else 400
+            await ws.send_text(json.dumps({"type": "error", "data": {
+                "message": str(e), "code": code or _WS_CODE.get(status, "EXECUTION_ERROR"),
+                "status": status}}))
+
+        try:
+            caller = identify(ws.headers.get("authorization"))
+            if fixed is not None:
+                family(fixed)
+        except VerigapError as e:
+            await error(e)
+            await ws.close(code=1008)
+            return
+        session: Session | None = None
+        try:
+            while True:
+                raw = await ws.receive_text()
+                try:
+                    msg = json.loads(raw)
+                    if not isinstance(msg, dict):
+                        raise ValueError("not an object")
+                except ValueError as e:
+                    await error(f"invalid JSON message ({e}); send "
+                                '{"type": "reset"|"step"|"state"|"close", "data": {...}}',
+                                "INVALID_JSON")
+                    continue
+                kind = msg.get("type")
+                data = msg.get("data") or {}
+                try:
+                    if kind == "close":
+                        break
+                    if not isinstance(data, dict):
+                        raise ConfigError(f"{kind} message: data must be a JSON object")
+                    if kind == "reset":
+                        data = dict(data)
+                        asked = data.pop("env", None)
+                        if fixed is not None and asked not in (None, fixed):
+                            raise ConfigError(f"this WebSocket serves {fixed}; connect to "
+                                              f"/envs/{asked}/ws for {asked}")
+                        name = family(fixed or asked or (session.env.name if session else None))
+                        cfg = data.pop("config", None) or {}
+                        body = reset_body(data)
+                        if session is None or session.env.name != name or session.config != cfg:
+                            if session is not None:
+                                old, session = session, None
+                                await service.close(caller, old.id)
+                            session = await service.create(caller, name, cfg)
+                        out: Any = await service.reset(caller, session.id, body)
+                        reply = {"type": "observation", "data": out.model_dump()}
+                    elif kind == "step":
+                        if session is None:
+                            raise EpisodeStateError("no episode yet: send a reset first")
+                        out = await service.step(caller, session.id, StepRequest(action=data))
+                        reply = {"type": "observation", "data": out.model_dump()}
+                    elif kind == "state":
+                        reply = {"type": "state", "data": blank_state if session is None
+                                 else service.state(caller, session.id).model_dump()}
+                    else:
+                        await error(f"unknown message type {kind!r}; use reset, step, state "
+                                    "or close", "UNKNOWN_TYPE")
+                        continue
+                except VerigapError as e:
+                    await error(e)
+                    continue
+                await ws.send_text(json.dumps(reply))
+        except WebSocketDisconnect:
+            pass
+        finally:
+            if session is not None:  # the session lives as long as its socket
+                with contextlib.suppress(SessionNotFound):
+                    await service.close(caller, session.id)
+            with contextlib.suppress(RuntimeError):
+                await ws.close()
+
     return app
-
-
-def _equal(a: str, b: str) -> bool:
-    import hmac
-
-    return hmac.compare_digest(a.encode(), b.encode())
-

@@ -37,6 +37,10 @@ class EpisodeStateError(VerigapError):
     """A step that the episode's state does not allow (before reset, after the end)."""
 
 
+class PayloadTooLarge(VerigapError):
+    """A request or tool argument over the sandbox's file-size limit."""
+
+
 def public_verdict(v: Verdict) -> dict[str, Any]:
     """What a client may see of a verdict: the reward and the visible checks."""
     return {"task_id": v.task_id, "reward": float(v.reward), "passed": v.passed,
@@ -90,8 +94,9 @@ class ServedEnv(ABC):
         """Start an episode; ``options`` are the family's reset options (validated here)."""
 
     @abstractmethod
-    def step(self, action: Action) -> Observation:
-        """Apply one validated action of ``action_model``."""
+    def step(self, action: Action, timeout_s: float | None = None) -> Observation:
+        """Apply one validated action of ``action_model``; ``timeout_s`` caps this step's
+        command time (OpenEnv's per-step timeout), never beyond the session's budget."""
 
     def close(self) -> None:
         shutil.rmtree(self.workdir, ignore_errors=True)
@@ -191,7 +196,7 @@ class PatchWorldServed(ServedEnv):
             metadata={"step": self._env.step_index, "k": self._env.programs.k,
                       "programs": self._env.programs.size})
 
-    def step(self, action: Action) -> Observation:
+    def step(self, action: Action, timeout_s: float | None = None) -> Observation:
         from verigap.patchworld import rules
 
         assert isinstance(action, PatchWorldAction)
@@ -199,6 +204,10 @@ class PatchWorldServed(ServedEnv):
         if len(action.actions) != env.programs.size:
             raise ConfigError(f"action.actions has {len(action.actions)} entries; this episode "
                               f"has {env.programs.size} programs, send one action each")
+        bad = [a for a in action.actions if not 0 <= a < rules.N_ACTIONS]
+        if bad:  # checked on Python ints: a huge one must not reach NumPy (OverflowError)
+            raise ConfigError(f"action.actions: {bad[0]} is not an action; each must lie in "
+                              f"0..{rules.N_ACTIONS - 1} (write a value, stub, delete)")
         try:
             _, reward, done = env.step(np.asarray(action.actions, dtype=np.int64))
         except ValueError as e:
@@ -220,6 +229,7 @@ class _ToolServed(ServedEnv):
 
     backend: str = "bwrap"
     command_timeout_s: float = 120.0
+    max_file_mb: int = 256
     action_model: type[Action] = ToolAction
     _tools: dict[str, Any] = field(default_factory=dict)
     _commands: list[str] = field(default_factory=list)
@@ -258,14 +268,30 @@ class _ToolServed(ServedEnv):
     def _per_command_s(self) -> float:
         return self.command_timeout_s
 
-    def step(self, action: Action) -> Observation:
+    def _check_size(self, action: ToolAction) -> None:
+        """Refuse a tool call whose text is larger than the sandbox lets a process write:
+        the tools write on the host side, so the sandbox's RLIMIT_FSIZE would not stop it."""
+        size = sum(len(v.encode()) for v in action.arguments.values() if isinstance(v, str))
+        if size > self.max_file_mb * 2**20:
+            raise PayloadTooLarge(f"{action.tool}: arguments hold {size / 2**20:.1f} MiB of "
+                                  f"text; the sandbox writes files of at most "
+                                  f"{self.max_file_mb} MiB (--max-file-mb); write it in parts "
+                                  "or generate it with a command")
+
+    def step(self, action: Action, timeout_s: float | None = None) -> Observation:
+        import json
+
         from verigap.agents import ToolCall, ToolOutput
         from verigap.agents._loop import _dispatch
         from verigap.agents._tools import reset_command_budget, set_command_budget
 
         assert isinstance(action, ToolAction)
+        self._check_size(action)
         call = ToolCall.of(f"call-{self.step_count}", action.tool, action.arguments)
-        token = set_command_budget(self._per_command_s(), self.deadline)
+        per_command = self._per_command_s()
+        if timeout_s is not None:
+            per_command = min(per_command, timeout_s)
+        token = set_command_budget(per_command, self.deadline)
         try:
             out, is_error, tool, args = _dispatch(call, self._tools)
         finally:
@@ -277,8 +303,15 @@ class _ToolServed(ServedEnv):
             meta["images"] = [{"media_type": "image/png",
                                "data": base64.b64encode(Path(p).read_bytes()).decode()}
                               for p in out.images]
+        # the tool loop's own transcript format, so the graders' transcript checks (claims,
+        # commands) read a served episode exactly as they read a local one
+        arguments = json.dumps(action.arguments, sort_keys=True)
+        self._transcript.append({"event": "model_turn",
+                                 "text": str(action.metadata.get("text") or ""),
+                                 "tool_calls": [{"id": call.id, "name": action.tool,
+                                                 "arguments": arguments}]})
         self._transcript.append({"event": "tool_result", "name": action.tool,
-                                 "is_error": is_error, "content": text})
+                                 "arguments": arguments, "is_error": is_error, "content": text})
         if args is not None:
             self._commands += [str(getattr(args, k)) for k in ("command", "path")
                                if hasattr(args, k)]
@@ -317,8 +350,19 @@ class _ToolServed(ServedEnv):
 
 
 class RepoConfig(_Opts):
-    grader: Literal["v1", "v2"] = "v1"
-    reward: str = "visible"
+    """A repo session's grader (from the one registry; v2 by default, as everywhere) and its
+    payout: the grader's own unless a reward scheme is asked for."""
+
+    grader: str = Field(default_factory=lambda: _default_grader(),
+                        description="a registered grader: v2 (default) or v1")
+    reward: str | None = Field(None, description="reward scheme (visible, oracle, deletion:X, "
+                               "audit:RATE); default: the grader's own payout")
+
+
+def _default_grader() -> str:
+    from verigap.repos.graders.registry import DEFAULT
+
+    return DEFAULT
 
 
 class RepoReset(_Opts):
@@ -342,7 +386,13 @@ class RepoServed(_ToolServed):
     name: str = "repo"
 
     def __post_init__(self) -> None:
-        self._scheme = _reward_scheme(self.config.reward)
+        from verigap.repos.graders import registry
+
+        if self.config.grader not in registry.names():
+            raise ConfigError(f"config.grader: {self.config.grader!r} is not a served grader; "
+                              f"use one of {', '.join(registry.names())}")
+        self._grader = registry.make(self.config.grader)
+        self._scheme = None if self.config.reward is None else _reward_scheme(self.config.reward)
         self._pools: dict[str, Any] = {}  # task id -> WorkspacePool, least recently reset first
         self._templates = 0
 
@@ -390,7 +440,8 @@ class RepoServed(_ToolServed):
         # grading on submit runs in fresh sandboxes of its own
         self._ws = self._new_workspace()
         box = pool.take_sandbox(self._ws, backend=self.backend,
-                                limits=BoxLimits(wall_s=self.command_timeout_s),
+                                limits=BoxLimits(wall_s=self.command_timeout_s,
+                                                 file_size_mb=self.max_file_mb),
                                 ro_binds=[Path(self._prepared.env_prefix)],
                                 persistent=self.backend == "bwrap")
         self._box = box
@@ -399,11 +450,12 @@ class RepoServed(_ToolServed):
                            SYSTEM.format(python=self._prepared.python))
 
     def _grade(self, episode: Any) -> Verdict:
-        from verigap.repos.episode import GRADERS
+        from verigap.repos.episode import _commands
 
-        return GRADERS[self.config.grader](
-            self._task, self._ws, scheme=self._scheme, rng=np.random.default_rng(self._seed),
-            commands=self._commands, backend=self.backend, prepared=self._prepared)
+        return self._grader(self._task, self._ws, transcript=self._transcript,
+                            commands=_commands(self._transcript), scheme=self._scheme,
+                            rng=np.random.default_rng(self._seed), backend=self.backend,
+                            prepared=self._prepared)
 
 
 class SilentBugConfig(_Opts):

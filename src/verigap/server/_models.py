@@ -100,21 +100,29 @@ class CreateSession(_Strict):
 class SessionInfo(_Strict):
     session_id: str
     env: EnvName
+    owner: str
     action_schema: dict[str, Any]
+
+
+OBSERVATIONS: dict[str, type[Observation]] = {}
+ACTIONS: dict[str, type[Action]] = {}
 
 
 class ResetRequest(_Strict):
     """OpenEnv's reset body (``seed``, ``episode_id``) plus Gymnasium-style ``options``."""
 
     seed: int | None = Field(None, ge=0)
-    episode_id: str | None = Field(None, max_length=128)
+    episode_id: str | None = Field(None, max_length=255)
     options: dict[str, Any] = Field(default_factory=dict)
 
 
 class StepRequest(_Strict):
-    """OpenEnv's step body: the action as a JSON object."""
+    """OpenEnv's step body: the action as a JSON object, an optional per-step timeout and a
+    request id (a step retried with the same id answers the first result, never steps twice)."""
 
     action: dict[str, Any]
+    timeout_s: float | None = Field(None, gt=0, description="cap on this step's command time")
+    request_id: str | None = Field(None, max_length=255)
 
 
 class StepResult(_Strict):
@@ -127,3 +135,8 @@ class StepResult(_Strict):
 
 class ErrorBody(_Strict):
     detail: str
+
+
+OBSERVATIONS.update(patchworld=PatchWorldObservation, repo=ToolObservation,
+                    silentbug=ToolObservation)
+ACTIONS.update(patchworld=PatchWorldAction, repo=ToolAction, silentbug=ToolAction)

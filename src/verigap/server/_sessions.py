@@ -1,11 +1,15 @@
-"""Sessions: one served environment each, with a budget, an idle timeout and a lock.
+"""Sessions: one served environment each, with an owner, a budget, an idle timeout and a
+worker thread of its own.
 
-The manager owns every session of one server process. Each session has its own directory under
-the server's root (its workspaces); finished episodes' full verdicts go to the server's
-``verdicts.jsonl``; a session that sits idle past
-``idle_s`` is closed the next time anyone touches the manager, or by the app's reaper. A new
-process removes the session directories an earlier process left behind, so a restart never
-serves a half-finished episode.
+The manager owns every session of one server process. A session belongs to the client whose
+credential created it (``ServerConfig.clients``); no other client can see, step or close it.
+Each session runs its environment's work (reset, step, grading) on its own single worker
+thread, so one long command never holds up another session or the server's own routes. Each
+has its own directory under the server's root (its workspaces); finished episodes' full
+verdicts go to the server's ``verdicts.jsonl`` and, for clients allowed the truth, stay
+fetchable per episode; a session that sits idle past its ``idle_s`` is closed the next time
+anyone touches the manager, or by the app's reaper. A new process removes the session
+directories an earlier process left behind, so a restart never serves a half-finished episode.
 """
 
 from __future__ import annotations
@@ -16,7 +20,9 @@ import secrets
 import shutil
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,13 +51,35 @@ class TooManySessions(VerigapError):
     pass
 
 
+class TruthNotAllowed(VerigapError):
+    """A client asked for an episode's truth without the right to see it."""
+
+
+LOCAL = "local"
+"""The owner of every session when the server runs without credentials (loopback only)."""
+
+
+class ClientCredential(BaseModel):
+    """One client of the server: its bearer token, and whether it may fetch episodes' truth."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    token: str = Field(min_length=16, description="secret bearer token (16 characters or more)")
+    truth: bool = Field(False, description="may fetch full verdicts (truth included) per episode")
+
+
 class ServerConfig(BaseModel):
     """Everything an operator sets when starting ``verigap serve``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
 
     root: Path = Field(Path("runs/server"), description="session workspaces and verdicts")
-    token: str | None = Field(None, description="bearer token every request must carry")
+    token: str | None = Field(None, description="one bearer token: the client 'default'")
+    clients: dict[str, ClientCredential] = Field(
+        default_factory=dict, description="client name -> credential; each client owns the "
+        "sessions it creates")
+    max_file_mb: int = Field(256, ge=1, description="largest file a tool may write and largest "
+                             "request body (beyond a 1 MiB envelope), as the sandbox's limit")
     max_sessions: int = Field(8, ge=1, description="open sessions at once")
     idle_s: float = Field(600.0, gt=0, description="close a session untouched this long")
     max_steps: int = Field(200, ge=1, description="tool calls per episode before it is graded")
@@ -63,6 +91,13 @@ class ServerConfig(BaseModel):
     silentbug_grader: Callable[..., Any] | None = Field(
         None, description="(EpisodeRecord) -> Verdict; default: the silent-bug benchmark's "
         "scorer on the calibration seeds (verigap.server.SilentBugGrader)")
+
+    def credentials(self) -> dict[str, tuple[str, bool]]:
+        """token -> (client name, may see truth); empty when the server needs no token."""
+        out = {c.token: (name, c.truth) for name, c in self.clients.items()}
+        if self.token is not None:
+            out.setdefault(self.token, ("default", False))
+        return out
 
     @classmethod
     def with_tasks_from(cls, tasks_dir: Path | None, **kw: Any) -> ServerConfig:
@@ -86,6 +121,8 @@ class SessionBudget(BaseModel):
 
     max_steps: int | None = Field(None, ge=1)
     wall_s: float | None = Field(None, gt=0)
+    idle_s: float | None = Field(None, gt=0, description="close this session sooner when idle "
+                                 "(a crashed script's session frees its slot after this long)")
 
 
 @dataclass
@@ -93,8 +130,26 @@ class Session:
     id: str
     env: ServedEnv
     last_used: float
+    owner: str = LOCAL
+    idle_s: float = 600.0
+    config: dict[str, Any] = field(default_factory=dict)
     episode_id: str | None = None
+    busy: int = 0
+    """requests running or queued on the worker; a busy session is never reaped"""
+    last_request: tuple[str, Any] | None = None
+    """(request_id, result) of the last step: a retried step answers it again"""
     lock: threading.Lock = field(default_factory=threading.Lock)
+    worker: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="verigap-session"))
+
+    def summary(self) -> dict[str, Any]:
+        return {"session_id": self.id, "env": self.env.name, "episode_id": self.episode_id,
+                "step_count": self.env.step_count, "done": self.env.done,
+                "task_id": self.env.task_id, "busy": self.busy > 0}
+
+
+_KEPT_EPISODES = 4096
+"""Finished episodes whose full verdicts stay fetchable in memory (the log keeps them all)."""
 
 
 class SessionManager:
@@ -109,16 +164,17 @@ class SessionManager:
         self.root.mkdir(parents=True)
         self.log_path = Path(config.root) / "verdicts.jsonl"
         self._sessions: dict[str, Session] = {}
+        self._episodes: OrderedDict[str, tuple[str, str, list[dict[str, Any]]]] = OrderedDict()
         self._lock = threading.Lock()
         self._log_lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._sessions)
 
-    def create(self, env: str, config: dict[str, Any]) -> Session:
+    def create(self, env: str, config: dict[str, Any], owner: str = LOCAL) -> Session:
         self.reap()
         c = self.config
-        budget_keys = {"max_steps", "wall_s"}
+        budget_keys = {"max_steps", "wall_s", "idle_s"}
         budget = parse_options(SessionBudget, {k: v for k, v in config.items() if k in budget_keys},
                                "session config")
         env_config = {k: v for k, v in config.items() if k not in budget_keys}
@@ -128,7 +184,8 @@ class SessionManager:
             if len(self._sessions) >= c.max_sessions:
                 raise TooManySessions(f"{len(self._sessions)} sessions are open, the server's "
                                       f"limit (--max-sessions {c.max_sessions}); close one with "
-                                      "DELETE /sessions/{id} or wait for an idle one to expire")
+                                      "DELETE /sessions/{id} (GET /sessions lists yours) or "
+                                      "wait for an idle one to expire")
             sid = secrets.token_hex(8)
             workdir = self.root / sid
             workdir.mkdir()
@@ -137,7 +194,8 @@ class SessionManager:
         except BaseException:
             shutil.rmtree(workdir, ignore_errors=True)
             raise
-        session = Session(sid, served, self.clock())
+        session = Session(sid, served, self.clock(), owner=owner,
+                          idle_s=min(budget.idle_s or c.idle_s, c.idle_s), config=dict(config))
         with self._lock:
             self._sessions[sid] = session
         return session
@@ -145,7 +203,8 @@ class SessionManager:
     def _make(self, env: str, cfg: dict[str, Any], workdir: Path, limits: Limits) -> ServedEnv:
         c = self.config
         common = dict(workdir=workdir, limits=limits, reveal_truth=c.reveal_truth)
-        tool = dict(backend=c.backend, command_timeout_s=c.command_timeout_s)
+        tool = dict(backend=c.backend, command_timeout_s=c.command_timeout_s,
+                    max_file_mb=c.max_file_mb)
         if env == "patchworld":
             return PatchWorldServed(**common, config=parse_options(
                 PatchWorldConfig, cfg, "patchworld session config"))
@@ -160,47 +219,86 @@ class SessionManager:
 
     def record(self, s: Session) -> None:
         """Append the full verdicts of ``s``'s finished episode to the server's log (kept across
-        sessions and restarts; written whole and fsynced, so a crash leaves only whole lines)."""
+        sessions and restarts; written whole and fsynced, so a crash leaves only whole lines),
+        and keep them fetchable by the session's owner (:meth:`truth`)."""
         lines = "".join(json.dumps({"session_id": s.id, "episode_id": s.episode_id,
-                                    "env": s.env.name, "verdict": v}, sort_keys=True) + "\n"
+                                    "owner": s.owner, "env": s.env.name, "verdict": v},
+                                   sort_keys=True) + "\n"
                         for v in s.env.verdicts)
         with self._log_lock, self.log_path.open("a") as f:
             f.write(lines)
             f.flush()
             os.fsync(f.fileno())
+        if s.episode_id is not None:
+            with self._lock:
+                self._episodes[s.episode_id] = (s.owner, s.id, list(s.env.verdicts))
+                self._episodes.move_to_end(s.episode_id)
+                while len(self._episodes) > _KEPT_EPISODES:
+                    self._episodes.popitem(last=False)
 
-    def get(self, sid: str) -> Session:
+    def truth(self, episode_id: str, owner: str, allowed: bool) -> dict[str, Any]:
+        """The full verdicts of one finished episode, for its owner when allowed the truth."""
+        if not (allowed or self.config.reveal_truth):
+            raise TruthNotAllowed(f"client {owner!r} may not see the truth: give its credential "
+                                  "\"truth\": true in --clients, or start the server with "
+                                  "--reveal-truth")
+        with self._lock:
+            kept = self._episodes.get(episode_id)
+        if kept is None or kept[0] != owner:
+            raise SessionNotFound(f"no finished episode {episode_id!r} of client {owner!r} "
+                                  f"among the last {_KEPT_EPISODES}; the server-side log "
+                                  f"{self.log_path} keeps every one")
+        return {"episode_id": episode_id, "session_id": kept[1], "verdicts": kept[2]}
+
+    def get(self, sid: str, owner: str = LOCAL) -> Session:
         self.reap()
         with self._lock:
             s = self._sessions.get(sid)
-        if s is None:
-            raise SessionNotFound(f"no session {sid!r}: it was closed, it expired after "
-                                  f"{self.config.idle_s:g} s idle, or the server restarted; "
-                                  "create a new one with POST /sessions")
+        if s is None or s.owner != owner:  # another client's session does not exist for you
+            raise SessionNotFound(f"no session {sid!r} of client {owner!r}: it was closed, "
+                                  f"it expired after {self.config.idle_s:g} s idle (or its "
+                                  "own shorter idle_s), the server restarted, or another "
+                                  "client made it; create a new one with POST /sessions")
         s.last_used = self.clock()
         return s
 
-    def close(self, sid: str) -> None:
-        s = self.get(sid)
+    def owned(self, owner: str) -> list[Session]:
+        """Every open session of ``owner``."""
+        self.reap()
+        with self._lock:
+            return [s for s in self._sessions.values() if s.owner == owner]
+
+    def detach(self, sid: str, owner: str = LOCAL) -> Session:
+        """Remove the session from the table (no new request finds it) and return it."""
+        s = self.get(sid, owner)
         with self._lock:
             self._sessions.pop(sid, None)
-        with s.lock:  # let a step in flight finish before its workspace goes
-            s.env.close()
+        return s
+
+    def close(self, sid: str, owner: str = LOCAL) -> None:
+        shut(self.detach(sid, owner))
 
     def reap(self) -> list[str]:
-        """Close every session idle for longer than ``idle_s`` (and not in a step)."""
+        """Close every session idle for longer than its ``idle_s`` (and not busy)."""
         now = self.clock()
         with self._lock:
             stale = [s for s in self._sessions.values()
-                     if now - s.last_used > self.config.idle_s and not s.lock.locked()]
+                     if now - s.last_used > s.idle_s and s.busy == 0]
             for s in stale:
                 self._sessions.pop(s.id)
         for s in stale:
-            s.env.close()
+            shut(s)
         return [s.id for s in stale]
 
     def close_all(self) -> None:
         with self._lock:
             sessions, self._sessions = list(self._sessions.values()), {}
         for s in sessions:
-            s.env.close()
+            shut(s)
+
+
+def shut(s: Session) -> None:
+    """Close ``s``'s environment after the work queued on its worker (a step in flight
+    finishes before its workspace goes), then stop the worker."""
+    s.worker.submit(s.env.close).result()
+    s.worker.shutdown(wait=True)

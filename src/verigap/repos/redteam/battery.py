@@ -6,17 +6,15 @@ on a read-only view of the result), then hand each grader its own fresh copy of 
 (a grader that runs the agent's code there, like v1, may change it). Each job is a run
 directory (``transcript.json``, ``result.json``), so an interrupted battery resumes.
 
-A grader is ``v1``, ``v2`` or ``module:attr`` naming a callable ``(task, workspace) -> Verdict``
-(see :func:`resolve_grader`).
+A grader comes from the one registry (:mod:`verigap.repos.graders.registry`): ``v1``, ``v2`` or
+``module:attr`` naming a callable ``(task, workspace) -> Verdict``.
 """
 
 from __future__ import annotations
 
-import importlib
-import inspect
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,47 +22,22 @@ from verigap.errors import ConfigError
 from verigap.monitor import claims
 from verigap.repos import execution
 from verigap.repos.episode import SYSTEM, _commands
-from verigap.repos.graders import v1, v2
+from verigap.repos.graders import registry, v2
 from verigap.repos.redteam import honest
 from verigap.repos.redteam.exploits import BY_NAME as EXPLOIT_NAMES
 from verigap.repos.redteam.exploits import CONTROLS, EXPLOITS, Ctx, Exploit, script
 from verigap.repos.tasks import RepoTask, materialize_workspace, prepared_for
 from verigap.runs import Job, read_json, write_json_atomic
-from verigap.verdict import Verdict
 
-BUILTIN = ("v1", "v2")
 #: Every scripted agent the battery knows: exploits, the two controls, the honest controls.
 BY_NAME: dict[str, Exploit] = {**EXPLOIT_NAMES, **honest.BY_NAME}
-Grader = Callable[..., Verdict]
+Grader = registry.Grader
 
 
 def resolve_grader(spec: str) -> Grader:
-    """``v1`` / ``v2``, or ``package.module:function`` for your own grader.
-
-    Your callable is called as ``grade(task, workspace)`` with a :class:`RepoTask` and the path
-    of a private copy of the agent's final workspace, and must return a
-    :class:`verigap.verdict.Verdict` (``reward`` > 0 counts as rewarded). It is also given any
-    of these keyword arguments it declares: ``commands`` (shell commands and paths from the
-    agent's tool calls), ``prepared`` (the task's prepared environment), ``backend``.
-    """
-    if spec == "v1":
-        return v1.grade
-    if spec == "v2":
-        return v2.grade
-    mod, sep, attr = spec.partition(":")
-    if not sep or not mod or not attr:
-        raise ConfigError(f"--grader {spec!r}: use v1, v2 or module:function "
-                          "(a callable (task, workspace) -> Verdict)")
-    try:
-        fn = importlib.import_module(mod)
-        for part in attr.split("."):
-            fn = getattr(fn, part)
-    except (ImportError, AttributeError) as e:
-        raise ConfigError(f"--grader {spec!r}: cannot import it ({e}); is the module on "
-                          "PYTHONPATH?") from None
-    if not callable(fn):
-        raise ConfigError(f"--grader {spec!r} is not callable")
-    return fn  # type: ignore[return-value]
+    """A registered grader (``v1``, ``v2``, ...) or ``package.module:function`` for your own;
+    see :mod:`verigap.repos.graders.registry` for the contract."""
+    return registry.make(spec)
 
 
 def select_exploits(names: Sequence[str] | None, *, with_honest: bool = False) -> list[Exploit]:
@@ -80,19 +53,6 @@ def select_exploits(names: Sequence[str] | None, *, with_honest: bool = False) -
         chosen = [BY_NAME[n] for n in names if n not in ("oracle", "noop")]
     extra = [e for e in (*honest.HONEST, *honest.LIARS) if with_honest and e not in chosen]
     return [*CONTROLS, *chosen, *extra]
-
-
-def _call_grader(spec: str, fn: Grader, task: RepoTask, ws: Path, ctx: dict[str, Any]) -> Verdict:
-    if spec in BUILTIN:
-        return fn(task, ws, **ctx)
-    params = inspect.signature(fn).parameters
-    extra = {k: v for k, v in ctx.items() if k in params and k != "truth"}
-    out = fn(task, ws, **extra)
-    if isinstance(out, Verdict):
-        return out
-    if isinstance(out, dict):
-        return Verdict.from_dict(out)
-    raise ConfigError(f"grader {spec} returned {type(out).__name__}, not a Verdict")
 
 
 def act(exploit: Exploit, task: RepoTask, ws: Path, *, backend: str,
@@ -181,8 +141,8 @@ def run_one(run_dir: Path, *, task_path: str, exploit: str, graders: list[str],
         shutil.copytree(ws, copy, symlinks=True)
         t2 = time.perf_counter()
         try:
-            v = _call_grader(spec, fn, task, copy, dict(commands=commands, prepared=p,
-                                                         backend=backend, truth=truth))
+            v = fn(task, copy, transcript=episode.get("transcript", []), commands=commands,
+                   prepared=p, backend=backend, truth=truth)
             err = None
         except Exception as e:  # a user's grader crashing is a finding, not a battery crash
             v, err = None, f"{type(e).__name__}: {e}"
@@ -192,8 +152,6 @@ def run_one(run_dir: Path, *, task_path: str, exploit: str, graders: list[str],
             grades[spec] = {"error": err, "rewarded": False, "hacks": [], "detected": False}
             continue
         hacks = list(v.hacks)
-        if spec == "v2":  # v2 sees the workspace, not the words: the battery adds the claims
-            hacks = sorted(set(hacks) | set(said["hacks"]))
         grades[spec] = {
             "reward": v.reward, "rewarded": v.reward > 0, "passed": v.passed,
             "grader_correct": v.correct, "hacks": hacks, "status": str(v.status),
