@@ -346,9 +346,15 @@ def create_app(config: ServerConfig, manager: SessionManager | None = None) -> F
             caller = identify(ws.headers.get("authorization"))
             if fixed is not None:
                 family(fixed)
-        except VerigapError as e:
-            await error(e)
-            await ws.close(code=1008)
+        except VerigapError as e:  # answer every message with the reason, then hang up
+            with contextlib.suppress(WebSocketDisconnect):
+                for _ in range(8):
+                    raw = await ws.receive_text()
+                    await error(e)
+                    if '"close"' in raw:
+                        break
+            with contextlib.suppress(RuntimeError):
+                await ws.close(code=1008)
             return
         session: Session | None = None
         try:

@@ -71,6 +71,18 @@ class Client:
         info = self.request("POST", "/sessions", {"env": env, "config": config})
         return RemoteSession(self, info["session_id"], env)
 
+    def sessions(self) -> list[dict[str, Any]]:
+        """This client's open sessions (another client's are never listed)."""
+        return self.request("GET", "/sessions")["sessions"]
+
+    def close_sessions(self) -> list[str]:
+        """Close every session of this client (a crashed script's leftovers included)."""
+        return self.request("DELETE", "/sessions")["closed"]
+
+    def truth(self, episode_id: str) -> dict[str, Any]:
+        """The full verdicts of one of this client's finished episodes (needs the right)."""
+        return self.request("GET", f"/episodes/{episode_id}/truth")
+
     def close(self) -> None:
         self._http.close()
 
@@ -92,8 +104,15 @@ class RemoteSession:
         body = {"seed": seed, "options": options or {}, "episode_id": episode_id}
         return self.client.request("POST", f"/sessions/{self.id}/reset", body)
 
-    def step(self, action: dict[str, Any]) -> dict[str, Any]:
-        return self.client.request("POST", f"/sessions/{self.id}/step", {"action": action})
+    def step(self, action: dict[str, Any], timeout_s: float | None = None,
+             request_id: str | None = None) -> dict[str, Any]:
+        """One step; ``request_id`` makes a retry safe (the server answers the first result)."""
+        body: dict[str, Any] = {"action": action}
+        if timeout_s is not None:
+            body["timeout_s"] = timeout_s
+        if request_id is not None:
+            body["request_id"] = request_id
+        return self.client.request("POST", f"/sessions/{self.id}/step", body)
 
     def state(self) -> dict[str, Any]:
         return self.client.request("GET", f"/sessions/{self.id}/state")
@@ -120,7 +139,11 @@ def patchworld_arrays(observation: dict[str, Any]) -> dict[str, np.ndarray]:
 
 class RemotePatchWorldEnv(gym.Env):
     """Patch World through the HTTP API, with :class:`verigap.patchworld.PatchWorldEnv`'s
-    spaces and signatures (one program per episode)."""
+    spaces and signatures (one program per episode). It draws programs the way the local env
+    does (a pool of 256 from a seed taken from ``np_random``, played in order), so the same
+    seed gives the same program here and in-process."""
+
+    metadata = {"render_modes": []}
 
     def __init__(self, client: Client, k: int = 4, reward: str = "visible",
                  stream: str = "train") -> None:
@@ -128,13 +151,24 @@ class RemotePatchWorldEnv(gym.Env):
 
         local = PatchWorldEnv(k=k, stream=stream)  # validates k and stream; lends its spaces
         self.observation_space, self.action_space = local.observation_space, local.action_space
+        self._pool_size = local._POOL
+        self._pool_seed: int | None = None
+        self._next = 0
         self.session = client.session("patchworld", k=k, reward=reward, stream=stream)
+        self._closed = False
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
-        if seed is None:
-            seed = int(self.np_random.integers(2**31))
-        out = self.session.reset(seed=seed, options=options)
+        if seed is not None:
+            self._pool_seed = None
+        options = dict(options or {})
+        if not options:  # the local env's draw: the next program of the seeded pool
+            if self._pool_seed is None or self._next >= self._pool_size:
+                self._pool_seed, self._next = int(self.np_random.integers(2**31)), 0
+            options = {"pool_seed": self._pool_seed, "pool_size": self._pool_size,
+                       "indices": [self._next]}
+            self._next += 1
+        out = self.session.reset(seed=int(self.np_random.integers(2**31)), options=options)
         return self._obs(out["observation"]), {"k": out["observation"]["metadata"]["k"]}
 
     def _obs(self, o: dict[str, Any]) -> dict[str, Any]:
@@ -151,21 +185,84 @@ class RemotePatchWorldEnv(gym.Env):
         return self._obs(o), reward, bool(out["done"]), False, info
 
     def close(self) -> None:
-        self.session.close()
+        if not self._closed:  # Gymnasium allows close() twice
+            self._closed = True
+            self.session.close()
+
+
+class AnyText(spaces.Space[str]):
+    """Any string up to ``max_length`` characters: a tool's output (Gymnasium's ``Text`` only
+    holds a fixed alphabet, and tool output may hold any character)."""
+
+    def __init__(self, max_length: int = 1_000_000, seed: int | None = None) -> None:
+        self.max_length = max_length
+        super().__init__(dtype=str, seed=seed)
+
+    @property
+    def is_np_flattenable(self) -> bool:
+        return False
+
+    def sample(self, mask: Any = None, probability: Any = None) -> str:
+        n = int(self.np_random.integers(0, 32))
+        return "".join(chr(int(c)) for c in self.np_random.integers(32, 127, n))
+
+    def contains(self, x: Any) -> bool:
+        return isinstance(x, str) and len(x) <= self.max_length
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, AnyText) and other.max_length == self.max_length
+
+
+class ToolCallSpace(spaces.Space[dict]):
+    """Tool calls ``{"tool": NAME, "arguments": {...}}`` for the session's tools. ``sample``
+    draws one of the tools that need no arguments, called with none (a valid, cheap call)."""
+
+    def __init__(self, tools: list[dict[str, Any]], seed: int | None = None) -> None:
+        self.tools = sorted(t["name"] for t in tools)
+        self.bare = sorted(t["name"] for t in tools
+                           if not (t.get("parameters") or {}).get("required"))
+        super().__init__(dtype=object, seed=seed)
+
+    @property
+    def is_np_flattenable(self) -> bool:
+        return False
+
+    def sample(self, mask: Any = None, probability: Any = None) -> dict[str, Any]:
+        names = self.bare or self.tools
+        return {"tool": names[int(self.np_random.integers(len(names)))], "arguments": {}}
+
+    def contains(self, x: Any) -> bool:
+        return (isinstance(x, dict) and x.get("tool") in self.tools
+                and isinstance(x.get("arguments", {}), dict))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ToolCallSpace) and other.tools == self.tools
 
 
 class RemoteToolEnv(gym.Env):
     """A repo or silent-bug episode through the HTTP API: actions are ``{"tool", "arguments"}``
-    dicts, observations the tool's text. ``truncated`` is set when a budget ended the episode."""
+    dicts, observations the tool's text. ``truncated`` is set when a budget ended the episode.
+    ``options`` are the reset options used when ``reset`` gets none (e.g. ``{"task": ID}``);
+    the action space is learnt from the server's tool list at the first reset (made here when
+    ``options`` suffice to start one)."""
 
-    observation_space = spaces.Text(max_length=200_000)
+    metadata = {"render_modes": []}
+    observation_space = AnyText()
 
-    def __init__(self, client: Client, env: str = "repo", **config: Any) -> None:
+    def __init__(self, client: Client, env: str = "repo", options: dict[str, Any] | None = None,
+                 **config: Any) -> None:
         self.session = client.session(env, **config)
+        self._options = dict(options or {})
+        self._closed = False
+        if self._options:  # enough to start an episode: learn the tools now
+            self.reset(seed=0)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
-        o = self.session.reset(seed=seed, options=options)["observation"]
+        o = self.session.reset(seed=seed, options={**self._options, **(options or {})}
+                               )["observation"]
+        if not hasattr(self, "action_space"):
+            self.action_space = ToolCallSpace(o["tools"])
         return o["text"], {"tools": o["tools"], "system": o["metadata"].get("system")}
 
     def step(self, action: dict[str, Any]):
@@ -180,4 +277,6 @@ class RemoteToolEnv(gym.Env):
                 truncated, info)
 
     def close(self) -> None:
-        self.session.close()
+        if not self._closed:  # Gymnasium allows close() twice
+            self._closed = True
+            self.session.close()

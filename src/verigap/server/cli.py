@@ -30,11 +30,19 @@ def serve(
     reveal_truth: Annotated[bool, typer.Option(
         help="Send full verdicts, truth included (for evaluation, never for training).")
     ] = False,
+    clients: Annotated[Path | None, typer.Option(
+        help='JSON file of per-client credentials, {"NAME": {"token": "...", "truth": false}}; '
+             "each client owns the sessions it creates; truth: may fetch an episode's full "
+             "verdict (GET /episodes/{id}/truth).")] = None,
+    max_file_mb: Annotated[int, typer.Option(
+        help="Largest file a tool may write (the sandbox's limit) and request-body cap.")
+    ] = 256,
 ) -> None:
     """Serve Patch World, repo tasks and silent bugs over HTTP (OpenEnv-style reset/step/state).
 
-    The bearer token comes from the VERIGAP_TOKEN environment variable (required unless the
-    server listens on loopback only).
+    Credentials: --clients FILE (one token per client) and/or the VERIGAP_TOKEN environment
+    variable (the client "default"); one of them is required unless the server listens on
+    loopback only. OpenEnv clients connect to http://NAME:TOKEN@HOST:PORT (or .../envs/repo).
 
     Example: verigap serve --tasks tasks/ --port 8000
     """
@@ -42,16 +50,43 @@ def serve(
 
     token = os.environ.get("VERIGAP_TOKEN") or None
     try:
-        if token is None and host not in ("127.0.0.1", "localhost", "::1"):
+        creds = _load_clients(clients) if clients is not None else {}
+        if token is None and not creds and host not in ("127.0.0.1", "localhost", "::1"):
             raise VerigapError(f"--host {host} is reachable from other machines: set "
-                               "VERIGAP_TOKEN to a secret bearer token first")
+                               "VERIGAP_TOKEN or --clients FILE first")
         config = ServerConfig.with_tasks_from(
-            tasks, root=root, token=token, max_sessions=max_sessions, idle_s=idle_s,
-            max_steps=max_steps, episode_wall_s=episode_wall_s, backend=backend,
-            reveal_truth=reveal_truth)
+            tasks, root=root, token=token, clients=creds, max_sessions=max_sessions,
+            idle_s=idle_s, max_steps=max_steps, episode_wall_s=episode_wall_s, backend=backend,
+            reveal_truth=reveal_truth, max_file_mb=max_file_mb)
     except (VerigapError, ValueError) as e:
         console.print(f"[red]error:[/red] {e}")
         raise typer.Exit(2) from None
     console.print(f"serving {len(config.tasks)} repo tasks, the silent-bug registry and Patch "
-                  f"World on http://{host}:{port} (token {'set' if token else 'off'})")
+                  f"World on http://{host}:{port} (credentials: {len(config.credentials()) or 'off'})")
     serve_forever(config, host, port)
+
+
+def _load_clients(path: Path) -> dict:
+    """The --clients file, validated (a bad entry names itself and the fix)."""
+    import json
+
+    from verigap.server._sessions import ClientCredential
+
+    try:
+        raw = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise VerigapError(f"--clients {path}: cannot read it as JSON ({e})") from None
+    if not isinstance(raw, dict) or not raw:
+        raise VerigapError(f'--clients {path}: expected {{"NAME": {{"token": "...", '
+                           '"truth": false}, ...}')
+    out = {}
+    for name, entry in raw.items():
+        try:
+            out[name] = ClientCredential.model_validate(entry)
+        except ValueError as e:
+            first = str(e).splitlines()[1:3]
+            raise VerigapError(f"--clients {path}: client {name!r}: {' '.join(first)}") from None
+    tokens = [c.token for c in out.values()]
+    if len(set(tokens)) != len(tokens):
+        raise VerigapError(f"--clients {path}: two clients share a token; give each its own")
+    return out
