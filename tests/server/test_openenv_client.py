@@ -129,3 +129,25 @@ def test_stateless_http_routes_schema_and_metadata(served):
     assert http.get("/state").json() == {"episode_id": None, "step_count": 0, "env": "patchworld"}
     assert http.get("/sessions").json()["sessions"] == []  # stateless resets left nothing open
     assert http.get("/envs/chess/schema").status_code == 422
+
+
+def test_mcp_tool_calls_over_the_websocket(served):
+    """openenv-core's MCPToolClient: list_tools and call_tool as step actions on /ws."""
+    import asyncio
+
+    from openenv.core import MCPToolClient
+
+    url, config = served
+
+    async def play() -> tuple[set[str], str, float | None]:
+        async with MCPToolClient(base_url=with_token(url) + "/envs/repo") as env:
+            await env.reset(seed=0, options={"task": sorted(config.tasks)[0]})
+            names = {t.name for t in await env.list_tools()}
+            listed = await env.call_tool("list_files")
+            end = await env.step(openenv.CallToolAction(tool_name="submit", arguments={}))
+            return names, listed, end.reward if end.done else None
+
+    names, listed, reward = asyncio.run(play())
+    assert {"run", "read_file", "write_file", "submit"} <= names
+    assert isinstance(listed, str) and listed
+    assert reward == 0.0  # the episode ended and v2 paid the unrepaired task nothing

@@ -15,8 +15,9 @@ Session API (a session belongs to the client whose credential created it)::
 OpenEnv (``openenv-core``'s clients): ``/ws`` (one session per WebSocket, closed with it),
 stateless ``POST /reset`` and ``/step``, ``GET /state``, ``/schema``, ``/metadata``,
 ``/health``, at the root (the family chosen by the reset's ``env`` argument, default
-patchworld) and under ``/envs/{env}/`` for each family. A WebSocket client sends its token as
-the password of its URL (``http://name:TOKEN@host:port``: HTTP Basic).
+patchworld) and under ``/envs/{env}/`` for each family; on a tool episode's socket the MCP step
+actions ``list_tools`` and ``call_tool`` work too. A WebSocket client sends its token as the
+password of its URL (``http://name:TOKEN@host:port``: HTTP Basic).
 
 Every error is JSON with a ``detail`` (a WebSocket's: ``{"type": "error", "data": {...}}``)
 that says what was wrong and how to fix it.
@@ -333,6 +334,28 @@ def create_app(config: ServerConfig, manager: SessionManager | None = None) -> F
     async def ws_env(ws: WebSocket, env: str) -> None:
         await _websocket(ws, env)
 
+    async def _step(session: Session, caller: Caller, data: dict[str, Any]) -> dict[str, Any]:
+        """One WebSocket step: a family's action, or OpenEnv's MCP tool actions
+        (``{"type": "list_tools"}``, ``{"type": "call_tool", "tool_name", "arguments"}``) on a
+        tool episode, answered in MCP's observation shape (what ``MCPToolClient`` reads)."""
+        kind = data.get("type")
+        if kind not in ("list_tools", "call_tool"):
+            return (await service.step(caller, session.id, StepRequest(action=data))).model_dump()
+        specs = getattr(session.env, "tool_specs", None)
+        if specs is None:
+            raise ConfigError(f"{session.env.name} has no tools; its action is "
+                              f"{list(session.env.action_model.model_fields)}")
+        if kind == "list_tools":
+            return {"observation": {"tools": specs(), "metadata": {}}, "reward": None,
+                    "done": False}
+        call = {"tool": data.get("tool_name") or "", "arguments": data.get("arguments") or {}}
+        out = await service.step(caller, session.id, StepRequest(action=call))
+        obs = out.observation
+        return {"observation": {"tool_name": call["tool"], "result": obs["text"], "error": None,
+                                "is_error": obs["is_error"], "verdict": obs["verdict"],
+                                "metadata": obs["metadata"]},
+                "reward": out.reward, "done": out.done}
+
     async def _websocket(ws: WebSocket, fixed: str | None) -> None:
         await ws.accept()
 
@@ -395,8 +418,8 @@ def create_app(config: ServerConfig, manager: SessionManager | None = None) -> F
                     elif kind == "step":
                         if session is None:
                             raise EpisodeStateError("no episode yet: send a reset first")
-                        out = await service.step(caller, session.id, StepRequest(action=data))
-                        reply = {"type": "observation", "data": out.model_dump()}
+                        reply = {"type": "observation",
+                                 "data": await _step(session, caller, data)}
                     elif kind == "state":
                         reply = {"type": "state", "data": blank_state if session is None
                                  else service.state(caller, session.id).model_dump()}

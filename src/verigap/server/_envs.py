@@ -258,6 +258,13 @@ class _ToolServed(ServedEnv):
         ws.parent.mkdir(parents=True, exist_ok=True)
         return ws
 
+    def tool_specs(self) -> list[dict[str, Any]]:
+        """The episode's tools in MCP's shape (name, description, input_schema)."""
+        if not self.started:
+            raise EpisodeStateError("no episode yet: reset first, then list the tools")
+        return [{"name": t.spec.name, "description": t.spec.description,
+                 "input_schema": t.spec.parameters} for t in self._tools.values()]
+
     def _start(self, tools: list[Any], prompt: str, system: str) -> ToolObservation:
         self._tools = {t.name: t for t in tools}
         self._commands, self._transcript = [], []
