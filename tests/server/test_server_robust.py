@@ -196,3 +196,19 @@ def test_request_sizes_are_capped_at_the_sandbox_file_limit(repo_server):
         ok = s.step({"tool": "write_file", "arguments": {"path": "small.txt", "content": "hi"}})
         assert ok["observation"]["is_error"] is False
         c.close_sessions()
+
+
+def test_the_clients_file_is_validated(tmp_path):
+    from verigap.errors import VerigapError
+    from verigap.server.cli import _load_clients
+
+    good = tmp_path / "clients.json"
+    good.write_text('{"a": {"token": "0123456789abcdef", "truth": true}}')
+    assert _load_clients(good)["a"].truth is True
+    for text, match in (('{"a": {"token": "short"}}', "client 'a'"),
+                        ('{"a": {"token": "0123456789abcdef"}, "b": {"token": '
+                         '"0123456789abcdef"}}', "share a token"),
+                        ("[1]", "expected"), ("{not json", "cannot read")):
+        good.write_text(text)
+        with pytest.raises(VerigapError, match=match):
+            _load_clients(good)

@@ -29,6 +29,7 @@ class BackgroundServer:
         self.port = self._sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
         self._server = uvicorn.Server(uvicorn.Config(self.app, log_level="warning",
+                                                     ws_max_size=ws_max_size(config),
                                                      timeout_graceful_shutdown=30))
         self._thread = threading.Thread(target=self._server.run,
                                         kwargs={"sockets": [self._sock]}, daemon=True)
@@ -56,4 +57,11 @@ class BackgroundServer:
 
 
 def serve_forever(config: ServerConfig, host: str, port: int) -> None:
-    uvicorn.run(create_app(config), host=host, port=port, log_level="info")
+    uvicorn.run(create_app(config), host=host, port=port, log_level="info",
+                ws_max_size=ws_max_size(config))
+
+
+def ws_max_size(config: ServerConfig) -> int:
+    """A WebSocket message may be as large as an HTTP body: the sandbox's file limit plus a
+    1 MiB envelope (uvicorn's own default is 16 MiB)."""
+    return (config.max_file_mb + 1) * 2**20

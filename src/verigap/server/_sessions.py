@@ -138,7 +138,6 @@ class Session:
     """requests running or queued on the worker; a busy session is never reaped"""
     last_request: tuple[str, Any] | None = None
     """(request_id, result) of the last step: a retried step answers it again"""
-    lock: threading.Lock = field(default_factory=threading.Lock)
     worker: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="verigap-session"))
 
