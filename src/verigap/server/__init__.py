@@ -1,5 +1,5 @@
-"""Every verigap environment over HTTP, OpenEnv-style: ``verigap serve``, a client, and
-Gymnasium wrappers. See docs/serving.md.
+"""Every verigap environment over HTTP and OpenEnv's WebSocket: ``verigap serve``, a client,
+Gymnasium wrappers, and a ``verifiers`` taskset plugin (``verifiers_env``). See docs/serving.md.
 
 The names below load on first use (PEP 562), so that ``verigap.server.cli`` — mounted by the
 root CLI — imports without the ``server`` extra (FastAPI, uvicorn, httpx): ``make pilot``
@@ -13,6 +13,7 @@ from typing import Any
 
 _WHERE = {
     "create_app": "_app",
+    "AnyText": "_client", "ToolCallSpace": "_client",
     "Client": "_client", "RemotePatchWorldEnv": "_client", "RemoteSession": "_client",
     "RemoteToolEnv": "_client", "ServerError": "_client", "ServerUnreachable": "_client",
     "patchworld_arrays": "_client",
@@ -21,7 +22,7 @@ _WHERE = {
     "PatchWorldObservation": "_models", "State": "_models", "StepResult": "_models",
     "ToolAction": "_models", "ToolObservation": "_models",
     "BackgroundServer": "_runner", "serve_forever": "_runner",
-    "ServerConfig": "_sessions", "SessionManager": "_sessions",
+    "ClientCredential": "_sessions", "ServerConfig": "_sessions", "SessionManager": "_sessions",
     "SilentBugGrader": "_silentbug",
 }
 
@@ -38,8 +39,10 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "Action",
+    "AnyText",
     "BackgroundServer",
     "Client",
+    "ClientCredential",
     "Observation",
     "PatchWorldAction",
     "PatchWorldObservation",
@@ -54,6 +57,7 @@ __all__ = [
     "State",
     "StepResult",
     "ToolAction",
+    "ToolCallSpace",
     "ToolObservation",
     "create_app",
     "patchworld_arrays",
