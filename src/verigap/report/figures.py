@@ -157,6 +157,7 @@ def audit_rate(pilot: dict[str, Any], long: dict[str, Any] | None, path: Path) -
         ax.plot([0, 100], [PILOT_WRITEUP["false_success_visible"],
                            PILOT_WRITEUP["false_success_audit_100"]], "x", color=REF, ms=9,
                 mew=2, ls="none", label="pilot write-up (stated)")
+        ax.set_xticks([0, 10, 25, 50, 100], ["none", "10", "25", "50", "100"])
         ax.set(xlabel="audit rate (% of episodes that also get the hidden check)",
                ylabel="false success after training", ylim=(0, 1),
                title="Audits act like a threshold")
@@ -202,8 +203,7 @@ def hackability_heatmap(matrices: dict[str, dict[str, Any]], path: Path) -> Path
             if r["exploit"] in exploits and g in r["graders"]:
                 grid[exploits.index(r["exploit"]), j] = r["graders"][g]["rewarded"]
     with styled(1.6 + 0.75 * len(cols), 1.4 + 0.2 * len(exploits)) as (fig, ax):
-        cmap = matplotlib.colormaps["Reds"].copy()
-        cmap.set_bad("#eeeeee")
+        cmap = matplotlib.colormaps["Reds"].with_extremes(bad="#eeeeee")
         im = ax.imshow(np.ma.masked_invalid(grid), aspect="auto", cmap=cmap, vmin=0, vmax=1)
         ax.set_xticks(range(len(cols)), [f"{g}\n{p}" for p, g in cols], fontsize=8)
         ax.set_yticks(range(len(exploits)), exploits, fontsize=7)
@@ -343,7 +343,7 @@ def verdict_counts(counts: dict[str, dict[str, int]], path: Path) -> Path | None
         return None
     kinds = [k for k in VERDICT_COLORS if any(c.get(k) for c in counts.values())]
     names = list(counts)
-    with styled(6.4, 0.9 + 0.45 * len(names)) as (fig, ax):
+    with styled(6.4, 1.3 + 0.45 * len(names)) as (fig, ax):
         left = np.zeros(len(names))
         for k in kinds:
             vals = np.array([counts[n].get(k, 0) for n in names], dtype=float)
@@ -354,6 +354,7 @@ def verdict_counts(counts: dict[str, dict[str, int]], path: Path) -> Path | None
                             fontsize=8, color="white")
             left += vals
         ax.invert_yaxis()
-        ax.set(xlabel="pre-registered predictions", title="Verdicts, computed from the criteria")
-        ax.legend(ncol=len(kinds), loc="lower center", bbox_to_anchor=(0.5, -0.6))
+        ax.set(xlabel="pre-registered predictions", title="Verdicts, computed from the criteria",
+               xlim=(0, left.max() * 1.3))
+        ax.legend(loc="lower right")
         return save(fig, path)

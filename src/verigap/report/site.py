@@ -230,7 +230,9 @@ def redteam_pages(inputs: SiteInputs) -> list[Page]:
     body = re.search(r"<body>(.*)</body>", page, re.S)
     inner = re.sub(r"<h1>.*?</h1>", "", body.group(1) if body else page, count=1, flags=re.S)
     return [Page("runs/redteam.html", "Hackability matrix (latest run)", "Latest runs",
-                 f"<p class=meta>From <code>{html.escape(str(matrix))}</code>.</p>", inner)]
+                 f"<p>Which scripted exploits each grader paid in the latest local "
+                 f"<code>verigap redteam</code> run (<code>{html.escape(str(matrix))}</code>); "
+                 "the committed matrices are on the Hackability matrix page.</p>", inner)]
 
 
 #: Summaries that commands leave in run directories (under --runs), shown as data until their
@@ -248,7 +250,9 @@ def run_summary_pages(inputs: SiteInputs) -> list[Page]:
         path = inputs.runs_dir / rel
         if path.is_file():
             pages.append(Page("runs/" + rel.removesuffix(".json") + ".html", title, section,
-                              f"<p class=meta>From <code>{html.escape(str(path))}</code>.</p>",
+                              f"<p>The summary the latest local run left in "
+                              f"<code>{html.escape(str(path))}</code>, shown as data: it is not "
+                              "a committed result, so no page draws conclusions from it.</p>",
                               data_html(json.loads(path.read_text()))))
     return pages
 

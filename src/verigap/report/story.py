@@ -69,7 +69,8 @@ def _cmd(inputs: SiteInputs, rel: str) -> str:
 
 
 def _pct(x: float) -> str:
-    return f"{100 * x:.0f}%"
+    """A share as a percentage; one decimal below 10% so small values do not read as zero."""
+    return f"{100 * x:.1f}%" if 0 < x < 0.1 else f"{100 * x:.0f}%"
 
 
 def _fig(inputs: SiteInputs, draw: Callable[..., Path | None], name: str, caption: str,
