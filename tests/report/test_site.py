@@ -223,3 +223,22 @@ def test_the_repository_site_passes_the_browser_check_on_every_page(tmp_path: Pa
                    "redteam/detection.html", "silentbug/benchmark.html",
                    "repos/generality.html", "speed.html", "experiments/log.html"):
         assert f'href="{family}"' in index, family
+
+
+def test_the_language_model_slot_fills_only_when_its_results_exist(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    write_result(results / "llm" / "grpo.json", {"false_success": 0.25},
+                 command="verigap llm train")
+    build_site(tmp_path / "site", results_dir=results, runs_dir=tmp_path / "runs")
+    index = (tmp_path / "site" / "index.html").read_text()
+    assert 'href="llm/index.html"' in index and "Language-model experiment" in index
+    assert "0.25" in (tmp_path / "site" / "llm" / "index.html").read_text()
+
+
+def test_a_card_shows_the_first_step_of_a_long_command() -> None:
+    from verigap.report.front import short_command
+
+    assert short_command("make pilot") == "make pilot"
+    assert short_command("verigap a --out x && verigap b") == "verigap a --out x …"
+    long = "python benchmarks/x.py " + " ".join(f"--flag{i} {i}" for i in range(30))
+    assert len(short_command(long)) <= 82 and short_command(long).endswith(" …")

@@ -190,25 +190,32 @@ def broken_branches(pilot: dict[str, Any], path: Path) -> Path | None:
 
 # ---- red team ------------------------------------------------------------------------------------
 
-def hackability_heatmap(matrices: dict[str, dict[str, Any]], path: Path) -> Path | None:
-    """Share of each exploit's episodes a grader paid, exploit × (project, grader)."""
+def hackability_heatmap(matrices: dict[str, dict[str, Any]], path: Path,
+                        by: str = "exploit") -> Path | None:
+    """Share of exploit episodes a grader paid: rows are exploits (``by="exploit"``) or exploit
+    classes (``by="klass"``, episodes pooled), columns (project, grader)."""
     cols = [(proj, g) for proj, m in matrices.items() for g in m.get("graders", [])]
     if not cols:
         return None
     exploits = list(dict.fromkeys(
-        r["exploit"] for m in matrices.values() for r in m["rows"] if not r.get("control")))
-    grid = np.full((len(exploits), len(cols)), np.nan)
+        r[by] for m in matrices.values() for r in m["rows"] if not r.get("control")))
+    paid = np.zeros((len(exploits), len(cols)))
+    runs = np.zeros((len(exploits), len(cols)))
     for j, (proj, g) in enumerate(cols):
         for r in matrices[proj]["rows"]:
-            if r["exploit"] in exploits and g in r["graders"]:
-                grid[exploits.index(r["exploit"]), j] = r["graders"][g]["rewarded"]
-    with styled(1.6 + 0.75 * len(cols), 1.4 + 0.2 * len(exploits)) as (fig, ax):
+            if r[by] in exploits and g in r["graders"] and not r.get("control"):
+                n = r.get("n", 1) or 1
+                paid[exploits.index(r[by]), j] += r["graders"][g]["rewarded"] * n
+                runs[exploits.index(r[by]), j] += n
+    grid = np.divide(paid, runs, out=np.full_like(paid, np.nan), where=runs > 0)
+    with styled(2.4 + 0.75 * len(cols), 1.4 + 0.2 * len(exploits)) as (fig, ax):
         cmap = matplotlib.colormaps["Reds"].with_extremes(bad="#eeeeee")
         im = ax.imshow(np.ma.masked_invalid(grid), aspect="auto", cmap=cmap, vmin=0, vmax=1)
         ax.set_xticks(range(len(cols)), [f"{g}\n{p}" for p, g in cols], fontsize=8)
         ax.set_yticks(range(len(exploits)), exploits, fontsize=7)
         ax.grid(False)
-        ax.set_title("Share of exploit episodes the grader paid")
+        ax.set_title("Share of exploit episodes the grader paid" + (
+            ", by exploit class" if by == "klass" else ""))
         fig.colorbar(im, ax=ax, fraction=0.05, pad=0.02, format=matplotlib.ticker.PercentFormatter(
             1.0, decimals=0)).set_label("paid (grey: not run)")
         return save(fig, path)

@@ -26,11 +26,22 @@ def _figure(fig, caption: bool = True) -> str:
             f"{cap}</figure>")
 
 
+def short_command(command: str, limit: int = 80) -> str:
+    """The first step of a reproduce command, cut to ``limit`` characters for a card (the
+    family page lists every command in full)."""
+    first = command.split(" && ")[0].split("; ")[0].strip()
+    more = first != command.strip()
+    if len(first) > limit:
+        first, more = first[:limit].rsplit(" ", 1)[0], True
+    return first + (" …" if more else "")
+
+
 def _card(h) -> str:
     return (f'<div><h3><a href="{h.page}">{html.escape(h.title)}</a></h3>'
             f'{_figure(h.figure, caption=False)}<p>{h.finding}</p>'
             f'<p class="meta"><a href="{h.page}">Read the page →</a> · reproduce: '
-            f"<code>{html.escape(h.command)}</code></p></div>")
+            f'<code title="{html.escape(h.command)}">{html.escape(short_command(h.command))}'
+            "</code></p></div>")
 
 
 def front_page(pages: list[Page], inputs: SiteInputs) -> Page:
@@ -47,7 +58,8 @@ def front_page(pages: list[Page], inputs: SiteInputs) -> Page:
                    + "</div>")
         if len(hero) > 1:
             out.append(f"<p>{hero[1].finding}</p>")
-        out.append(f'<p class="meta">Reproduce: <code>{html.escape(first.command)}</code></p>')
+        out.append(f'<p class="meta">Reproduce: <code title="{html.escape(first.command)}">'
+                   f"{html.escape(short_command(first.command))}</code></p>")
     # Slot: the language-model experiment's card appears among the findings when
     # results/llm/ holds its results (see story.language_model); nothing is shown otherwise.
     if rest:

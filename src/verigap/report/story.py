@@ -205,6 +205,11 @@ def redteam(inputs: SiteInputs, story: Story) -> None:
                 "workspace; v2 is the hardened grader.",
                 "Heatmap of exploits against graders: the v1 columns are mostly dark red (paid), "
                 "the v2 columns white (not paid).", matrices)
+    classes = _fig(inputs, lambda m, path: F.hackability_heatmap(m, path, by="klass"),
+                   "hackability_classes.png",
+                   "Share of exploit episodes each grader paid, pooled by exploit class, per "
+                   "project.", "Heatmap of exploit classes against graders: v1 pays most "
+                   "classes, v2 almost none.", matrices)
     paid = {p: d.get("paid_count", {}) for p, d in data.items()}
     n_exploits = {p: sum(1 for r in m["rows"] if not r.get("control"))
                   for p, m in matrices.items()}
@@ -217,9 +222,9 @@ def redteam(inputs: SiteInputs, story: Story) -> None:
     story.pages.append(Page("redteam/hackability.html", "Hackability matrix", "Red team",
                             f"<p>{finding} A grader that pays an exploit trains the exploit; "
                             "the matrix is the list of what to fix before any RL run.</p>",
-                            tables, _figs(heat), list(found.values())))
+                            tables, _figs(classes, heat), list(found.values())))
     story.headlines.append(Headline("The naive grader pays for hacks; the hardened one does not",
-                                    "redteam/hackability.html", finding, heat,
+                                    "redteam/hackability.html", finding, classes or heat,
                                     _cmd(inputs, next(iter(found.values())))))
     _detection(inputs, story)
 
@@ -278,11 +283,14 @@ def silentbug(inputs: SiteInputs, story: Story) -> None:
                  "Clean PPO learning curves per substrate, per seed (thin) and mean (thick).",
                  "Rising learning curves for each PPO substrate.", curves)
     summ = ev.get("summary", {})
-    agents = ", ".join(f"{a}: mean reward {v['mean_reward']:.2f}, correct {_pct(v['correct'])}"
-                       for a, v in summ.items())
+    others = {a: v for a, v in summ.items() if a != "oracle"}
     finding = ("Bugs in RL training code that raise nothing and fail no test, only make the "
-               "policy learn less. Scripted agents calibrate the scorer before any model is "
-               f"measured — {agents}: only the real fix is paid.")
+               "policy learn less. Scripted agents check the scorer before any model is "
+               "measured" + (f": the real fix earns a mean reward of "
+                             f"{summ['oracle']['mean_reward']:.2f}, while "
+                             f"{', '.join(sorted(others))} earn at most "
+                             f"{max(v['mean_reward'] for v in others.values()):.2f}"
+                             if "oracle" in summ and others else "") + ".")
     tables = ("<h2>Scripted agents on every bug</h2>" + _view("silentbug_eval_summary", ev)
               + "<h2>Reference numbers</h2>" + _view("silentbug_references", ev))
     sources = [SILENT_EVAL]
@@ -338,15 +346,24 @@ def speed(inputs: SiteInputs, story: Story) -> None:
                "reference (red), measured in the same process; labels give the score reached.",
                "Horizontal bars of CPU seconds per run; the reference bar is the longest.", data)
     impl, base = data["implementations"], data.get("baseline")
-    fastest = min(impl, key=lambda n: impl[n]["cpu_s"])
-    finding = (f"A PPO run costs {impl[base]['cpu_s']:.1f} CPU s in the CleanRL-style reference "
-               f"and {impl[fastest]['cpu_s']:.1f} s in {html.escape(fastest)} "
-               f"({impl[base]['cpu_s'] / impl[fastest]['cpu_s']:.1f}× faster), measured in the "
-               "same process, so a calibrated bug bank fits on a laptop.") if base in impl else ""
+    finding = ""
+    if base in impl:
+        # Like for like: fresh processes against the fresh reference, preloaded against preloaded.
+        fresh = [n for n in impl if n != base and "preloaded" not in n]
+        warm = [n for n in impl if n != base and "preloaded" in n and n.startswith("ppo")]
+        parts = []
+        for names, ref in ((fresh, base), (warm, "baseline_preloaded")):
+            if names and ref in impl:
+                best = min(names, key=lambda n: impl[n]["cpu_s"])
+                parts.append(f"{html.escape(best)} {impl[best]['cpu_s']:.1f} s against "
+                             f"{impl[ref]['cpu_s']:.1f} s "
+                             f"({impl[ref]['cpu_s'] / impl[best]['cpu_s']:.1f}× faster)")
+        finding = ("CPU seconds per PPO training run, ours against the CleanRL-style reference "
+                   "in the same process: " + "; ".join(parts) + ".")
     story.pages.append(Page("speed.html", "Speed against the references", "Speed",
                             f"<p>{finding}</p>", _view("silentbug_ppo_speed", data), _figs(fig),
                             [PPO_SPEED]))
-    story.headlines.append(Headline("Fast enough to run on a laptop", "speed.html", finding, fig,
+    story.headlines.append(Headline("Faster than the reference PPO", "speed.html", finding, fig,
                                     _cmd(inputs, PPO_SPEED)))
 
 
