@@ -365,3 +365,69 @@ def verdict_counts(counts: dict[str, dict[str, int]], path: Path) -> Path | None
                xlim=(0, left.max() * 1.3))
         ax.legend(loc="lower right")
         return save(fig, path)
+
+
+# ---- Patch World variants ----------------------------------------------------------------------
+
+def policy_comparison(probes: dict[str, Any], path: Path) -> Path | None:
+    """Final false success per reward, the MLP policy beside the transformer."""
+    s = probes.get("settings", {})
+    rewards = [r for r in ("visible", "audit_25", "oracle") if f"mlp_{r}" in s or f"tf_{r}" in s]
+    if not rewards:
+        return None
+    x = np.arange(len(rewards))
+    with styled(6.0, 3.6) as (fig, ax):
+        for off, (prefix, label, color) in zip((-0.2, 0.2), (("mlp", "MLP", PASS),
+                                                             ("tf", "transformer", ACCENT)),
+                                               strict=True):
+            rows = [s.get(f"{prefix}_{r}") for r in rewards]
+            ax.bar(x + off, [r["final_false_success"]["mean"] if r else 0 for r in rows], 0.4,
+                   yerr=[r["final_false_success"]["std"] if r else 0 for r in rows],
+                   capsize=3, color=color, label=label)
+        ax.set_xticks(x, [r.replace("_", " ") for r in rewards])
+        ax.set(ylim=(0, 1), ylabel="false success after training", xlabel="reward",
+               title="The hack does not depend on the policy's architecture")
+        _pct(ax)
+        ax.legend()
+        return save(fig, path)
+
+
+def probe_layers(probes: dict[str, Any], path: Path) -> Path | None:
+    """Balanced accuracy of linear probes per layer of the trained transformer, per target,
+    with the control task drawn dashed."""
+    final = probes.get("probes", {}).get("final", {})
+    targets = [t for t, v in final.items() if v.get("by_layer", {}).get("bacc")]
+    if not targets:
+        return None
+    colors = (GAP, PASS, CORRECT, ACCENT)
+    with styled(6.0, 3.6) as (fig, ax):
+        for t, color in zip(targets, colors, strict=False):
+            layers = final[t]["by_layer"]
+            x = np.arange(len(layers["bacc"]))
+            ax.plot(x, layers["bacc"], marker="o", color=color, label=f"{t}: probe")
+            if layers.get("control"):
+                ax.plot(x, layers["control"], ls="--", color=color, alpha=0.6,
+                        label=f"{t}: control task")
+        ax.axhline(0.5, color=NEUTRAL, lw=1)
+        ax.set_xticks(x)
+        ax.set(ylim=(0.4, 1.02), xlabel="transformer layer", ylabel="balanced accuracy",
+               title="What the trained transformer represents")
+        ax.legend(fontsize=8, ncol=2)
+        return save(fig, path)
+
+
+def multiagent_settings(ma: dict[str, Any], path: Path) -> Path | None:
+    """Final false success per multi-agent setting (audit schedules, auditors, test writers)."""
+    s = ma.get("settings", {})
+    names = [n for n in ma.get("order", s) if s.get(n, {}).get("final_false_success")]
+    if not names:
+        return None
+    vals = [np.asarray(s[n]["final_false_success"], dtype=float) for n in names]
+    with styled(6.8, 0.9 + 0.32 * len(names)) as (fig, ax):
+        ax.barh(names, [v.mean() for v in vals], xerr=[v.std() for v in vals], capsize=3,
+                color=[GAP if v.mean() > 0.1 else CORRECT for v in vals])
+        ax.invert_yaxis()
+        ax.set(xlim=(0, 1), xlabel="false success after training (mean ± std over seeds)",
+               title="Who audits, and what they see")
+        _pct(ax, "x")
+        return save(fig, path)

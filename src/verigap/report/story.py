@@ -190,6 +190,77 @@ def _audit_threshold(s: dict[str, Any], long: dict[str, Any] | None) -> str:
     return text
 
 
+PROBES = "patchworld/probes.json"
+MULTIAGENT = "experiments/multiagent_settings.json"
+
+
+@family
+def transformer(inputs: SiteInputs, story: Story) -> None:
+    if not _has(inputs, PROBES):
+        return
+    data = _load(inputs, PROBES)
+    s = data.get("settings", {})
+    comp = _fig(inputs, F.policy_comparison, "policy_comparison.png",
+                "False success after training under each reward, the MLP policy beside a small "
+                "transformer that reads the whole program (mean ± std over seeds).",
+                "Paired bars: both policies end mostly falsely successful under visible-only "
+                "reward and near zero under 25% audits or the oracle.", data)
+    layers = _fig(inputs, F.probe_layers, "probe_layers.png",
+                  "Balanced accuracy of linear probes on each layer of the transformer trained "
+                  "on visible checks, per target; dashed: the same probe on a control task.",
+                  "Line chart of probe accuracy by layer, well above the dashed control lines.",
+                  data)
+    finding = ""
+    if "tf_visible" in s and "mlp_visible" in s:
+        finding = (f"A transformer policy reaches the same hack as the MLP: false success "
+                   f"{_pct(s['tf_visible']['final_false_success']['mean'])} under visible-only "
+                   f"reward (MLP {_pct(s['mlp_visible']['final_false_success']['mean'])})"
+                   + (f", {_pct(s['tf_audit_25']['final_false_success']['mean'])} with 25% "
+                      "audits" if "tf_audit_25" in s else "") + ".")
+    story.pages.append(Page("patchworld/transformer.html", "Transformer policy and probes",
+                            "Patch World", f"<p>{finding} Linear probes on its hidden states "
+                            "show what it represents about the broken branches.</p>",
+                            "<h2>MLP against transformer</h2>" + _view("transformer_pilot", data)
+                            + "<h2>Probes</h2>" + _view("transformer_probes", data),
+                            _figs(comp, layers), [PROBES]))
+    story.headlines.append(Headline("The hack does not depend on the architecture",
+                                    "patchworld/transformer.html", finding, comp,
+                                    _cmd(inputs, PROBES)))
+
+
+@family
+def multiagent(inputs: SiteInputs, story: Story) -> None:
+    if not _has(inputs, MULTIAGENT):
+        return
+    data = _load(inputs, MULTIAGENT)
+    fig = _fig(inputs, F.multiagent_settings, "multiagent.png",
+               "False success after training per multi-agent setting: audits drawn at random, "
+               "only among passing episodes, or by a learned auditor, and a co-trained test "
+               "writer that sees or does not see the hidden branches.",
+               "Horizontal bars of false success per setting; red above 10%, green below.", data)
+    s = data.get("settings", {})
+
+    def fs(n: str) -> str:
+        v = s.get(n, {}).get("final_false_success")
+        return _pct(sum(v) / len(v)) if v else "?"
+
+    finding = (f"At a 10% audit budget, audits drawn from all episodes leave "
+               f"{fs('random_audit_10')} false success, drawn from passing episodes only "
+               f"{fs('random_passed_audit_10')}, chosen by a learned auditor "
+               f"{fs('learned_audit_10')}; at 2% neither holds ({fs('random_passed_audit_2')} "
+               f"and {fs('learned_audit_2')}).")
+    tables = "".join(f"<h2>{t}</h2>" + _view(v, data) for t, v in (
+        ("Auditors", "multiagent_auditors"), ("Test writers", "multiagent_writers"),
+        ("Training dynamics", "multiagent_dynamics")))
+    story.pages.append(Page("patchworld/multiagent.html", "Multi-agent auditing", "Patch World",
+                            f"<p>Audits cost a hidden check each; who chooses what to audit "
+                            f"decides how far a budget goes. {finding}</p>", tables, _figs(fig),
+                            [MULTIAGENT]))
+    story.headlines.append(Headline("Who picks the audits decides what a budget buys",
+                                    "patchworld/multiagent.html", finding, fig,
+                                    _cmd(inputs, MULTIAGENT)))
+
+
 # ---- red team ----------------------------------------------------------------------------------
 
 @family
