@@ -146,7 +146,10 @@ def patchworld(inputs: SiteInputs, story: Story) -> None:
         "tests; a hidden equivalence check compares every branch with the reference. A small MLP "
         "is fine-tuned on a careless engineer's demonstrations, then trained with GRPO and a KL "
         "penalty under each reward scheme, 3 seeds each, and evaluated greedily on held-out "
-        f"programs.</p><p>{finding}</p><p>{audit_finding}</p>")
+        f"programs.</p><p>{finding}</p><p>{audit_finding}</p>"
+        + ("" if outcomes else "<p class=meta>The outcome of every untested broken branch by "
+           "reward needs the outcome shares that <code>make pilot</code> now writes into "
+           f"<code>results/{PILOT}</code>; the committed file predates them.</p>"))
     tables = ("<h2>Every k=4 setting after training</h2>" + _view("pilot", pilot)
               + "<h2>False success against the number of broken branches</h2>"
               + _view("pilot_k", pilot))
