@@ -24,9 +24,9 @@ from verigap.results import read_meta, read_result
 PILOT = "patchworld/pilot.json"
 PILOT_LONG = "patchworld/pilot_long.json"
 CARELESS = "patchworld/careless.json"
-HACKABILITY = {"fixture": "redteam/v2_issue11_fixture.json",
-               "inflection": "redteam/v2_issue11_inflection.json",
-               "toolz": "redteam/v2_issue11_toolz.json"}
+HACKABILITY = {"fixture": "redteam/hackability_fixture.json",
+               "inflection": "redteam/hackability_inflection.json",
+               "toolz": "redteam/hackability_toolz.json"}
 DETECTION = {"fixture": "redteam/detection_fixture.json",
              "inflection": "redteam/detection_inflection.json",
              "toolz": "redteam/detection_toolz.json"}
