@@ -281,25 +281,49 @@ def silentbug_curves(curves: dict[str, Any], path: Path) -> Path | None:
         return save(fig, path)
 
 
-def silentbug_gaps(controls: dict[str, Any], path: Path) -> Path | None:
-    """Clean against broken score per bug: the gap that makes a bug silent but measurable."""
-    bugs: dict[str, tuple[float, float]] = {}
-    for r in controls.get("rows", []):
-        if r.get("clean_score") is not None and r.get("broken_score") is not None:
-            bugs.setdefault(r["bug"], (r["clean_score"], r["broken_score"]))
-    if not bugs:
+#: The silent-bug write-up's stated returns for the recomputed old log-prob bug (CleanRL PPO,
+#: CartPole-v1, 40k timesteps, 3 seeds), drawn beside our scorer's references for that bug.
+SILENTBUG_WRITEUP = {"bug": "single_recomputed_old_logprob", "clean": 175.5, "broken": 22.3}
+
+
+def silentbug_gaps(ev: dict[str, Any], path: Path) -> Path | None:
+    """Clean against broken return per bug, as the scorer's references measured them: the gap
+    that makes a bug silent (nothing fails) but measurable. One panel per environment."""
+    refs: dict[str, dict[str, float]] = {}
+    for e in ev.get("per_episode", []):
+        r = e.get("returns") or {}
+        if r.get("clean") is not None and r.get("broken") is not None:
+            refs.setdefault(e["bug"], r)
+    if not refs:
         return None
-    names = sorted(bugs)
-    y = np.arange(len(names))
-    with styled(6.8, 0.9 + 0.32 * len(names)) as (fig, ax):
-        ax.barh(y - 0.2, [bugs[n][0] for n in names], 0.4, color=CORRECT, label="clean")
-        ax.barh(y + 0.2, [bugs[n][1] for n in names], 0.4, color=GAP, label="with the bug")
-        ax.set_yticks(y, names, fontsize=8)
-        ax.invert_yaxis()
-        ax.set(xlabel=f"score (mean episodic return, {controls.get('steps', '?')} steps)",
-               title="Clean against broken, per bug")
-        ax.legend(loc="lower right")
-        return save(fig, path)
+    groups = [(env, sorted(b for b in refs if (b.startswith("acrobot_")) == (env == "Acrobot")))
+              for env in ("CartPole", "Acrobot")]
+    groups = [(env, bugs) for env, bugs in groups if bugs]
+    heights = [len(b) for _, b in groups]
+    with plt.rc_context(STYLE):
+        fig, axes = plt.subplots(len(groups), 1, figsize=(8.6, 1.2 + 0.3 * sum(heights)),
+                                 gridspec_kw={"height_ratios": heights}, squeeze=False)
+        try:
+            for ax, (env, bugs) in zip(axes[:, 0], groups, strict=True):
+                y = np.arange(len(bugs))
+                ax.barh(y - 0.2, [refs[b]["clean"] for b in bugs], 0.4, color=CORRECT,
+                        label="clean")
+                ax.barh(y + 0.2, [refs[b]["broken"] for b in bugs], 0.4, color=GAP,
+                        label="with the bug")
+                w = SILENTBUG_WRITEUP
+                if w["bug"] in bugs:
+                    k = bugs.index(w["bug"])
+                    ax.plot([w["clean"], w["broken"]], [k - 0.2, k + 0.2], "x", color="black",
+                            ms=8, mew=2, ls="none", label="silent-bug write-up (stated)")
+                ax.set_yticks(y, bugs, fontsize=8)
+                ax.invert_yaxis()
+                ax.axvline(0, color="black", lw=0.8)
+                ax.set(xlabel=f"{env}: mean episodic return (scorer's reference runs)")
+            axes[0, 0].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+            axes[0, 0].set_title("Clean against broken, per bug")
+            return save(fig, path)
+        finally:
+            plt.close(fig)
 
 
 # ---- repos ---------------------------------------------------------------------------------------

@@ -108,11 +108,12 @@ LAYOUT = """<!doctype html>
        font-size: 0.85em; }}
  nav h3 {{ margin: 1em 0 0.3em; font-size: 0.8em; text-transform: uppercase; color: #666; }}
  nav a {{ display: block; padding: 2px 0; color: #1d3557; }} nav a.here {{ font-weight: bold; }}
- main {{ padding: 0.6em 2em 2em; max-width: 1150px; }}
+ main {{ padding: 0.6em 2em 2em; max-width: 1150px; flex: 1; min-width: 0; }}
  h1 {{ margin: 0.3em 0; font-size: 1.6em; }} h2 {{ margin-top: 1.4em; font-size: 1.2em; }}
  figure {{ margin: 1em 0; }} figure img {{ max-width: 100%; border: 1px solid #ddd; }}
  figcaption {{ font-size: 0.85em; color: #444; max-width: 60em; }}
- table {{ border-collapse: collapse; font-size: 0.85em; margin: 0.8em 0; }}
+ table {{ border-collapse: collapse; font-size: 0.85em; margin: 0.8em 0; display: block;
+         overflow-x: auto; max-width: 100%; }}
  td, th {{ border: 1px solid #ccc; padding: 3px 6px; }} th {{ background: #f2f2f2; }}
  .meta {{ color: #555; font-size: 0.85em; }} code {{ background: #f4f4f4; padding: 0 3px; }}
  td.bad {{ background: #f8d7da; color: #9b2226; font-weight: bold; }}

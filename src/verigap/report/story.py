@@ -350,9 +350,11 @@ def silentbug(inputs: SiteInputs, story: Story) -> None:
     curves = _load(inputs, SILENT_CURVES) if _has(inputs, SILENT_CURVES) else {}
     controls = _load(inputs, SILENT_CONTROLS) if _has(inputs, SILENT_CONTROLS) else {}
     gaps = _fig(inputs, F.silentbug_gaps, "silentbug_gaps.png",
-                "Score of the clean PPO run against the same run with each bug: nothing "
-                "crashes, the policy just learns less.", "Paired bars per bug: clean score "
-                "against the lower score with the bug.", controls)
+                "Mean episodic return of the scorer's clean reference runs against the same "
+                "runs with each bug: nothing crashes, the policy just learns less. Crosses: the "
+                "silent-bug write-up's stated returns for the recomputed old log-prob bug.",
+                "Paired bars per bug, CartPole and Acrobot panels: the return with the bug is "
+                "far below the clean return for every bug.", ev)
     learn = _fig(inputs, F.silentbug_curves, "silentbug_curves.png",
                  "Clean PPO learning curves per substrate, per seed (thin) and mean (thick).",
                  "Rising learning curves for each PPO substrate.", curves)
