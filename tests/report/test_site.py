@@ -242,3 +242,14 @@ def test_a_card_shows_the_first_step_of_a_long_command() -> None:
     assert short_command("verigap a --out x && verigap b") == "verigap a --out x …"
     long = "python benchmarks/x.py " + " ".join(f"--flag{i} {i}" for i in range(30))
     assert len(short_command(long)) <= 82 and short_command(long).endswith(" …")
+
+
+def test_a_view_that_needs_a_missing_extra_costs_only_its_table(monkeypatch) -> None:
+    from verigap.report import story
+
+    def needs_libcst(data):
+        raise ModuleNotFoundError("No module named 'libcst'", name="libcst")
+
+    monkeypatch.setattr(story, "get_view", lambda name: needs_libcst)
+    html = story._view("redteam_matrix", {})
+    assert "<code>libcst</code>" in html and "pip install -e '.[repos]'" in html

@@ -84,7 +84,15 @@ def _figs(*figs: Figure | None) -> list[Figure]:
 
 
 def _view(name: str, data: Any) -> str:
-    return md(get_view(name)(data))
+    """A registered view as HTML. Some views import a family's optional extra (the red-team
+    views need libcst); `make site` installs only the core, so a missing extra costs that one
+    table, says so, and points at the data in the appendix."""
+    try:
+        return md(get_view(name)(data))
+    except ModuleNotFoundError as e:
+        return (f"<p class=meta>This table needs the optional package <code>{html.escape(str(e.name))}"
+                "</code> (<code>pip install -e '.[repos]'</code>); its data is in the appendix "
+                "linked below.</p>")
 
 
 # ---- Patch World -------------------------------------------------------------------------------
@@ -291,8 +299,11 @@ def redteam(inputs: SiteInputs, story: Story) -> None:
                       f"{n_exploits[p]} exploits" for p, c in paid.items())
     finding = ("Before training on an environment, a battery of scripted exploit agents shows "
                f"which hacks its checker would reward. {parts}.")
-    tables = "".join(f"<h2>Hackability matrix: {p}</h2>" + _view("redteam_matrix", d)
-                     for p, d in data.items())
+    # Tables from the results alone (the full matrix view needs the repos extra; `make site`
+    # installs only the core): what each grader paid per exploit, then how v2 answered.
+    tables = _paid_table(matrices) + "".join(
+        f"<h2>How v2 answered each exploit: {p}</h2>" + _view("redteam_v2_answers", d)
+        for p, d in data.items() if "v2_by_exploit" in d)
     story.pages.append(Page("redteam/hackability.html", "Hackability matrix", "Red team",
                             f"<p>{finding} A grader that pays an exploit trains the exploit; "
                             "the matrix is the list of what to fix before any RL run.</p>",
@@ -301,6 +312,26 @@ def redteam(inputs: SiteInputs, story: Story) -> None:
                                     "redteam/hackability.html", finding, classes or heat,
                                     _cmd(inputs, next(iter(found.values())))))
     _detection(inputs, story)
+
+
+def _paid_table(matrices: dict[str, dict[str, Any]]) -> str:
+    """Exploit × (project, grader): the share of its episodes paid, as an HTML table."""
+    cols = [(p, g) for p, m in matrices.items() for g in m.get("graders", [])]
+    cells: dict[str, dict[tuple[str, str], float]] = {}
+    klass: dict[str, str] = {}
+    for p, m in matrices.items():
+        for r in m["rows"]:
+            klass.setdefault(r["exploit"], r.get("klass", ""))
+            for g, v in r["graders"].items():
+                cells.setdefault(r["exploit"], {})[(p, g)] = v["rewarded"]
+    head = "".join(f"<th>{html.escape(g)} on {html.escape(p)}</th>" for p, g in cols)
+    rows = "".join(
+        f"<tr><td>{html.escape(e)}</td><td>{html.escape(klass[e])}</td>" + "".join(
+            (f'<td class="bad">{c[k]:.2f}</td>' if c[k] > 0 and e not in ("oracle",)
+             else f"<td>{c[k]:.2f}</td>") if k in c else "<td>—</td>" for k in cols) + "</tr>"
+        for e, c in cells.items())
+    return ("<h2>Share of episodes paid, per exploit</h2><table><tr><th>exploit</th>"
+            f"<th>class</th>{head}</tr>{rows}</table>")
 
 
 def _detection(inputs: SiteInputs, story: Story) -> None:
