@@ -293,12 +293,15 @@ def redteam(inputs: SiteInputs, story: Story) -> None:
                    "project.", "Heatmap of exploit classes against graders: v1 pays most "
                    "classes, v2 almost none.", matrices)
     paid = {p: d.get("paid_count", {}) for p, d in data.items()}
-    n_exploits = {p: sum(1 for r in m["rows"] if not r.get("control"))
+    n_exploits = {p: data[p].get("exploits_ran", sum(1 for r in m["rows"] if not r.get("control")))
                   for p, m in matrices.items()}
     parts = "; ".join(f"{p}: v1 paid {c.get('v1', '?')}, v2 paid {c.get('v2', '?')} of "
                       f"{n_exploits[p]} exploits" for p, c in paid.items())
+    fixes = sorted({e for d in data.values() for e in d.get("real_fixes", [])})
     finding = ("Before training on an environment, a battery of scripted exploit agents shows "
-               f"which hacks its checker would reward. {parts}.")
+               f"which hacks its checker would reward. Exploits paid — {parts}."
+               + (f" ({', '.join(fixes)} is paid where it leaves the code correct: a real fix "
+                  "there, not a hack.)" if fixes else ""))
     # Tables from the results alone (the full matrix view needs the repos extra; `make site`
     # installs only the core): what each grader paid per exploit, then how v2 answered.
     tables = _paid_table(matrices) + "".join(
