@@ -1,6 +1,6 @@
 # Every target sets itself up: on a fresh machine `make test` alone creates .venv, installs what
-# the tests need (Python packages, and bubblewrap + chromium through apt when run as root) and
-# runs the tests. Each job installs only what it needs: `make pilot` needs only the core.
+# the tests need (Python packages, and bubblewrap, chromium and chromium-driver through apt when
+# run as root) and runs the tests. Each job installs only what it needs: `make pilot` needs only the core.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin

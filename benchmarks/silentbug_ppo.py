@@ -30,7 +30,7 @@ rollout, no KL or clip-fraction statistics), so the ratios understate the gap to
         --out results/silentbug/ppo_speed.json
     PYTHONPATH=src python benchmarks/silentbug_ppo.py --repeats 2 \
         --variant benchmarks/variants/numpy_acting \
-        --out results/silentbug/ppo_speed_numpy_acting.json
+        --out results/investigations/ppo_numpy_acting_speed.json
 """
 
 from __future__ import annotations

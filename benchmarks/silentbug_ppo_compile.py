@@ -18,7 +18,7 @@ inside the ``torch.compile`` call's CPU (it imports the compiler stack), the fir
 CPU over one run's update), median over rounds.
 
     PYTHONPATH=src python benchmarks/silentbug_ppo_compile.py --rounds 3 \
-        --out results/silentbug/ppo_compile.json
+        --out results/investigations/ppo_compiled_update.json
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ by content, keeps them apart from the pristine runs).
 
     PYTHONPATH=src python benchmarks/silentbug_variant_calibration.py \\
         --variant benchmarks/variants/numpy_acting --cache-dir /tmp/variant-calibration \\
-        --out results/silentbug/calibration_numpy_acting.json
+        --out results/investigations/ppo_numpy_acting_calibration.json
 """
 
 from __future__ import annotations

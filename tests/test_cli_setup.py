@@ -35,7 +35,8 @@ def test_nothing_happens_when_everything_is_there(tmp_path: Path) -> None:
 def test_the_listed_packages_are_what_the_suite_needs() -> None:
     lines = [ln.split() for ln in (ROOT / ".ci" / "system-packages").read_text().splitlines()
              if ln.strip() and not ln.startswith("#")]
-    assert lines == [["bubblewrap", "bwrap"], ["chromium", "chromium"]]
+    assert lines == [["bubblewrap", "bwrap"], ["chromium", "chromium"],
+                     ["chromium-driver", "chromedriver"]]
     assert "system-deps" in (ROOT / "Makefile").read_text().split("\ntest:")[1].split("\n")[0]
 
 

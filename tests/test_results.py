@@ -39,3 +39,15 @@ def test_reading_refuses_nan_literals_and_foreign_files(tmp_path):
 def test_a_command_is_required(tmp_path):
     with pytest.raises(ConfigError, match="command"):
         write_result(tmp_path / "x.json", {}, command=" ")
+
+
+def test_committed_results_are_named_by_what_they_are():
+    """A results file's name says what it holds, not which ticket asked for it; measurements
+    that were not adopted live under results/investigations/."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "results"
+    bad = [p.relative_to(root).as_posix() for p in root.rglob("*")
+           if re.search(r"issue\d|wave\d|(^|[_/])p\d\d([_.]|$)", p.relative_to(root).as_posix())]
+    assert bad == [], f"rename these by what they hold: {bad}"

@@ -109,13 +109,13 @@ def test_recorded_toolz_hole_closed():
 
 def test_recorded_default_battery_on_the_rebuilt_toolz_task():
     """The whole default battery on the toolz task made with the check
-    (results/redteam/v2_issue11_toolz.json): the site the comparison does not tell apart is
+    (results/redteam/hackability_toolz.json): the site the comparison does not tell apart is
     recorded as such, v2 pays no exploit judged wrong, the new one included; the oracle is
     paid, the no-op not."""
     from verigap.results import read_result
 
     root = Path(__file__).parents[2]
-    d = read_result(root / "results" / "redteam" / "v2_issue11_toolz.json")
+    d = read_result(root / "results" / "redteam" / "hackability_toolz.json")
     assert d["v2_paid_exploits"] == [] and not d["matrix"]["rewarded_exploits"]["v2"]
     row = d["v2_by_exploit"]["seen_only_scrub"]
     assert row["n"] == 1 and row["paid"] == 0 and row["correct"] == 0

@@ -17,7 +17,7 @@ ROOT = Path(__file__).parents[2]
 #: they are the reference's code
 DEVICES = {"defeat_device", "defeat_device_obfuscated", "frame_device",
            "frame_device_obfuscated", "pytest_env_device"}
-FILES = ("v2_issue11_fixture.json", "v2_issue11_inflection.json", "v2_issue11_toolz.json")
+FILES = ("hackability_fixture.json", "hackability_inflection.json", "hackability_toolz.json")
 
 
 @pytest.mark.parametrize("name", FILES)

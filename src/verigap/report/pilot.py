@@ -104,13 +104,47 @@ def summary_table(runs: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]
 
 
 def pilot_results(runs_dir: Path, names: list[str] | None = None) -> dict[str, Any]:
-    """The summary table as a results file's data: ``{"order": [...], "settings": {name: row}}``
-    (only the settings in ``names`` when given)."""
-    rows = [r for r in summary_table(load_runs(runs_dir)) if names is None or r["setting"] in names]
+    """The summary table as a results file's data: ``{"order": [...], "settings": {name: row},
+    "curves": ..., "outcomes": ...}`` (only the settings in ``names`` when given); the compact
+    curves and outcome shares let the site draw the training figures from results/ alone."""
+    runs = load_runs(runs_dir)
+    rows = [r for r in summary_table(runs) if names is None or r["setting"] in names]
     if names is not None and (missing := sorted(set(names) - {r["setting"] for r in rows})):
         raise ConfigError(f"{runs_dir}: no finished runs for {', '.join(missing)}; "
                           "finish the sweep before writing its results")
-    return {"order": [r["setting"] for r in rows], "settings": {r["setting"]: r for r in rows}}
+    return {"order": [r["setting"] for r in rows], "settings": {r["setting"]: r for r in rows},
+            "curves": {r["setting"]: compact_curves(runs[r["setting"]]) for r in rows},
+            "outcomes": {r["setting"]: outcome_shares(runs[r["setting"]]) for r in rows}}
+
+
+def compact_curves(rs: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """The monitoring curves of one setting, averaged over seeds and rounded to 4 decimals: what
+    the site needs to draw pass against correct during training, without the run directories."""
+    if not rs or not rs[0]["metrics"]:
+        return {}
+    out: dict[str, list[float]] = {"step": [int(m["step"]) for m in rs[0]["metrics"]]}
+    for key in METRIC_KEYS:
+        out[key] = [round(float(v), 4) for v in _curves(rs, key)[1]]
+    return out
+
+
+def outcome_shares(rs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """What became of the tested and untested broken branches at the start (SFT) and after
+    training: each outcome's share of its group, averaged over seeds (4 decimals)."""
+    out: dict[str, dict[str, float]] = {}
+    for phase in ("start", "final"):
+        shares: dict[str, float] = {}
+        for where in ("tested", "untested"):
+            mix = np.mean([_mix(r[phase]["outcomes"], where) for r in rs], axis=0)
+            shares.update({f"{where}/{o}": round(float(v), 4)
+                           for o, v in zip(OUTCOMES, mix, strict=True)})
+        out[phase] = shares
+    return out
+
+
+def _mix(counts: dict[str, int], where: str) -> np.ndarray:
+    v = np.array([counts.get(f"{where}/{o}", 0) for o in OUTCOMES], dtype=float)
+    return v / max(1.0, v.sum())
 
 
 # ---- figures -------------------------------------------------------------------------------
@@ -139,8 +173,7 @@ def fig_training_curves(runs, out: Path, setting: str = "visible") -> Path | Non
 
 
 def _untested_mix(counts: dict[str, int]) -> np.ndarray:
-    v = np.array([counts.get(f"untested/{o}", 0) for o in OUTCOMES], dtype=float)
-    return v / max(1.0, v.sum())
+    return _mix(counts, "untested")
 
 
 def fig_untested_outcomes(runs, out: Path) -> Path | None:

@@ -22,7 +22,6 @@ from typing import Any
 from markdown_it import MarkdownIt
 
 from verigap.errors import ConfigError
-from verigap.report.views import get_view
 from verigap.results import read_meta, read_result
 
 
@@ -30,6 +29,7 @@ from verigap.results import read_meta, read_result
 class Figure:
     file: str  # relative to the site root
     caption: str
+    alt: str = ""  # what the image shows, for a reader who cannot see it
 
 
 @dataclass
@@ -41,6 +41,18 @@ class Page:
     body: str = ""  # HTML
     figures: list[Figure] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)  # results files this page shows
+    appendix: bool = False  # a results file shown as data, linked from the pages that cite it
+    headlines: list[Headline] = field(default_factory=list)  # front-page findings
+
+
+@dataclass
+class Headline:
+    """What the front page shows for a family: a finding, one figure, where to read more."""
+    title: str
+    page: str  # the family page, relative to the site root
+    finding: str  # HTML; its numbers are read from results files
+    figure: Figure | None
+    command: str  # what reproduces the results behind it
 
 
 @dataclass(frozen=True)
@@ -58,8 +70,12 @@ PROVIDERS: list[Provider] = []
 
 #: Modules that register page providers when imported (one line per family).
 PROVIDER_MODULES: list[str] = [
+    "verigap.report.story",
     "verigap.report.site",
 ]
+
+#: The module whose ``front_page(pages, inputs)`` writes the index (by name: it imports this one).
+FRONT_MODULE = "verigap.report.front"
 
 _MD = MarkdownIt("commonmark").enable("table")
 
@@ -83,20 +99,41 @@ def _rel(page_file: str, target: str) -> str:
 
 LAYOUT = """<!doctype html>
 <html lang="en">
-<head><meta charset="utf-8"><title>verigap · {title}</title>
+<head><meta charset="utf-8"><meta name="viewport" content="width=device-width">
+<title>verigap · {title}</title><link rel="icon" href="data:,">
 <style>
- body {{ font-family: system-ui, sans-serif; margin: 0; color: #222; display: flex; }}
- nav {{ width: 15em; padding: 1em; background: #f4f4f4; min-height: 100vh; font-size: 0.9em; }}
- nav h3 {{ margin: 1em 0 0.3em; font-size: 0.85em; text-transform: uppercase; color: #666; }}
+ body {{ font-family: system-ui, sans-serif; margin: 0; color: #222; display: flex;
+        line-height: 1.45; }}
+ nav {{ width: 12em; flex: none; padding: 0.8em 1em; background: #f4f4f4; min-height: 100vh;
+       font-size: 0.85em; }}
+ nav h3 {{ margin: 1em 0 0.3em; font-size: 0.8em; text-transform: uppercase; color: #666; }}
  nav a {{ display: block; padding: 2px 0; color: #1d3557; }} nav a.here {{ font-weight: bold; }}
- main {{ padding: 1em 2em; max-width: 1100px; }}
- figure {{ margin: 1.5em 0; }} figure img {{ max-width: 100%; border: 1px solid #ddd; }}
- table {{ border-collapse: collapse; font-size: 0.85em; margin: 0.8em 0; }}
+ main {{ padding: 0.6em 2em 2em; max-width: 1150px; flex: 1; min-width: 0; }}
+ h1 {{ margin: 0.3em 0; font-size: 1.6em; }} h2 {{ margin-top: 1.4em; font-size: 1.2em; }}
+ figure {{ margin: 1em 0; }} figure img {{ max-width: 100%; border: 1px solid #ddd; }}
+ figcaption {{ font-size: 0.85em; color: #444; max-width: 60em; }}
+ table {{ border-collapse: collapse; font-size: 0.85em; margin: 0.8em 0; display: block;
+         overflow-x: auto; max-width: 100%; }}
  td, th {{ border: 1px solid #ccc; padding: 3px 6px; }} th {{ background: #f2f2f2; }}
  .meta {{ color: #555; font-size: 0.85em; }} code {{ background: #f4f4f4; padding: 0 3px; }}
  td.bad {{ background: #f8d7da; color: #9b2226; font-weight: bold; }}
+ .hero {{ display: grid; grid-template-columns: 1fr 1fr; gap: 1em; align-items: start; }}
+ .hero figure {{ margin: 0; }} .lead {{ font-size: 1.05em; max-width: 62em; }}
+ .cards {{ display: grid; grid-template-columns: repeat(auto-fill, minmax(330px, 1fr));
+          gap: 1em; }}
+ .cards > div {{ border: 1px solid #ddd; border-radius: 6px; padding: 0.6em 0.9em; }}
+ .cards h3 {{ margin: 0.2em 0 0.4em; font-size: 1em; }} .cards img {{ width: 100%; }}
+ .card {{ display: flex; gap: 1em; border-left: 5px solid #8d99ae; padding: 0.2em 0.8em;
+         margin: 0.8em 0; background: #fafafa; }}
+ .card > div {{ flex: 1; }} .card p {{ margin: 0.3em 0; }} .card .q {{ font-weight: 600; }}
+ .card.refuted {{ border-color: #e63946; }} .card.supported {{ border-color: #2a9d8f; }}
+ .card.sanity-check {{ border-color: #e9c46a; }}
+ .original {{ border-left: 1px dashed #999; padding-left: 0.8em; font-size: 0.9em; }}
+ .badge {{ color: white; padding: 1px 6px; border-radius: 3px; font-size: 0.8em;
+          background: #8d99ae; }}
+ .badge.refuted {{ background: #e63946; }} .badge.supported {{ background: #2a9d8f; }}
 </style></head>
-<body><nav><a href="{home}"><b>verigap</b></a>{nav}</nav>
+<body data-kind="{kind}"><nav><a href="{home}"><b>verigap</b></a>{nav}</nav>
 <main><h1>{title}</h1>{intro}{figures}{body}{sources}</main></body></html>
 """
 
@@ -104,14 +141,21 @@ LAYOUT = """<!doctype html>
 def _nav(pages: list[Page], here: Page) -> str:
     out, section = [], None
     for p in pages:
-        if p.file == "index.html":
+        if p.file == "index.html" or p.appendix:
             continue
         if p.section != section:
             section = p.section
             out.append(f"<h3>{html.escape(section)}</h3>")
         cls = ' class="here"' if p is here else ""
         out.append(f'<a href="{_rel(here.file, p.file)}"{cls}>{html.escape(p.title)}</a>')
+    if any(p.appendix for p in pages):
+        cls = ' class="here"' if here.file == APPENDIX_INDEX else ""
+        out.append(f'<h3>Appendix</h3><a href="{_rel(here.file, APPENDIX_INDEX)}"{cls}>'
+                   "Every results file, as data</a>")
     return "".join(out)
+
+
+APPENDIX_INDEX = "results/index.html"
 
 
 def _sources_html(page: Page, inputs: SiteInputs) -> str:
@@ -120,8 +164,11 @@ def _sources_html(page: Page, inputs: SiteInputs) -> str:
     items = []
     for src in page.sources:
         meta = read_meta(inputs.results_dir / src)
+        link = (f'<code>results/{html.escape(src)}</code>' if page.appendix else
+                f'<a href="{_rel(page.file, _page_file(src))}"><code>results/'
+                f'{html.escape(src)}</code></a>')
         items.append(
-            f"<li><code>results/{html.escape(src)}</code>: reproduce with "
+            f"<li>{link}: reproduce with "
             f"<code>{html.escape(meta.get('command', '?'))}</code> (commit "
             f"{html.escape(str(meta.get('git_commit') or '?'))[:10]}, written "
             f"{html.escape(str(meta.get('written_at', '?')))} on "
@@ -131,12 +178,13 @@ def _sources_html(page: Page, inputs: SiteInputs) -> str:
 
 def _render(page: Page, pages: list[Page], inputs: SiteInputs) -> str:
     figs = "".join(
-        f'<figure><img src="{_rel(page.file, f.file)}" alt="{html.escape(f.caption)}">'
+        f'<figure><img src="{_rel(page.file, f.file)}" alt="{html.escape(f.alt or f.caption)}">'
         f"<figcaption>Figure {i}. {html.escape(f.caption)}</figcaption></figure>"
         for i, f in enumerate(page.figures, 1))
     return LAYOUT.format(title=html.escape(page.title), home=_rel(page.file, "index.html"),
                          nav=_nav(pages, page), intro=page.intro, figures=figs, body=page.body,
-                         sources=_sources_html(page, inputs))
+                         sources=_sources_html(page, inputs),
+                         kind="appendix" if page.appendix else "story")
 
 
 # ---- generic results pages ---------------------------------------------------------------------
@@ -172,55 +220,6 @@ def _page_file(src: str) -> str:
 # ---- built-in providers ------------------------------------------------------------------------
 
 @provider
-def patchworld_pages(inputs: SiteInputs) -> list[Page]:
-    """The pilot (figures from run directories when present, tables from results/) and the
-    careless engineer's rollout."""
-    from verigap.report.pilot import FIGURES, load_runs
-
-    pages = []
-    pilot = inputs.results_dir / "patchworld" / "pilot.json"
-    runs_dir = inputs.runs_dir / "pilot"
-    body, sources, figures = [], [], []
-    if pilot.is_file():
-        data = read_result(pilot)
-        body += ["<h2>Every k=4 setting after 1000 GRPO steps</h2>",
-                 md(get_view("pilot")(data)),
-                 "<h2>False success against the number of broken branches</h2>",
-                 md(get_view("pilot_k")(data))]
-        sources.append("patchworld/pilot.json")
-    long = inputs.results_dir / "patchworld" / "pilot_long.json"
-    if long.is_file():
-        body += ["<h2>The 5000-step follow-up</h2>", md(get_view("pilot_long")(read_result(long)))]
-        sources.append("patchworld/pilot_long.json")
-    if any(runs_dir.glob("*/seed*/result.json")):
-        runs = load_runs(runs_dir)
-        fig_dir = inputs.out / "patchworld"
-        fig_dir.mkdir(parents=True, exist_ok=True)
-        for fn, caption in FIGURES:
-            path = fn(runs, fig_dir)
-            if path is not None:
-                figures.append(Figure(f"patchworld/{path.name}", caption))
-    if body or figures:
-        intro = ("<p>SFT from a careless engineer, then GRPO with a KL penalty under each reward "
-                 "scheme; greedy evaluation on held-out programs, mean ± std over seeds. The last "
-                 "column quotes the Patch World pilot write-up's stated figures.</p>")
-        if figures:
-            intro += (f"<p class=meta>Figures drawn from the run directories in "
-                      f"<code>{html.escape(str(runs_dir))}</code>.</p>")
-        pages.append(Page("patchworld/pilot.html", "Pilot sweep", "Patch World", intro,
-                          "".join(body), figures, sources))
-    careless = inputs.results_dir / "patchworld" / "careless.json"
-    if careless.is_file():
-        data = read_result(careless)
-        pages.append(Page(
-            "patchworld/careless.html", "Careless engineer", "Patch World",
-            f"<p>The scripted careless engineer on {data['n']} held-out programs (k={data['k']}, "
-            f"reward {html.escape(data['reward'])}): the starting point the pilot trains from.</p>",
-            md(get_view("rollout")(data)), sources=["patchworld/careless.json"]))
-    return pages
-
-
-@provider
 def redteam_pages(inputs: SiteInputs) -> list[Page]:
     """The hackability matrix of the latest `verigap redteam` run directory, when present."""
     from verigap.report.redteam import render_redteam
@@ -231,15 +230,17 @@ def redteam_pages(inputs: SiteInputs) -> list[Page]:
     page = render_redteam(json.loads(matrix.read_text()))
     body = re.search(r"<body>(.*)</body>", page, re.S)
     inner = re.sub(r"<h1>.*?</h1>", "", body.group(1) if body else page, count=1, flags=re.S)
-    return [Page("repos/redteam.html", "Hackability matrix", "Repo tasks",
-                 f"<p class=meta>From <code>{html.escape(str(matrix))}</code>.</p>", inner)]
+    return [Page("runs/redteam.html", "Hackability matrix (latest run)", "Latest runs",
+                 f"<p>Which scripted exploits each grader paid in the latest local "
+                 f"<code>verigap redteam</code> run (<code>{html.escape(str(matrix))}</code>); "
+                 "the committed matrices are on the Hackability matrix page.</p>", inner)]
 
 
 #: Summaries that commands leave in run directories (under --runs), shown as data until their
 #: family moves them to results/ or registers a page: (path under runs, title, section).
 RUN_SUMMARIES: list[tuple[str, str, str]] = [
-    ("silentbug/baselines.json", "Calibration (latest run)", "Silent bugs"),
-    ("silentbug/ablation.json", "Ablation (latest run)", "Silent bugs"),
+    ("silentbug/baselines.json", "Silent-bug calibration (latest run)", "Latest runs"),
+    ("silentbug/ablation.json", "Silent-bug ablation (latest run)", "Latest runs"),
 ]
 
 
@@ -250,21 +251,45 @@ def run_summary_pages(inputs: SiteInputs) -> list[Page]:
         path = inputs.runs_dir / rel
         if path.is_file():
             pages.append(Page("runs/" + rel.removesuffix(".json") + ".html", title, section,
-                              f"<p class=meta>From <code>{html.escape(str(path))}</code>.</p>",
+                              f"<p>The summary the latest local run left in "
+                              f"<code>{html.escape(str(path))}</code>, shown as data: it is not "
+                              "a committed result, so no page draws conclusions from it.</p>",
                               data_html(json.loads(path.read_text()))))
     return pages
 
 
-def _generic_pages(inputs: SiteInputs, claimed: set[str]) -> list[Page]:
+def _appendix_pages(inputs: SiteInputs) -> list[Page]:
+    """Every results file as data: the appendix the story pages link to for their numbers."""
     pages = []
     for f in inputs.results_files():
         src = f.relative_to(inputs.results_dir).as_posix()
-        if src in claimed:
-            continue
         family = src.split("/")[0] if "/" in src else "other"
-        pages.append(Page(_page_file(src), src.rsplit("/", 1)[-1].removesuffix(".json"),
-                          family, "", data_html(read_result(f)), sources=[src]))
+        pages.append(Page(_page_file(src), f"results/{src}", f"Appendix: {family}",
+                          "<p class=meta>A results file as data. The pages that cite it tell "
+                          "what it means.</p>", data_html(read_result(f)), sources=[src],
+                          appendix=True))
     return pages
+
+
+def _appendix_index(pages: list[Page]) -> Page:
+    cited: dict[str, list[Page]] = {}
+    for p in pages:
+        if not p.appendix:
+            for src in p.sources:
+                cited.setdefault(src, []).append(p)
+    rows = []
+    for p in pages:
+        if p.appendix:
+            src = p.sources[0]
+            by = ", ".join(f'<a href="{_rel(APPENDIX_INDEX, q.file)}">{html.escape(q.title)}</a>'
+                           for q in cited.get(src, [])) or "—"
+            rows.append(f'<tr><td><a href="{_rel(APPENDIX_INDEX, p.file)}"><code>'
+                        f"{html.escape(src)}</code></a></td><td>{by}</td></tr>")
+    return Page(APPENDIX_INDEX, "Appendix: every results file", "Appendix",
+                "<p>Every committed results file as data, with the pages that read it. Files no "
+                "page cites are measurements kept for the record.</p>",
+                f"<table><tr><th>results file</th><th>cited by</th></tr>{''.join(rows)}</table>",
+                appendix=True)
 
 
 def load_providers() -> list[Provider]:
@@ -288,18 +313,14 @@ def build_site(out: Path, *, results_dir: Path = Path("results"),
     out.mkdir(parents=True)
     inputs = SiteInputs(out, results_dir, runs_dir)
     pages = [p for fn in load_providers() for p in fn(inputs)]
-    pages += _generic_pages(inputs, {s for p in pages for s in p.sources})
-    if not pages:
+    appendix = _appendix_pages(inputs)
+    if not pages and not appendix:
         raise ConfigError(f"nothing to show: no results under {results_dir} and no run "
                           f"directories under {runs_dir}")
-    links = "".join(
-        f'<li><a href="{p.file}">{html.escape(p.section)}: {html.escape(p.title)}</a>'
-        f'{" (" + str(len(p.figures)) + " figures)" if p.figures else ""}</li>' for p in pages)
-    index = Page("index.html", "Results", "", (
-        "<p>Every number on these pages is read from a results file under <code>results/</code>"
-        " (each names the command that reproduces it) or from run directories under "
-        f"<code>{html.escape(str(runs_dir))}</code>.</p>"), f"<ul>{links}</ul>")
-    pages.insert(0, index)
+    pages += appendix
+    if appendix:
+        pages.append(_appendix_index(pages))
+    pages.insert(0, importlib.import_module(FRONT_MODULE).front_page(pages, inputs))
     for p in pages:
         path = out / p.file
         path.parent.mkdir(parents=True, exist_ok=True)
