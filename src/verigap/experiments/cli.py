@@ -24,7 +24,7 @@ from verigap.experiments.render import (
 )
 from verigap.experiments.render import verdict_label as label
 from verigap.experiments.runner import RESULTS, RUNS, plan, run_log
-from verigap.experiments.verdicts import RULE, rule_changes, status, tally_text
+from verigap.experiments.verdicts import log_summary, status, tally_text
 from verigap.experiments.verdicts import rejudge as rejudge_entries
 from verigap.results import read_meta, read_result, write_result
 
@@ -166,8 +166,10 @@ def rejudge(registry: Path = REG,
         meta = read_meta(results)
     except VerigapError as e:
         _fail(str(e))
-    data = {**data, "predictions": rejudge_entries(reg, data["predictions"]), "rule": RULE}
-    data["rule_changes"] = rule_changes(data["predictions"])
+    entries = rejudge_entries(reg, data["predictions"])
+    data = {**data, "predictions": entries, "summary": log_summary(entries)}
+    for stale in ("rule", "rule_changes"):
+        data.pop(stale, None)
     step = f"verigap experiments rejudge --registry {registry} --results {results}"
     cmd = meta.get("command", "")
     write_result(results, data, command=cmd if step in cmd else f"{cmd} && {step}".lstrip(" &"))

@@ -302,6 +302,19 @@ def rule_changes(entries: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
+def log_summary(entries: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """What a verdicts file states about itself, so a document can quote it through a marker:
+    the rule, the tally (sanity checks apart) and what the rule amendment changed."""
+    t = tally(entries.values())
+    changes = [r for r in rule_changes(entries) if not r["sanity_check"]]
+    return {"rule": RULE, **t,
+            **{f"n_{v}": t["predictions"].get(v, 0) for v in (SUPPORTED, REFUTED, INCONCLUSIVE)},
+            "n_sanity_checks_held": t["sanity_checks"].get(SUPPORTED, 0),
+            "rule_changes": changes,
+            "n_rule_judged": len(changes),
+            "n_rule_changed": sum(r["before"] != r["after"] for r in changes)}
+
+
 def first_rule_verdict(entry: dict[str, Any]) -> str | None:
     """The verdict this entry's criterion got under the rule before the current one, if any."""
     before = [s for s in entry.get("superseded", [])

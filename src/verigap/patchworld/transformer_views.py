@@ -41,9 +41,10 @@ def probes_table(data: dict[str, Any]) -> str:
         for when, name in (("start", "SFT start"), ("final", "after GRPO")):
             p = data["probes"][when][target]
             rows.append([label, name, _ms(p["bacc"]), _ms(p["shuffled"]), _ms(p["control"]),
-                         _ms(p["selectivity"]), f"{p['positive_rate']['mean']:.3f}"])
+                         _ms(p["input"]), _ms(p["selectivity"]),
+                         f"{p['positive_rate']['mean']:.3f}"])
     return markdown_table(["probe label", "hidden states of", "probe", "shuffled labels",
-                           "control task", "selectivity", "positive rate"], rows)
+                           "control task", "input only", "selectivity", "positive rate"], rows)
 
 
 @view("transformer_speed")

@@ -58,14 +58,25 @@ def get_view(name: str) -> View:
 
 def lookup(data: Any, path: str) -> Any:
     """``data`` at a dotted path (``settings.visible.final_true_success.mean``; list items by
-    index)."""
+    index). A key that itself holds dots (a setting named ``deletion_0.5``) is matched whole:
+    the longest run of parts that names a key wins."""
     here = data
-    for part in path.split("."):
-        if isinstance(here, dict) and part in here:
-            here = here[part]
+    parts = path.split(".")
+    i = 0
+    while i < len(parts):
+        part = parts[i]
+        if isinstance(here, dict):
+            for j in range(len(parts), i, -1):
+                if ".".join(parts[i:j]) in here:
+                    here, i = here[".".join(parts[i:j])], j
+                    break
+            else:
+                raise ConfigError(f"no value at {path!r} (stopped at {part!r}); the results "
+                                  "file does not hold it: check the path or rerun the command "
+                                  "that writes it")
         elif isinstance(here, list) and part.lstrip("-").isdigit() and -len(here) <= int(
                 part) < len(here):
-            here = here[int(part)]
+            here, i = here[int(part)], i + 1
         else:
             raise ConfigError(f"no value at {path!r} (stopped at {part!r}); the results file "
                               "does not hold it: check the path or rerun the command that writes it")
