@@ -239,16 +239,17 @@ def verdict_entry(reg: Registry, p: Prediction, values: Values) -> dict[str, Any
 
 def merge_entries(old: dict[str, dict[str, Any]], new: list[dict[str, Any]]
                   ) -> dict[str, dict[str, Any]]:
-    """Fold freshly computed entries into the stored ones. A prediction whose hash or verdict
-    rule changed keeps its earlier entries under ``superseded`` (oldest first): the original
-    stays on record."""
+    """Fold freshly computed entries into the stored ones. A prediction whose hash, verdict
+    rule or per-seed values changed (a rerun that did not reproduce them) keeps its earlier
+    entries under ``superseded`` (oldest first): the original stays on record."""
     out = dict(old)
     for e in new:
         prev = out.get(e["id"])
         history: list[dict[str, Any]] = []
         if prev is not None:
             history = list(prev.get("superseded", []))
-            if prev["hash"] != e["hash"] or rule_of(prev) != rule_of(e):
+            if (prev["hash"] != e["hash"] or rule_of(prev) != rule_of(e)
+                    or prev.get("values") != e.get("values")):
                 history.append({k: v for k, v in prev.items() if k != "superseded"})
         out[e["id"]] = {**e, "superseded": history}
     return out
@@ -287,8 +288,10 @@ def rejudge(reg: Registry, entries: dict[str, dict[str, Any]]
 
 
 def rule_changes(entries: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """For every entry judged by :data:`RULE` with an earlier verdict of the same criterion
-    under another rule: the two verdicts side by side."""
+    """What the rule change alone did: for every entry judged by :data:`RULE` whose criterion
+    has a verdict under an earlier rule, that verdict beside the current rule's verdict *on the
+    same per-seed values* (recomputed, so a later rerun with other values does not count as a
+    change of rule)."""
     rows = []
     for pid, e in sorted(entries.items()):
         if rule_of(e) != RULE:
@@ -296,9 +299,10 @@ def rule_changes(entries: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
         before = [s for s in e.get("superseded", [])
                   if s["hash"] == e["hash"] and rule_of(s) != RULE]
         if before:
+            b = before[-1]
+            after = decide(_CRITERION.validate_python(b["criterion"]), pid, b["values"])
             rows.append({"id": pid, "sanity_check": bool(e.get("sanity_check")),
-                         "rule": rule_of(before[-1]), "before": before[-1]["verdict"],
-                         "after": e["verdict"]})
+                         "rule": rule_of(b), "before": b["verdict"], "after": after["verdict"]})
     return rows
 
 
@@ -323,8 +327,10 @@ def first_rule_verdict(entry: dict[str, Any]) -> str | None:
 
 
 def entry_label(entry: dict[str, Any]) -> str:
-    """The verdict as a table shows it: sanity checks say so."""
-    return ("sanity check: " if entry.get("sanity_check") else "") + entry["verdict"]
+    """The verdict as a table shows it: sanity checks and amended criteria say so."""
+    amended = any(s["hash"] != entry["hash"] for s in entry.get("superseded", []))
+    return (("sanity check: " if entry.get("sanity_check") else "") + entry["verdict"]
+            + (" (amended)" if amended else ""))
 
 
 def tally(entries: Any) -> dict[str, Any]:
