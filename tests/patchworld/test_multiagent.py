@@ -8,8 +8,8 @@ from verigap.patchworld import rules
 from verigap.patchworld.grpo import GRPOConfig, GRPOTrainer, train
 from verigap.patchworld.multiagent import (
     AUDITOR_FEATURES,
-    Auditor,
     OUTCOME_FEATURES,
+    Auditor,
     AuditorConfig,
     LogisticBandit,
     TestWriter,

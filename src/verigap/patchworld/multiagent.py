@@ -39,7 +39,7 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 from verigap.patchworld import rules
 from verigap.patchworld.careless import next_to_broken
@@ -68,6 +68,15 @@ class AuditorConfig(BaseModel):
         "all", description="learned: all of AUDITOR_FEATURES, or none of those that say what "
         "the coder did to the code (deleted, stubbed and their products), which nearly encode "
         "the label")
+
+    @model_serializer(mode="wrap")
+    def _drop_default_features(self, handler):
+        # the full feature set is what every earlier run used: leave their dumps (and so run
+        # keys and prediction hashes) as they were
+        out = handler(self)
+        if self.features == "all":
+            out.pop("features", None)
+        return out
 
 
 class TestWriterConfig(BaseModel):

@@ -26,6 +26,7 @@ VIEW_MODULES: list[str] = [
     "verigap.patchworld.transformer_views",
     "verigap.experiments.multiagent",
     "verigap.experiments.render",
+    "verigap.experiments.auditors",
     "verigap.silentbug.views",
     "verigap.repos.views",
 ]
