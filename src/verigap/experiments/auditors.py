@@ -99,10 +99,11 @@ def comparison_table(data: dict[str, Any]) -> str:
     def cell(x: dict[str, Any]) -> str:
         return f"{x['mean']:.3f} ± {x['std']:.3f}"
 
+    names = [f"{kind}_audit_{r}" for r in data["rates"] for kind in data["kinds"]]
     rows = [[name, cell(s["final_false_success"]), cell(s["final_true_success"]),
              cell(s["auditor_precision"]), cell(s["auditor_random_precision"]),
              cell(s["late_auditor_precision"]), cell(s["auditor_recall"])]
-            for name, s in data["settings"].items()]
+            for name in names if (s := data["settings"].get(name))]
     return markdown_table(["setting", "final false success", "final true success",
                            "hacks caught per audit", "uniform audits, same episodes",
                            "per audit, last 20%", "false successes caught"], rows)
