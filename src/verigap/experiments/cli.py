@@ -56,7 +56,8 @@ def list_(registry: Path = REG) -> None:
     for col in ("id", "prediction", "criterion"):
         t.add_column(col)
     for p in reg.predictions:
-        t.add_row(p.id, escape(p.prediction), escape(p.criterion.describe()))
+        t.add_row(p.id + (" (sanity check)" if p.sanity_check else ""), escape(p.prediction),
+                  escape(p.criterion.describe()))
     console.print(t)
 
 
