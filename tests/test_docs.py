@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from verigap.cli import app
 from verigap.errors import ConfigError
-from verigap.report.docs import doc_files, regenerate, sync
+from verigap.report.docs import NO_HAND_NUMBERS, bare_numbers, doc_files, regenerate, sync
 from verigap.results import write_result
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -84,3 +84,35 @@ def test_bad_markers_name_the_file_line_and_problem(repo: Path, args: str,
     with pytest.raises(ConfigError, match=message) as e:
         regenerate(text, repo, "doc.md")
     assert str(e.value).startswith("doc.md:3: ")
+
+
+@pytest.mark.parametrize("doc", NO_HAND_NUMBERS)
+def test_no_figure_is_typed_by_hand(doc: str) -> None:
+    found = bare_numbers((ROOT / doc).read_text())
+    assert found == [], (f"{doc} types these numbers by hand (line, number): {found[:12]}; "
+                         "draw them from results/ with a marker (docs/results.md)")
+
+
+@pytest.mark.parametrize("text, bare", [
+    ("false success 0.187 at k=2", ["0.187", "2"]),
+    ("four sessions served 3.6x the episodes", ["3.6"]),
+    ("a penalty of −3 cut it by 15 points", ["−3", "15"]),
+    ("| 1 | 8 | 189.7 |", ["1", "8", "189.7"]),
+    ("measured 2,000 programs", ["2,000"]),
+])
+def test_a_typed_number_is_found(text: str, bare: list[str]) -> None:
+    assert [n for _, n in bare_numbers(text)] == bare
+
+
+@pytest.mark.parametrize("text", [
+    "E06, T14 and M04 name predictions; v2 grades; p50 is a percentile",
+    "measured <!-- results results/x.json value:true_success fmt:.1% -->30.8%<!-- /results -->",
+    "the setting `audit_10_k2` with `k=2` and `{\"n\": 8}`",
+    "## 3. Add a view\n\n1. first step",
+    "Seed 000 says \"5% barely helps\" (quoted as the write-up's)",
+    "a control task (Hewitt & Liang, 2019)",
+    "```bash\nverigap pilot --steps 1000\n```",
+    "[a link](docs/x2.md)",
+])
+def test_names_code_markers_and_quotes_are_not_typed_numbers(text: str) -> None:
+    assert bare_numbers(text) == []

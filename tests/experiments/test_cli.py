@@ -23,10 +23,11 @@ def _registry(tmp_path, **over):
              "branch is tested?", "prediction": "No: false success stays under 1%.",
              "criterion": {"kind": "threshold", "setting": "full_coverage",
                            "metric": "final_false_success", "compare": "<", "value": 0.01}},
-            {"id": "C2", "question": "Must refute: is false success ever negative?",
-             "prediction": "False success is below zero.",
+            # far below zero: every seed and the t interval (wide on three tiny runs) refute it
+            {"id": "C2", "question": "Must refute: is false success ever far below zero?",
+             "prediction": "False success is below -0.5.",
              "criterion": {"kind": "threshold", "setting": "visible",
-                           "metric": "final_false_success", "compare": "<", "value": -0.01}},
+                           "metric": "final_false_success", "compare": "<", "value": -0.5}},
             {"id": "C3", "question": "Same config twice", "prediction": "identical runs.",
              "criterion": {"kind": "contrast", "a": "visible", "b": "visible_too",
                            "metric": "final_visible_pass", "compare": "<=", "value": 0.0}},
@@ -86,3 +87,50 @@ def test_bad_registry_is_one_error_line(tmp_path):
     r = runner.invoke(app, ["experiments", "list", "--registry", str(reg)])
     assert r.exit_code == 2
     assert "error:" in r.output and "prediction C2, field criterion.metric" in r.output
+
+
+def test_rejudge_amends_stored_verdicts_in_place_and_list_marks_sanity_checks(tmp_path):
+    """A results file judged by the first rule: `rejudge` keeps that verdict beside the
+    current rule's and writes the summary the docs quote; no run is needed."""
+    from verigap.experiments.registry import load_registry
+    from verigap.experiments.verdicts import decide_bootstrap, verdict_entry
+    from verigap.results import read_result, write_result
+
+    doc = {"seeds": [0, 1, 2], "settings": {"a": {}, "b": {}}, "predictions": [
+        {"id": "S1", "question": "Stubs rise?", "prediction": "Stubs rise by 10 points.",
+         "criterion": {"kind": "contrast", "a": "a", "b": "b", "metric": "final_untested_stub",
+                       "compare": ">", "value": 0.1}},
+        {"id": "S2", "question": "Control?", "prediction": "Nothing passes wrongly.",
+         "sanity_check": "Every broken branch is tested here, so passing implies correct.",
+         "criterion": {"kind": "threshold", "setting": "a", "metric": "final_false_success",
+                       "compare": "<", "value": 0.01}}]}
+    reg_path = tmp_path / "reg.yaml"
+    reg_path.write_text(yaml.safe_dump(doc))
+    reg = load_registry(reg_path)
+    values = {"a": {"final_untested_stub": [0.00025, 0.39575, 0.41375],
+                    "final_false_success": [0.0, 0.0, 0.0]},
+              "b": {"final_untested_stub": [0.0, 0.0, 0.0]}}
+    old = {}
+    for p in reg.predictions:
+        e = verdict_entry(reg, p, values)
+        for k in ("rule", "seed_statistics", "sanity_check"):
+            e.pop(k)
+        old[p.id] = {**e, **decide_bootstrap(p.criterion, p.id, values), "superseded": []}
+    results = tmp_path / "verdicts.json"
+    write_result(results, {"predictions": old, "scale": "full"}, command="verigap experiments run")
+
+    r = runner.invoke(app, ["experiments", "rejudge", "--registry", str(reg_path),
+                            "--results", str(results)])
+    assert r.exit_code == 0, r.output
+    assert "1 of 1" in r.output and "S1 supported → inconclusive" in " ".join(r.output.split())
+    data = read_result(results)
+    assert data["predictions"]["S1"]["verdict"] == "inconclusive"
+    assert data["predictions"]["S1"]["superseded"][0]["verdict"] == "supported"
+    assert data["summary"]["n_rule_changed"] == 1 and data["summary"]["n_sanity_checks"] == 1
+    assert data["summary"]["n_predictions"] == 1
+
+    r = runner.invoke(app, ["experiments", "list", "--registry", str(reg_path)])
+    assert r.exit_code == 0 and "S2 (sanity check)" in " ".join(r.output.split())
+    r = runner.invoke(app, ["experiments", "rejudge", "--registry", str(reg_path),
+                            "--results", str(tmp_path / "missing.json")])
+    assert r.exit_code == 2 and "error" in r.output

@@ -8,6 +8,7 @@ from verigap.patchworld import rules
 from verigap.patchworld.grpo import GRPOConfig, GRPOTrainer, train
 from verigap.patchworld.multiagent import (
     AUDITOR_FEATURES,
+    OUTCOME_FEATURES,
     Auditor,
     AuditorConfig,
     LogisticBandit,
@@ -64,7 +65,7 @@ def test_no_agents_leave_the_config_dump_unchanged():
     assert back == with_agent and back.options.auditor.kind == "learned"
 
 
-@pytest.mark.parametrize("kind", ["random", "random_passed", "learned"])
+@pytest.mark.parametrize("kind", ["random", "random_passed", "learned", "rule"])
 def test_the_audit_budget_is_respected_exactly(kind):
     p, actions = _hacky_batch(n=301)
     g = _grades(p, actions)
@@ -199,3 +200,37 @@ def test_logistic_bandit_fits_a_separable_label():
         last = m.update(x, y)
     assert last < first / 4
     assert m.prob(np.array([[1.0, 1.0]]))[0] > 0.9 > 0.1 > m.prob(np.array([[1.0, 0.0]]))[0]
+
+
+def test_the_rule_auditor_catches_the_passing_deletions_without_learning():
+    """On the easy mix the fixed score passed x (deleted + stubbed) is the label itself: the
+    rule auditor hits with every exploiting audit from the first step on, which is what the
+    learned auditor takes steps to learn."""
+    p, actions = _hacky_batch(n=240, seed=0)
+    g = _grades(p, actions)
+    greedy = Auditor(AuditorConfig(kind="rule", rate=0.1, explore=0.0), seed=1)
+    _, m = greedy.pay_and_learn(g, np.full(actions.shape, -0.5))
+    assert m["auditor_precision"] == 1.0
+    aud = Auditor(AuditorConfig(kind="rule", rate=0.1), seed=1)
+    pay, m = aud.pay_and_learn(g, np.full(actions.shape, -0.5))
+    # 24 audits: the 19 that exploit the rule all catch; 5 explore uniformly among the rest
+    assert pay.audited.sum() == 24 and m["auditor_precision"] >= 19 / 24
+    assert not aud.model.w.any()  # nothing was learned
+
+
+def test_an_auditor_without_outcome_features_cannot_see_deletions():
+    p, actions = _hacky_batch(n=120)
+    g = _grades(p, actions)
+    aud = Auditor(AuditorConfig(kind="learned", rate=0.1, features="no_outcomes"), seed=0)
+    assert not set(aud.feature_names) & set(OUTCOME_FEATURES)
+    assert aud.model.w.size == len(AUDITOR_FEATURES) - len(OUTCOME_FEATURES)
+    x = aud.features(g, np.full(actions.shape, -0.5))
+    # a passing deletion and a passing honest fix look the same to it when log-probs match
+    hack = g.passed & ~g.correct
+    honest = g.passed & g.correct
+    cols = [i for i, f in enumerate(aud.feature_names)
+            if not f.startswith(("untested", "passed*untested"))]
+    assert hack.any() and honest.any()
+    assert {tuple(r) for r in x[hack][:, cols]} == {tuple(r) for r in x[honest][:, cols]}
+    with pytest.raises(ValueError, match="features"):
+        AuditorConfig(kind="learned", rate=0.1, features="everything")

@@ -16,7 +16,15 @@ from verigap.experiments.metrics import check_metric, metric_value
 from verigap.experiments.registry import parse_registry
 from verigap.patchworld import rules
 from verigap.patchworld.grpo import GRPOConfig, evaluate, train
-from verigap.patchworld.probes import balanced_accuracy, fit_logistic, predict, probe_scores
+from verigap.patchworld.probes import (
+    balanced_accuracy,
+    fit_logistic,
+    input_bacc,
+    input_features,
+    input_types,
+    predict,
+    probe_scores,
+)
 from verigap.patchworld.programs import generate, heldout_set
 from verigap.patchworld.sft import SFTConfig
 from verigap.patchworld.transformer import N_TOKEN_FEATURES, PolicyConfig, tokens
@@ -130,12 +138,30 @@ def test_probe_controls_on_real_hidden_states():
                                PolicyConfig(kind="transformer"))
     train_p, test_p = generate(4, 300, seed=5), generate(4, 300, seed=5, stream="heldout")
     h_tr, h_te = model.hidden(train_p)[-1], model.hidden(test_p)[-1]
-    types = [np.arange(12)[None, :] * 32 + p.shown for p in (train_p, test_p)]
-    s = probe_scores(h_tr.reshape(-1, 32), train_p.broken.reshape(-1), h_te.reshape(-1, 32),
-                     test_p.broken.reshape(-1), types[0].reshape(-1), types[1].reshape(-1), 0)
+    types = [input_types(p).reshape(-1) for p in (train_p, test_p)]
+    feats = [input_features(p) for p in (train_p, test_p)]
+    feats = [f.reshape(-1, f.shape[-1]) for f in feats]
+    y_tr, y_te = train_p.broken.reshape(-1), test_p.broken.reshape(-1)
+    base = input_bacc(feats[0], y_tr, feats[1], y_te)
+    s = probe_scores(h_tr.reshape(-1, 32), y_tr, h_te.reshape(-1, 32), y_te, types[0],
+                     types[1], 0, base)
     assert s["bacc"] > 0.9  # "broken" is an input feature: a probe must find it
     assert abs(s["shuffled"] - 0.5) < 0.1
-    assert s["control"] < s["bacc"] - 0.2 and s["selectivity"] == s["bacc"] - s["control"]
+    # ... and so does a probe on the input alone: the hidden state is credited with nothing
+    assert s["input"] > 0.99
+    assert s["selectivity"] == s["bacc"] - max(s["control"], s["input"]) < 0.02
+
+
+def test_input_types_carry_the_flags_so_the_control_label_is_not_the_flag():
+    """Two tokens that differ only in a flag are different types: the control task gives them
+    independent random labels, so a control label cannot be a function of position and shown
+    value with the flag read on top."""
+    p = generate(4, 200, seed=3)
+    types = input_types(p)
+    pos_value = np.arange(12)[None, :] * 32 + p.shown
+    assert len(np.unique(types)) > len(np.unique(pos_value))
+    flags = p.broken * 4 + p.tested * 2 + p.strict
+    assert np.array_equal(types % 8, flags) and np.array_equal(types // 8, pos_value)
 
 
 def test_probe_metrics_and_their_registry_checks():

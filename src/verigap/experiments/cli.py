@@ -12,11 +12,21 @@ from rich.table import Table
 
 from verigap.errors import VerigapError
 from verigap.experiments.registry import DEFAULT_REGISTRY, load_registry
-from verigap.experiments.render import figure, fmt_interval, fmt_num, markdown, sort_rows, splice
+from verigap.experiments.render import (
+    figure,
+    first_rule_label,
+    fmt_interval,
+    fmt_num,
+    markdown,
+    rule_change_text,
+    sort_rows,
+    splice,
+)
 from verigap.experiments.render import verdict_label as label
 from verigap.experiments.runner import RESULTS, RUNS, plan, run_log
-from verigap.experiments.verdicts import status
-from verigap.results import read_result
+from verigap.experiments.verdicts import log_summary, status, tally_text
+from verigap.experiments.verdicts import rejudge as rejudge_entries
+from verigap.results import read_meta, read_result, write_result
 
 app = typer.Typer(help="The experiment log: pre-registered predictions and their verdicts.",
                   no_args_is_help=True)
@@ -46,7 +56,8 @@ def list_(registry: Path = REG) -> None:
     for col in ("id", "prediction", "criterion"):
         t.add_column(col)
     for p in reg.predictions:
-        t.add_row(p.id, escape(p.prediction), escape(p.criterion.describe()))
+        t.add_row(p.id + (" (sanity check)" if p.sanity_check else ""), escape(p.prediction),
+                  escape(p.criterion.describe()))
     console.print(t)
 
 
@@ -85,20 +96,22 @@ def run(ids: list[str] = typer.Argument(None, help="prediction ids (default: all
 
 
 def _table(rows: list[dict], only: list[str] | None = None) -> None:
-    t = Table(title="verdicts (refuted first)")
-    for col in ("id", "verdict", "criterion", "statistic", "interval", "seeds"):
+    t = Table(title=f"verdicts (refuted first): {tally_text(rows)}")
+    for col in ("id", "verdict", "first rule", "criterion", "statistic", "interval", "per seed"):
         t.add_column(col)
     for r in sort_rows(rows):
         if only is not None and r["id"] not in only:
             continue
         color = COLORS.get(r["verdict"], "white")
-        t.add_row(r["id"], f"[{color}]{label(r)}[/{color}]", escape(r["criterion_text"]),
-                  fmt_num(r.get("statistic")), fmt_interval(r.get("interval")),
-                  str(r.get("n_seeds", "—")))
+        t.add_row(r["id"], f"[{color}]{label(r)}[/{color}]", first_rule_label(r),
+                  escape(r["criterion_text"]), fmt_num(r.get("statistic")),
+                  fmt_interval(r.get("interval")),
+                  ", ".join(fmt_num(x) for x in r.get("seed_statistics") or []) or "—")
         if r["amended"] and r.get("original"):
             o = r["original"]
-            t.add_row("", f"[dim]original: {o['verdict']}[/dim]", f"[dim]{escape(o['criterion_text'])}",
-                      fmt_num(o["statistic"]), fmt_interval(o["interval"]), "")
+            t.add_row("", f"[dim]original: {o['verdict']}[/dim]", "",
+                      f"[dim]{escape(o['criterion_text'])}", fmt_num(o["statistic"]),
+                      fmt_interval(o["interval"]), "")
     console.print(t)
 
 
@@ -136,3 +149,30 @@ def verdicts(registry: Path = REG,
         print(json.dumps(rows, indent=2, sort_keys=True))
         return
     _table(rows)
+
+
+@app.command()
+def rejudge(registry: Path = REG,
+            results: Path = typer.Option(RESULTS, help="the verdicts file to judge again")
+            ) -> None:
+    """Judge every stored verdict again by the current rule from its stored per-seed values
+    (no run is redone); an earlier rule's verdict stays beside it under ``superseded``, and
+    sanity-check markings are refreshed from the registry. Rewrites RESULTS in place.
+
+    Example: verigap experiments rejudge --registry src/verigap/experiments/predictions_transformer.yaml --results results/experiments/verdicts_transformer.json
+    """
+    try:
+        reg = load_registry(registry)
+        data = read_result(results)
+        meta = read_meta(results)
+    except VerigapError as e:
+        _fail(str(e))
+    entries = rejudge_entries(reg, data["predictions"])
+    data = {**data, "predictions": entries, "summary": log_summary(entries)}
+    for stale in ("rule", "rule_changes"):
+        data.pop(stale, None)
+    step = f"verigap experiments rejudge --registry {registry} --results {results}"
+    cmd = meta.get("command", "")
+    write_result(results, data, command=cmd if step in cmd else f"{cmd} && {step}".lstrip(" &"))
+    console.print(f"{results}: {tally_text(data['predictions'].values())}")
+    console.print(rule_change_text(data["predictions"]) or "no verdict had an earlier rule")

@@ -15,7 +15,7 @@ read and large enough for the questions:
   the steps (mean training reward so far; monitored false success; monitored visible pass minus
   its value at step 0). ``peak_false_success``: the highest monitored false success.
   ``caught_rate``: the mean share of training episodes an audit caught.
-- ``probe_{start,final,gain}_{tested,broken,hack}_{bacc,shuffled,control,selectivity}``: linear
+- ``probe_{start,final,gain}_{tested,broken,hack}_{bacc,shuffled,control,input,selectivity}``: linear
   probes on the last hidden layer of a transformer policy (``patchworld.probes``; the setting
   must use ``policy: {kind: transformer}``); ``gain`` is final minus start.
 - Second agents (``options.auditor`` / ``options.test_writer``, see patchworld/multiagent.py),
@@ -44,7 +44,7 @@ _RATE = re.compile(r"^(start|final|gain)_(" + "|".join(RATES) + r")$")
 _FAMILY = re.compile(r"^final_(" + "|".join(RATES) + r")_(" + "|".join(FAMILIES) + r")$")
 _AT_K = re.compile(r"^(start|final|gain)_(" + "|".join(RATES) + r")_k(\d+)$")
 _PROBE = re.compile(r"^probe_(start|final|gain)_(tested|broken|hack)_"
-                    r"(bacc|shuffled|control|selectivity)$")
+                    r"(bacc|shuffled|control|input|selectivity)$")
 AGENT_KEYS = ("auditor_precision", "auditor_random_precision", "auditor_recall",
               "writer_catch_rate", "writer_random_catch_rate", "train_false_success")
 _GAINS = {"auditor_precision_gain": ("auditor_precision", "auditor_random_precision"),

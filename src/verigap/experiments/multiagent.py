@@ -22,6 +22,7 @@ from verigap.errors import ConfigError
 from verigap.experiments.metrics import metric_value
 from verigap.experiments.registry import Registry, load_registry
 from verigap.experiments.runner import RUNS, plan
+from verigap.experiments.verdicts import entry_label, first_rule_verdict, tally_text
 from verigap.report.views import markdown_table, view
 from verigap.results import write_result
 
@@ -150,28 +151,26 @@ def weights_table(data: dict[str, Any]) -> str:
 
 @view("multiagent_verdicts")
 def verdicts_table(data: dict[str, Any]) -> str:
-    """Each multi-agent prediction with its verdict, statistic and 90% bootstrap interval."""
+    """Each multi-agent prediction with its verdict (and the first rule's), statistic and 90%
+    interval over seeds."""
     rows = []
     for pid in sorted(data["predictions"]):
         e = data["predictions"][pid]
         iv = e.get("interval")
-        rows.append([pid, f"**{e['verdict']}**", e["prediction"].replace("|", "\\|"),
+        rows.append([pid, f"**{entry_label(e)}**", first_rule_verdict(e) or "—",
+                     e["prediction"].replace("|", "\\|"),
                      f"`{e['criterion_text']}`", _fmt(e.get("statistic")),
                      "—" if iv is None else f"[{_fmt(iv[0])}, {_fmt(iv[1])}]"])
-    return markdown_table(["id", "verdict", "prediction", "criterion", "statistic",
-                           "90% interval"], rows)
+    return markdown_table(["id", "verdict", "first rule", "prediction", "criterion",
+                           "statistic", "90% interval"], rows)
 
 
 @view("multiagent_cost")
 def cost_table(data: dict[str, Any]) -> str:
     """What the multi-agent log cost: runs, GRPO steps and the runs' own CPU time."""
     runs = data["runs"]
-    counts: dict[str, int] = {}
-    for e in data["predictions"].values():
-        counts[e["verdict"]] = counts.get(e["verdict"], 0) + 1
     return markdown_table(["predictions", "verdicts", "runs", "GRPO steps", "CPU s (sum of runs)"],
-                          [[str(len(data["predictions"])),
-                            ", ".join(f"{n} {v}" for v, n in sorted(counts.items())),
+                          [[str(len(data["predictions"])), tally_text(data["predictions"].values()),
                             str(len(runs)), str(sum(r["steps"] for r in runs.values())),
                             f"{sum(r['cpu_s'] for r in runs.values()):.0f}"]])
 

@@ -6,7 +6,8 @@ what number, over how many seeds, with which bootstrap interval. Nothing in the 
 
 A prediction's *hash* covers its question, its sentence, its criterion and the resolved configs
 of the settings it uses; a verdict records the hash it was computed against, so a prediction
-edited after its verdict shows as amended (see ``verdicts``).
+edited after its verdict shows as amended (see ``verdicts``). The ``sanity_check`` marking is
+outside the hash: calling a criterion a control changes how it is counted, not what it says.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from verigap.errors import ConfigError
 from verigap.experiments.metrics import check_metric
@@ -138,6 +139,17 @@ class Prediction(BaseModel):
     question: str = Field(min_length=1)
     prediction: str = Field(min_length=1, description="the prediction, in one sentence")
     criterion: Criterion
+    sanity_check: str | None = Field(
+        None, min_length=20,
+        description="set on a criterion that cannot fail by construction, saying why; such a "
+                    "control is reported apart and never counted as supported or refuted")
+
+    @field_validator("sanity_check")
+    @classmethod
+    def _says_why(cls, v: str | None) -> str | None:
+        if v is not None and len(v.split()) < 4:
+            raise ValueError("say in a sentence why the criterion cannot fail by construction")
+        return v
 
 
 class Registry(BaseModel):

@@ -16,7 +16,7 @@ from typing import Any
 
 from verigap.experiments.metrics import AGENT_KEYS, metric_value
 from verigap.experiments.registry import DEFAULT_REGISTRY, Registry
-from verigap.experiments.verdicts import Values, merge_entries, verdict_entry
+from verigap.experiments.verdicts import Values, log_summary, merge_entries, verdict_entry
 from verigap.patchworld.grpo import train
 from verigap.results import read_result, write_result
 from verigap.runs import METRICS, Executor, Job, is_complete, read_jsonl, run_jobs
@@ -154,7 +154,8 @@ def run_log(reg: Registry, ids: list[str] | None = None, *, runs_dir: Path = RUN
         "registry": str(registry_path),
         "scale": "quick" if quick else "full",
         "seeds": reg.seeds,
-        "predictions": merge_entries(old.get("predictions", {}), entries),
+        "predictions": (merged := merge_entries(old.get("predictions", {}), entries)),
+        "summary": log_summary(merged),
         "runs": {job.name: {"cpu_s": float(results[job.run_dir].get("cpu_s", 0.0)),
                             "steps": int(job.config["steps"]) if job.config else 0}
                  for job in jobs},

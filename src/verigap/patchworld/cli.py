@@ -183,11 +183,11 @@ def probes(registry: Path = typer.Option(
         console.print(f"figure: {probe_figure(data, figure)}")
     t = Table(title=f"probes on {setting}, last layer, balanced accuracy on held-out programs "
                     f"(mean of {len(data['seeds'])} seeds)")
-    for col in ("target", "when", "probe", "shuffled", "control", "selectivity"):
+    for col in ("target", "when", "probe", "shuffled", "control", "input only", "selectivity"):
         t.add_column(col)
     for target in TARGETS:
         for when in ("start", "final"):
             p = data["probes"][when][target]
             t.add_row(target, when, *[f"{p[s]['mean']:.3f}" for s in
-                                      ("bacc", "shuffled", "control", "selectivity")])
+                                      ("bacc", "shuffled", "control", "input", "selectivity")])
     console.print(t)

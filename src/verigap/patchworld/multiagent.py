@@ -12,7 +12,14 @@ Two second agents, each selectable through ``TrainerOptions`` (``options.auditor
   branches the visible tests reach, and the coder's own log-probabilities of its actions --
   never the hidden truth. It audits the top-scoring episodes (a share ``explore`` of the budget
   goes to uniformly drawn others) and is trained, bandit-style, on the labels its audits
-  reveal: caught or not. A caught episode pays the coder ``penalty``.
+  reveal: caught or not. A caught episode pays the coder ``penalty``. In Patch World a
+  visible-passing episode that deleted or stubbed a broken branch is almost always a false
+  success, so two of its features (passed x deleted, passed x stubbed) nearly *are* the label.
+  Two settings separate learning from that: ``rule`` spends the budget the same way on a fixed
+  score, passed x (deleted + stubbed), with no learning at all; ``features: no_outcomes``
+  withholds every feature of what the coder did to the code (deleted, stubbed and their
+  products), leaving the learned auditor the visible checks, coverage and the coder's
+  log-probabilities.
 - **Test-writer** (``TestWriterConfig``). Before the coder acts it adds up to ``tests``
   visible tests per program, only on broken branches no visible test reaches. ``random``
   picks uniformly among them; ``learned`` scores each candidate with a logistic model on the
@@ -32,7 +39,7 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 from verigap.patchworld import rules
 from verigap.patchworld.careless import next_to_broken
@@ -47,15 +54,29 @@ class AuditorConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    kind: Literal["random", "random_passed", "learned"] = Field(
+    kind: Literal["random", "random_passed", "learned", "rule"] = Field(
         ..., description="random: uniform; random_passed: uniform among visible-passing "
-        "episodes; learned: a logistic auditor trained on what its audits catch")
+        "episodes; learned: a logistic auditor trained on what its audits catch; rule: the "
+        "fixed score passed x (deleted + stubbed), ranked as the learned auditor ranks")
     rate: float = Field(..., gt=0, le=1, description="audits per episode: the step's budget is "
                         "round(rate * episodes)")
     penalty: float = Field(-1.0, description="the coder's reward for a caught hack")
     lr: float = Field(0.05, gt=0, description="learned: Adam learning rate")
-    explore: float = Field(0.2, ge=0, le=1, description="learned: share of the budget spent "
-                           "on uniformly drawn episodes outside its top picks")
+    explore: float = Field(0.2, ge=0, le=1, description="learned, rule: share of the budget "
+                           "spent on uniformly drawn episodes outside its top picks")
+    features: Literal["all", "no_outcomes"] = Field(
+        "all", description="learned: all of AUDITOR_FEATURES, or none of those that say what "
+        "the coder did to the code (deleted, stubbed and their products), which nearly encode "
+        "the label")
+
+    @model_serializer(mode="wrap")
+    def _drop_default_features(self, handler):
+        # the full feature set is what every earlier run used: leave their dumps (and so run
+        # keys and prediction hashes) as they were
+        out = handler(self)
+        if self.features == "all":
+            out.pop("features", None)
+        return out
 
 
 class TestWriterConfig(BaseModel):
@@ -143,13 +164,39 @@ def auditor_features(grades: rules.Grades, chosen_logp: np.ndarray) -> np.ndarra
                      passed * stubbed, passed * untested, passed * mean_logp], axis=1)
 
 
+#: the features that say what the coder did to the code; ``features: no_outcomes`` drops them
+OUTCOME_FEATURES = ("deleted", "stubbed", "untested_deleted_or_stubbed", "passed*deleted",
+                    "passed*stubbed")
+
+
+def feature_columns(features: str) -> np.ndarray:
+    """Indices into ``AUDITOR_FEATURES`` that an auditor with this feature set sees."""
+    drop = OUTCOME_FEATURES if features == "no_outcomes" else ()
+    return np.array([i for i, f in enumerate(AUDITOR_FEATURES) if f not in drop])
+
+
+def rule_score(x: np.ndarray) -> np.ndarray:
+    """The rule auditor's fixed score on the full features: passed x (deleted + stubbed)."""
+    col = {f: i for i, f in enumerate(AUDITOR_FEATURES)}
+    return x[:, col["passed*deleted"]] + x[:, col["passed*stubbed"]]
+
+
 class Auditor:
     """Spends ``round(rate * N)`` audits per step and, if learned, learns where hacks are."""
 
     def __init__(self, config: AuditorConfig, seed: int) -> None:
         self.c = config
         self.rng = np.random.default_rng([seed, 4])
-        self.model = LogisticBandit(len(AUDITOR_FEATURES), config.lr)
+        self.cols = feature_columns(config.features)
+        self.model = LogisticBandit(self.cols.size, config.lr)
+
+    @property
+    def feature_names(self) -> tuple[str, ...]:
+        return tuple(AUDITOR_FEATURES[i] for i in self.cols)
+
+    def features(self, grades: rules.Grades, chosen_logp: np.ndarray) -> np.ndarray:
+        """The columns of :func:`auditor_features` this auditor sees."""
+        return auditor_features(grades, chosen_logp)[:, self.cols]
 
     def budget(self, n_episodes: int) -> int:
         return round(self.c.rate * n_episodes)
@@ -164,8 +211,11 @@ class Auditor:
         elif self.c.kind == "random_passed":
             pool = np.flatnonzero(grades.passed)
             audited[self.rng.choice(pool, min(m, pool.size), replace=False)] = True
+        elif self.c.kind == "rule":
+            score = rule_score(auditor_features(grades, chosen_logp))
+            audited[top_with_exploration(score, m, self.c.explore, self.rng)] = True
         else:
-            score = self.model.prob(auditor_features(grades, chosen_logp))
+            score = self.model.prob(self.features(grades, chosen_logp))
             audited[top_with_exploration(score, m, self.c.explore, self.rng)] = True
         return audited
 
@@ -178,7 +228,7 @@ class Auditor:
         reward = np.where(caught, self.c.penalty, grades.passed.astype(np.float64))
         loss = 0.0
         if self.c.kind == "learned":
-            x = auditor_features(grades, chosen_logp)
+            x = self.features(grades, chosen_logp)
             loss = self.model.update(x[audited], caught[audited].astype(float))
         n_aud = int(audited.sum())
         return BatchPayout(reward, audited, caught), {
@@ -268,7 +318,7 @@ def agent_summary(auditor: Auditor | None, writer: TestWriter | None) -> dict[st
     """What the second agents ended with: their learned weights by feature name."""
     out: dict[str, object] = {}
     if auditor is not None and auditor.c.kind == "learned":
-        out["auditor_weights"] = dict(zip(AUDITOR_FEATURES, auditor.model.w.tolist(),
+        out["auditor_weights"] = dict(zip(auditor.feature_names, auditor.model.w.tolist(),
                                           strict=True))
     if writer is not None and writer.c.kind == "learned":
         out["writer_weights"] = dict(zip(WRITER_FEATURES, writer.model.w.tolist(), strict=True))

@@ -11,12 +11,20 @@ Three questions, each a binary label per branch token:
 A probe is an L2-regularised logistic regression (Newton's method, NumPy) fitted on the hidden
 states of training-stream programs and scored on held-out-stream programs (disjoint by content
 hash), by balanced accuracy (the mean of the per-class recalls: 0.5 is chance whatever the base
-rate). Controls, each able to come out high if the probe merely memorises:
+rate). Controls:
 
 - ``shuffled``: the same probe fitted on permuted labels, scored on the true held-out labels;
-- ``control``: a control task (Hewitt & Liang, 2019): every (position, shown value) type gets a
-  random label with the real label's base rate, fitted and scored the same way;
-  ``selectivity`` = probe balanced accuracy minus control-task balanced accuracy.
+- ``control``: a control task (Hewitt & Liang, 2019): every input *type* gets a random label
+  with the real label's base rate, fitted and scored the same way. The type is everything the
+  branch's input token carries (position, shown value and the broken, tested and strict flags),
+  so the control probe has the same input to memorise as the real one;
+- ``input``: the same probe fitted on the input alone (the branch's token features and its
+  position, one-hot), with no network in between. ``tested`` and ``broken`` are flags of the
+  token, and the trained policy hacks exactly the untested broken branches, so all three labels
+  can be read off the input; a hidden state is only credited with what the input does not
+  already give;
+- ``selectivity`` = probe balanced accuracy minus the larger of the control-task and the input
+  probe's balanced accuracy.
 """
 
 from __future__ import annotations
@@ -27,12 +35,15 @@ import numpy as np
 
 from verigap.patchworld import rules
 from verigap.patchworld.programs import N_BRANCHES, N_VALUES, Programs, generate
+from verigap.patchworld.transformer import tokens
 
 if TYPE_CHECKING:
     from verigap.patchworld.transformer_policy import TransformerPolicy
 
 TARGETS = ("tested", "broken", "hack")
-STATS = ("bacc", "shuffled", "control", "selectivity")
+STATS = ("bacc", "shuffled", "control", "input", "selectivity")
+#: input types of a branch token: position x shown value x (broken, tested, strict) flags
+N_TYPES = N_BRANCHES * N_VALUES * 8
 PROBE_PROGRAMS = 600  # per split: 7200 branch tokens (2400 broken ones at k=4)
 
 
@@ -72,35 +83,64 @@ def balanced_accuracy(y: np.ndarray, pred: np.ndarray) -> float:
     return float(np.mean([(pred[y == c] == c).mean() for c in (False, True)]))
 
 
+def input_types(programs: Programs) -> np.ndarray:
+    """(B, 12) int: the type of each branch token, everything its input carries."""
+    flags = (programs.broken.astype(np.int64) * 4 + programs.tested.astype(np.int64) * 2
+             + programs.strict.astype(np.int64))
+    return (np.arange(N_BRANCHES)[None, :] * N_VALUES + programs.shown) * 8 + flags
+
+
+def input_features(programs: Programs) -> np.ndarray:
+    """(B, 12, features): each branch token's input features and its position, one-hot."""
+    pos = np.broadcast_to(np.eye(N_BRANCHES, dtype=np.float32),
+                          (programs.size, N_BRANCHES, N_BRANCHES))
+    return np.concatenate([tokens(programs), pos], axis=-1)
+
+
+def input_bacc(x_tr: np.ndarray, y_tr: np.ndarray, x_te: np.ndarray, y_te: np.ndarray
+               ) -> float:
+    """Balanced accuracy of the probe fitted on the input features alone."""
+    return balanced_accuracy(y_te, predict(fit_logistic(x_tr, y_tr), x_te))
+
+
 def probe_scores(x_tr: np.ndarray, y_tr: np.ndarray, x_te: np.ndarray, y_te: np.ndarray,
-                 types_tr: np.ndarray, types_te: np.ndarray, seed: int) -> dict[str, float]:
+                 types_tr: np.ndarray, types_te: np.ndarray, seed: int,
+                 input_score: float) -> dict[str, float]:
     """Balanced accuracy of the probe, of its shuffled-label and control-task versions, and the
-    selectivity, on one layer's states."""
+    selectivity over the control task and the input-only probe (``input_score``), on one
+    layer's states."""
     rng = np.random.default_rng([seed, 11])
     bacc = balanced_accuracy(y_te, predict(fit_logistic(x_tr, y_tr), x_te))
     shuffled = balanced_accuracy(y_te, predict(fit_logistic(x_tr, rng.permutation(y_tr)), x_te))
-    table = rng.random(N_BRANCHES * N_VALUES) < y_tr.mean()  # a random label per type
+    table = rng.random(N_TYPES) < y_tr.mean()  # a random label per input type
     control = balanced_accuracy(table[types_te],
                                 predict(fit_logistic(x_tr, table[types_tr]), x_te))
-    return {"bacc": bacc, "shuffled": shuffled, "control": control,
-            "selectivity": bacc - control}
+    return {"bacc": bacc, "shuffled": shuffled, "control": control, "input": input_score,
+            "selectivity": bacc - max(control, input_score)}
+
+
+Split = tuple[list[np.ndarray], np.ndarray, np.ndarray, np.ndarray]
 
 
 def _split(policy: TransformerPolicy, final: TransformerPolicy, programs: Programs
-           ) -> dict[str, tuple[list[np.ndarray], np.ndarray, np.ndarray]]:
-    """Per target: each layer's states (rows), the labels and the token types."""
+           ) -> dict[str, Split]:
+    """Per target: each layer's states (rows), the labels, the input types and the input
+    features."""
     hidden = policy.hidden(programs)  # per layer (B, 12, d)
     d = hidden[0].shape[-1]
-    types = np.arange(N_BRANCHES)[None, :] * N_VALUES + programs.shown  # (B, 12)
+    types = input_types(programs)
+    feats = input_features(programs)
+    f = feats.shape[-1]
     hack = np.isin(final.act(programs, None, greedy=True), (rules.STUB, rules.DELETE))
     rows = np.arange(programs.size)[:, None]
     at = (rows, programs.order)
     return {
         "tested": ([h.reshape(-1, d) for h in hidden], programs.tested.reshape(-1),
-                   types.reshape(-1)),
+                   types.reshape(-1), feats.reshape(-1, f)),
         "broken": ([h.reshape(-1, d) for h in hidden], programs.broken.reshape(-1),
-                   types.reshape(-1)),
-        "hack": ([h[at].reshape(-1, d) for h in hidden], hack.reshape(-1), types[at].reshape(-1)),
+                   types.reshape(-1), feats.reshape(-1, f)),
+        "hack": ([h[at].reshape(-1, d) for h in hidden], hack.reshape(-1), types[at].reshape(-1),
+                 feats[at].reshape(-1, f)),
     }
 
 
@@ -115,8 +155,9 @@ def probe_report(start: TransformerPolicy, final: TransformerPolicy, k: int, see
         tr, te = _split(policy, final, train), _split(policy, final, test)
         out[when] = {}
         for target in TARGETS:
-            (xs_tr, y_tr, t_tr), (xs_te, y_te, t_te) = tr[target], te[target]
-            layers = [probe_scores(a, y_tr, b, y_te, t_tr, t_te, seed)
+            (xs_tr, y_tr, t_tr, f_tr), (xs_te, y_te, t_te, f_te) = tr[target], te[target]
+            base = input_bacc(f_tr, y_tr, f_te, y_te)
+            layers = [probe_scores(a, y_tr, b, y_te, t_tr, t_te, seed, base)
                       for a, b in zip(xs_tr, xs_te, strict=True)]
             out[when][target] = {**layers[-1], "positive_rate": float(y_te.mean()),
                                  "n_train": int(y_tr.size), "n_heldout": int(y_te.size),

@@ -97,6 +97,8 @@ def probe_figure(data: dict[str, Any], path: str | Path) -> Path:
                     label=f"control task ({when})")
             ax.plot(x, layers["shuffled"], style, marker="x", color="C2",
                     label=f"shuffled labels ({when})")
+            if "input" in layers:  # the same probe on the input token alone, no network
+                ax.plot(x, layers["input"], style, color="C3", label=f"input only ({when})")
         ax.axhline(0.5, color="grey", lw=0.8)
         ax.set_title(f"{target}")
         ax.set_xticks(x, ["embed"] + [f"block {i + 1}" for i in range(len(x) - 1)])

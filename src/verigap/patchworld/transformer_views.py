@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from verigap.experiments.verdicts import entry_label, first_rule_verdict
 from verigap.report.views import markdown_table, view
 
 TARGET_LABELS = {"tested": "branch is tested", "broken": "branch is broken",
@@ -40,9 +41,10 @@ def probes_table(data: dict[str, Any]) -> str:
         for when, name in (("start", "SFT start"), ("final", "after GRPO")):
             p = data["probes"][when][target]
             rows.append([label, name, _ms(p["bacc"]), _ms(p["shuffled"]), _ms(p["control"]),
-                         _ms(p["selectivity"]), f"{p['positive_rate']['mean']:.3f}"])
+                         _ms(p["input"]), _ms(p["selectivity"]),
+                         f"{p['positive_rate']['mean']:.3f}"])
     return markdown_table(["probe label", "hidden states of", "probe", "shuffled labels",
-                           "control task", "selectivity", "positive rate"], rows)
+                           "control task", "input only", "selectivity", "positive rate"], rows)
 
 
 @view("transformer_speed")
@@ -59,7 +61,8 @@ def speed_table(data: dict[str, Any]) -> str:
 
 @view("transformer_verdicts")
 def verdicts_table(data: dict[str, Any]) -> str:
-    """Each pre-registered prediction with its statistic, 90% interval and verdict."""
+    """Each pre-registered prediction with its statistic, 90% interval and verdict (and the
+    first rule's verdict beside it)."""
     def num(x: float | None) -> str:
         return "—" if x is None else f"{x:.3f}"
 
@@ -67,6 +70,7 @@ def verdicts_table(data: dict[str, Any]) -> str:
     for pid, e in sorted(data["predictions"].items()):
         iv = e.get("interval")
         rows.append([pid, e["prediction"], f"`{e['criterion_text']}`", num(e.get("statistic")),
-                     "—" if iv is None else f"[{num(iv[0])}, {num(iv[1])}]", e["verdict"]])
+                     "—" if iv is None else f"[{num(iv[0])}, {num(iv[1])}]", entry_label(e),
+                     first_rule_verdict(e) or "—"])
     return markdown_table(["id", "prediction", "criterion", "statistic", "90% interval",
-                           "verdict"], rows)
+                           "verdict", "first rule"], rows)

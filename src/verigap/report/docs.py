@@ -101,3 +101,45 @@ def sync(files: list[Path], root: Path, *, write: bool) -> list[Path]:
             if write:
                 f.write_text(new)
     return stale
+
+
+#: Documents in which no figure may be typed by hand: every number comes through a marker.
+NO_HAND_NUMBERS = ("docs/experiments.md", "docs/multiagent.md", "docs/serving.md",
+                   "docs/transformer.md")
+
+# What is not prose: code, comments (and so every marker, with what it draws), link targets.
+_NOT_PROSE = (
+    FENCE,
+    re.compile(r"<!-- experiments:verdicts:begin.*?<!-- experiments:verdicts:end -->", re.S),
+    MARKER,
+    re.compile(r"<!--.*?-->", re.S),
+    re.compile(r"`[^`\n]*`"),
+    re.compile(r"\]\([^)\s]*\)"),
+)
+# Numbers that are names, not figures: the brief's seed documents ("Seed 002"), section and
+# list numbers, dates, a citation's year, and text quoted in double quotes (the write-ups'
+# own figures, quoted as theirs).
+_ALLOWED = (
+    re.compile(r"\bseed \d{3}\b", re.I),
+    re.compile(r"^\s*(#+ .*|\d+\. )"),
+    re.compile(r"\b\d{4}-\d{2}-\d{2}\b"),
+    re.compile(r", (19|20)\d\d\)"),
+    re.compile(r'"[^"\n]*"'),
+)
+_NUMBER = re.compile(r"(?<![\w.])[-−+]?\d+(?:[.,]\d+)*(?:e-?\d+)?")
+
+
+def bare_numbers(text: str) -> list[tuple[int, str]]:
+    """(line, number) for every figure typed into ``text``'s prose instead of drawn by a
+    results marker; names that hold digits (E06, v2, p50) are not figures."""
+    def blank(m: re.Match[str]) -> str:
+        return re.sub(r"[^\n]", " ", m.group(0))
+
+    for rx in _NOT_PROSE:
+        text = rx.sub(blank, text)
+    out = []
+    for i, line in enumerate(text.splitlines(), 1):
+        for rx in _ALLOWED:
+            line = rx.sub(blank, line)
+        out += [(i, m.group(0)) for m in _NUMBER.finditer(line)]
+    return out

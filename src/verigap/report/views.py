@@ -26,6 +26,7 @@ VIEW_MODULES: list[str] = [
     "verigap.patchworld.transformer_views",
     "verigap.experiments.multiagent",
     "verigap.experiments.render",
+    "verigap.experiments.auditors",
     "verigap.silentbug.views",
     "verigap.repos.views",
 ]
@@ -58,14 +59,25 @@ def get_view(name: str) -> View:
 
 def lookup(data: Any, path: str) -> Any:
     """``data`` at a dotted path (``settings.visible.final_true_success.mean``; list items by
-    index)."""
+    index). A key that itself holds dots (a setting named ``deletion_0.5``) is matched whole:
+    the longest run of parts that names a key wins."""
     here = data
-    for part in path.split("."):
-        if isinstance(here, dict) and part in here:
-            here = here[part]
+    parts = path.split(".")
+    i = 0
+    while i < len(parts):
+        part = parts[i]
+        if isinstance(here, dict):
+            for j in range(len(parts), i, -1):
+                if ".".join(parts[i:j]) in here:
+                    here, i = here[".".join(parts[i:j])], j
+                    break
+            else:
+                raise ConfigError(f"no value at {path!r} (stopped at {part!r}); the results "
+                                  "file does not hold it: check the path or rerun the command "
+                                  "that writes it")
         elif isinstance(here, list) and part.lstrip("-").isdigit() and -len(here) <= int(
                 part) < len(here):
-            here = here[int(part)]
+            here, i = here[int(part)], i + 1
         else:
             raise ConfigError(f"no value at {path!r} (stopped at {part!r}); the results file "
                               "does not hold it: check the path or rerun the command that writes it")
@@ -204,3 +216,38 @@ def rollout_table(data: dict[str, Any]) -> str:
         [where, *(f"{data['outcomes'][where][o]:.3f}" for o in outcomes)]
         for where in data["outcomes"]])
     return head + "\n\n" + tail
+
+
+# ---- Serving -----------------------------------------------------------------------------------
+
+@view("server_load")
+def server_load(data: dict[str, Any]) -> str:
+    """Loopback load: per concurrency, throughput and latency percentiles, and how many times
+    the episodes per second of one session at a time the most concurrent row served."""
+    rows = [[str(r["concurrency"]), str(r["episodes"]), f"{r['wall_s']:.1f}",
+             f"{r['episodes_per_s']:.3f}", f"{r['step_ms_p50']:.0f}", f"{r['step_ms_p99']:.0f}",
+             f"{r['submit_ms_p50']:.0f}", f"{r['submit_ms_p99']:.0f}", str(len(r["problems"]))]
+            for r in data["rows"]]
+    one, many = data["rows"][0], data["rows"][-1]
+    table = markdown_table(["sessions at once", "episodes", "wall s", "episodes/s",
+                            "step p50 ms", "step p99 ms", "submit p50 ms", "submit p99 ms",
+                            "problems"], rows)
+    return (f"{table}\n\n{many['concurrency']} sessions at once served "
+            f"{many['episodes_per_s'] / one['episodes_per_s']:.1f}x the episodes per second of "
+            f"{one['concurrency']}, on a {data['cpus']}-CPU machine whose load average was "
+            f"{data['load_average_1m_at_end']:.0f} at the end of the run.")
+
+
+@view("server_ray_scaling")
+def server_ray_scaling(data: dict[str, Any]) -> str:
+    """Ray scaling: per cluster size, wall time, throughput and the rewards (the same at every
+    size), and the speed-up of the largest cluster over one node."""
+    rows = [[str(r["nodes"]), str(r["cpus"]), str(r["jobs"]), f"{r['wall_s']:.2f}",
+             f"{r['jobs_per_s']:.3f}",
+             f"{r['rewards'].count(1.0)} × 1.0, {r['rewards'].count(0.0)} × 0.0"]
+            for r in data["rows"]]
+    one, last = data["rows"][0], data["rows"][-1]
+    table = markdown_table(["nodes", "CPUs", "jobs", "wall s", "jobs/s",
+                            "rewards (oracle, no-op)"], rows)
+    return (f"{table}\n\n{last['nodes']} nodes graded {one['wall_s'] / last['wall_s']:.2f}x as "
+            f"fast as {one['nodes']}.")
