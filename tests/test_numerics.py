@@ -154,16 +154,27 @@ def test_pilot_runs_reproduce_the_committed_numbers_exactly(tmp_path: Path) -> N
     assert compared == 3 * 8
 
 
+def _committed(results: str, setting: str, seed_index: int) -> dict[str, float]:
+    """Every per-seed number a results file of the experiment log holds for one run."""
+    data = read_result(ROOT / results)
+    return {m: v[seed_index] for p in data["predictions"].values()
+            for m, v in p["values"].get(setting, {}).items()}
+
+
 @pinned
 @pytest.mark.slow
-def test_a_transformer_run_reproduces_the_committed_numbers_exactly(tmp_path: Path) -> None:
-    reg = load_registry(TRANSFORMER_REGISTRY)
-    data = read_result(ROOT / "results/experiments/verdicts_transformer.json")
-    cfg = reg.config("tf_visible", 0).model_dump(mode="json")
+@pytest.mark.parametrize(("registry", "results", "setting"), [
+    ("predictions_transformer.yaml", "verdicts_transformer.json", "tf_visible"),
+    ("predictions_multiagent.yaml", "verdicts_multiagent.json", "learned_audit_10"),
+    ("predictions_multiagent.yaml", "verdicts_multiagent.json", "writer_learned_seen"),
+])
+def test_experiment_log_runs_reproduce_the_committed_numbers_exactly(
+        tmp_path: Path, registry: str, results: str, setting: str) -> None:
+    reg = load_registry(ROOT / "src/verigap/experiments" / registry)
+    committed = _committed(f"results/experiments/{results}", setting, 0)
+    assert committed  # the predictions read this setting
+    cfg = reg.config(setting, reg.seeds[0]).model_dump(mode="json")
     result = run_experiment(tmp_path / "run", cfg, tmp_path / "_sft")
-    committed = {m: v[0] for p in data["predictions"].values()
-                 for m, v in p["values"].get("tf_visible", {}).items()}
-    assert len(committed) >= 10  # false success, gains, hack shares, KL, probes
     assert {m: metric_value(m, result) for m in committed} == committed
 
 
