@@ -164,6 +164,7 @@ def _committed(results: str, setting: str, seed_index: int) -> dict[str, float]:
 @pinned
 @pytest.mark.slow
 @pytest.mark.parametrize(("registry", "results", "setting"), [
+    ("predictions.yaml", "verdicts.json", "audit_10_penalty0"),
     ("predictions_transformer.yaml", "verdicts_transformer.json", "tf_visible"),
     ("predictions_multiagent.yaml", "verdicts_multiagent.json", "learned_audit_10"),
     ("predictions_multiagent.yaml", "verdicts_multiagent.json", "writer_learned_seen"),
