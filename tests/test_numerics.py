@@ -21,7 +21,7 @@ from verigap.patchworld.pilot import jobs
 from verigap.report.pilot import pilot_results
 from verigap.results import read_meta, read_result, write_result
 from verigap.runs import run_jobs
-from verigap.silentbug.runner import training_env
+from verigap.silentbug.runner import training_env, versions
 
 ROOT = Path(__file__).resolve().parents[1]
 TRANSFORMER_REGISTRY = ROOT / "src/verigap/experiments/predictions_transformer.yaml"
@@ -128,9 +128,13 @@ def test_results_record_the_pin_cpu_and_kernels(tmp_path: Path) -> None:
 
 
 @pinned
-def test_substrate_runs_get_the_pin() -> None:
+def test_substrate_runs_get_the_pin_and_their_cache_keys_name_it(monkeypatch) -> None:
     env = training_env()
     assert {k: env[k] for k in numerics.PIN} == numerics.PIN and env["OMP_NUM_THREADS"] == "1"
+    pinned_key = versions()
+    monkeypatch.setenv(numerics.OPT_OUT, "native")  # a run on the machine's own kernels ...
+    assert training_env() == {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    assert versions() != pinned_key  # ... is cached apart from the pinned one
 
 
 # ---- same seed, same numbers ---------------------------------------------------------------

@@ -97,9 +97,13 @@ def numerics_cmd(env: bool = typer.Option(False, "--env", help="print the pin as
             typer.echo(f"export {key}='{value}'")
         return
     import numpy  # noqa: F401  (loaded here, pinned, so the record shows its kernels)
-    import torch
 
-    torch.ones(2, 2) @ torch.ones(2, 2)  # MKL reports its branch once it has run
+    try:
+        import torch
+    except ImportError:  # the core install (make pilot) has no PyTorch: nothing to report
+        pass
+    else:
+        torch.ones(2, 2) @ torch.ones(2, 2)  # MKL reports its branch once it has run
     rec = numerics.record()
     typer.echo(json.dumps(rec, indent=2))
     if rec["problems"]:

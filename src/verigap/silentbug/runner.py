@@ -228,14 +228,16 @@ def run_workspace(run_dir: Path, *, files: dict[str, str], entry: str, config: d
 
 
 def versions() -> dict[str, str]:
-    """Library versions a run's numbers depend on; part of every cache key, so upgrading
-    NumPy or Torch reruns instead of reusing numbers it did not produce."""
+    """Library versions and kernels a run's numbers depend on; part of every cache key, so
+    upgrading NumPy or Torch, or running unpinned (``verigap.numerics``), reruns instead of
+    reusing numbers it did not produce."""
     import platform
 
     import torch
 
+    pin = numerics.PIN_NAME if numerics.mode() == "pinned" else numerics.mode()
     return {"python": platform.python_version(), "numpy": np.__version__,
-            "torch": torch.__version__}
+            "torch": torch.__version__, "numerics": pin}
 
 
 def plan_run(cache_dir: Path, substrate: str, label: str, files: dict[str, str],
