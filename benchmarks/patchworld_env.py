@@ -11,6 +11,7 @@ import time
 import gymnasium as gym
 import numpy as np
 
+from verigap import numerics
 from verigap.patchworld import ENV_ID, BatchedPatchWorld, generate
 from verigap.patchworld.rules import N_ACTIONS
 
@@ -52,4 +53,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    numerics.reexec_if_needed()  # a library loaded before the pin: start again, pinned
     main()

@@ -19,6 +19,7 @@ import time
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from verigap import numerics
 from verigap.patchworld.grpo import GRPOConfig, GRPOTrainer
 from verigap.patchworld.policy import MLP
 from verigap.patchworld.transformer_policy import TransformerPolicy, TransformerTrainer
@@ -72,4 +73,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    numerics.reexec_if_needed()  # a library loaded before the pin: start again, pinned
     main()

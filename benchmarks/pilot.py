@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from verigap import numerics
 from verigap.patchworld.grpo import GRPOConfig, GRPOTrainer
 from verigap.patchworld.pilot import group_jobs, jobs, run_pilot
 from verigap.patchworld.sft import SFTConfig, sft
@@ -364,4 +365,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    numerics.reexec_if_needed()  # a library loaded before the pin: start again, pinned
     main()

@@ -46,6 +46,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from verigap import numerics
+
 BASELINE = r'''
 import json, sys, time
 import gymnasium as gym
@@ -197,8 +199,10 @@ class _PreloadedBaseline:
 
 
 def _child_env() -> dict[str, str]:
+    from verigap.silentbug.runner import training_env  # the runner's threads and pinned kernels
+
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME")}
-    env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    env.update(training_env())
     return env
 
 
@@ -350,4 +354,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    numerics.reexec_if_needed()  # a library loaded before the pin: start again, pinned
     main()

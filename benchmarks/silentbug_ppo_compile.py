@@ -33,6 +33,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from verigap import numerics
+
 ARM = r'''
 import json, sys, time
 t0 = time.process_time()
@@ -90,7 +92,7 @@ ARMS = ("eager", "compiled_cold_cache", "compiled_warm_cache")
 def _arm(root: str, kind: str, cache: Path) -> dict:
     """One arm in a fresh process: its in-process figures and its whole CPU from outside."""
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME")}
-    env.update(OMP_NUM_THREADS="1", TORCHINDUCTOR_CACHE_DIR=str(cache),
+    env.update(numerics.env(), OMP_NUM_THREADS="1", TORCHINDUCTOR_CACHE_DIR=str(cache),
                TORCHINDUCTOR_COMPILE_THREADS="1")
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run([sys.executable, "-I", "-c", ARM, root,
@@ -149,4 +151,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    numerics.reexec_if_needed()  # a library loaded before the pin: start again, pinned
     main()

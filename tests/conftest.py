@@ -7,6 +7,9 @@ never switch to the unsafe backend on their own, so the suite refuses to start w
 It also holds the one loopback stand-in for a model API (``fake_model_server``) that the model
 clients' tests share, and ``benchmark_script``, which loads a script from ``benchmarks/`` as a
 module.
+
+verigap is imported here, before any test module, so NumPy and PyTorch load with the kernels ``verigap.numerics``
+pins, here and in every worker this run starts (they inherit the environment).
 """
 
 from __future__ import annotations
@@ -23,8 +26,13 @@ from typing import Any
 
 import pytest
 
+from verigap import numerics  # pins NumPy's and PyTorch's kernels before any test loads them
+
 
 def pytest_sessionstart(session: pytest.Session) -> None:
+    if found := numerics.problems():  # a plugin loaded NumPy or PyTorch before the pin
+        pytest.exit(f"{'; '.join(found)}: run the tests with the pin exported "
+                    "(`eval $(verigap numerics --env)`), as `make test` does", returncode=4)
     if shutil.which("bwrap") is None:
         pytest.exit("bubblewrap (bwrap) is not installed and the sandbox tests need it: run "
                     "`sudo apt-get install -y bubblewrap` (or `make test`, which installs it "

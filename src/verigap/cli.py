@@ -8,9 +8,14 @@ and exits 2 (click's own usage errors exit 2 too); a command that ran and found 
 
 from __future__ import annotations
 
+import json
+import sys
+from pathlib import Path
+
 import typer
 from typer.core import TyperGroup
 
+from verigap import numerics
 from verigap.errors import VerigapError
 from verigap.experiments.cli import app as experiments_app
 from verigap.monitor.cli import app as monitor_app
@@ -43,6 +48,8 @@ class _Root(TyperGroup):
     so is a missing optional package (the core install serves `make pilot` only)."""
 
     def invoke(self, ctx):  # type: ignore[no-untyped-def]
+        if Path(sys.argv[0]).name in ("verigap", "__main__.py"):  # the console entry itself
+            numerics.reexec_if_needed()  # a library that beat the pin: start again, pinned
         try:
             return super().invoke(ctx)
         except VerigapError as e:
@@ -73,6 +80,34 @@ app.add_typer(sandbox_app, name="sandbox")
 app.add_typer(experiments_app, name="experiments")
 app.add_typer(monitor_app, name="monitor")
 app.command("serve")(serve)
+
+
+@app.command("numerics")
+def numerics_cmd(env: bool = typer.Option(False, "--env", help="print the pin as shell "
+                                           "`export` lines (for a process started elsewhere)"),
+                 ) -> None:
+    """The pinned numerics of this process: the pin, CPU, BLAS kernel, NumPy's SIMD loops and
+    PyTorch's CPU capability (what results files record in meta.numerics). Exits 1 when a
+    library runs other kernels than the pin asks for.
+
+    Example: verigap numerics   (or: eval $(verigap numerics --env) before a Ray node starts)
+    """
+    if env:
+        for key, value in numerics.env().items():
+            typer.echo(f"export {key}='{value}'")
+        return
+    import numpy  # noqa: F401  (loaded here, pinned, so the record shows its kernels)
+
+    try:
+        import torch
+    except ImportError:  # the core install (make pilot) has no PyTorch: nothing to report
+        pass
+    else:
+        torch.ones(2, 2) @ torch.ones(2, 2)  # MKL reports its branch once it has run
+    rec = numerics.record()
+    typer.echo(json.dumps(rec, indent=2))
+    if rec["problems"]:
+        raise typer.Exit(1)
 
 
 def main() -> None:  # pragma: no cover - console entry

@@ -2,8 +2,8 @@
 
 Every figure a person reads in this repository comes from a file under ``results/``, written
 by the command that produced it. A file holds ``{"meta": {...}, "data": ...}``: ``meta`` says
-which command reproduces the data, from which commit, on which machine and library versions,
-so a reader can tell a machine-specific number (a wall time) from one that must hold
+which command reproduces the data, from which commit, on which machine, library versions and
+pinned kernels (``verigap.numerics``), so a reader can tell a machine-specific number (a wall time) from one that must hold
 everywhere (a verdict). Strict JSON: NaN and infinities are refused at write time, because a
 file that other tools cannot parse is not a result.
 """
@@ -21,6 +21,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from verigap import numerics
 from verigap.errors import ConfigError
 from verigap.runs import write_json_atomic
 
@@ -65,7 +66,8 @@ def _check_finite(value: Any, where: str) -> None:
 
 
 def make_meta(command: str) -> dict[str, Any]:
-    """Provenance of a result: the reproducing command, commit, machine and versions."""
+    """Provenance of a result: the reproducing command, commit, machine and versions, and the
+    numerics (the pin, CPU model, BLAS kernel, PyTorch's CPU capability) that made the numbers."""
     return {
         "command": command,
         "git_commit": _git_commit(),
@@ -76,6 +78,7 @@ def make_meta(command: str) -> dict[str, Any]:
             "cpus": os.cpu_count(),
         },
         "versions": _versions(),
+        "numerics": numerics.record(),
         "argv": sys.argv[1:],
     }
 

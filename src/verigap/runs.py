@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from verigap import numerics
 from verigap.errors import ConfigError
 
 RESULT = "result.json"
@@ -107,6 +108,7 @@ class Job:
 
 
 def _execute(job: Job) -> tuple[str, dict[str, Any]]:
+    numerics.require()  # every executor's worker: pinned kernels or a clear refusal
     job.run_dir.mkdir(parents=True, exist_ok=True)
     # Two sweeps sharing a cache may both find a run missing: one trains it, the other waits
     # and reads the result. Without the lock both wrote the same metrics.jsonl at once and the
@@ -192,8 +194,10 @@ def _dispatch_ray(todo: list[Job], workers: int | None = None
     except ImportError:
         raise ConfigError("executor 'ray' needs Ray: pip install 'verigap[ray]'") from None
     if not ray.is_initialized():
+        # workers on nodes started elsewhere (``ray start``) get the pin through the job's env
         ray.init(address=os.environ.get("RAY_ADDRESS"), ignore_reinit_error=True,
-                 logging_level="WARNING", log_to_driver=False)
+                 logging_level="WARNING", log_to_driver=False,
+                 runtime_env={"env_vars": numerics.env()} if numerics.env() else None)
     remote = ray.remote(num_cpus=1, scheduling_strategy="SPREAD", max_retries=0)(_execute)
     queue = list(todo)
     limit = workers or len(queue)

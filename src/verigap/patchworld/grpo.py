@@ -23,6 +23,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 from threadpoolctl import threadpool_limits
 
+from verigap import numerics
 from verigap.patchworld import rules
 from verigap.patchworld.multiagent import (
     Auditor,
@@ -368,6 +369,7 @@ def train(run_dir: Path, config: dict[str, Any] | GRPOConfig,
     """A whole pilot run into ``run_dir``: SFT, GRPO with monitoring, then greedy evaluation on
     the held-out programs. Returns the result (the executor writes it as result.json).
     ``sft_cache`` shares starting policies between runs with the same k, seed and SFT config."""
+    numerics.require()
     c = config if isinstance(config, GRPOConfig) else GRPOConfig.model_validate(config)
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)

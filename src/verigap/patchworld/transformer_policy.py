@@ -9,8 +9,9 @@ loss with respect to the logits is computed there in NumPy and pushed through th
 ``logits.backward(dz)``; only the optimiser differs (``torch.optim.Adam``, same hyper-parameters).
 
 Determinism: weights are drawn from a generator seeded by the run's seed, actions from the
-trainer's NumPy generator, and ``deterministic()`` pins torch to one thread and to deterministic
-algorithms, so the same config gives the same numbers run after run.
+trainer's NumPy generator, and ``deterministic()`` pins torch to one thread, to deterministic
+algorithms and to the kernels ``verigap.numerics`` pins, so the same config gives the same
+numbers run after run and on any x86-64 machine with AVX2.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from verigap import numerics
 from verigap.patchworld import rules
 from verigap.patchworld.careless import careless_actions
 from verigap.patchworld.grpo import GRPOConfig, GRPOTrainer
@@ -37,9 +39,10 @@ from verigap.patchworld.transformer import N_TOKEN_FEATURES, PolicyConfig, token
 
 
 def deterministic() -> None:
-    """One thread and deterministic kernels: per-run bit-for-bit reproducibility on CPU."""
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
+    """One thread, deterministic algorithms and the pinned kernels (``verigap.numerics``): the
+    same config gives the same numbers run after run, and machine after machine."""
+    numerics.pin_torch()
+    numerics.require()
 
 
 class Block(nn.Module):

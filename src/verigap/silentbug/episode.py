@@ -38,7 +38,7 @@ from verigap.errors import ConfigError
 from verigap.runs import read_jsonl
 from verigap.sandbox import Limits, Sandbox, make_sandbox
 from verigap.silentbug.bank import Bug, Component, broken_files
-from verigap.silentbug.runner import LAST_FRACTION, score_episodes
+from verigap.silentbug.runner import LAST_FRACTION, score_episodes, training_env
 from verigap.silentbug.substrate import PACKAGE, SUBSTRATES, workspace_files, write_workspace
 
 Arm = Literal["A", "B", "C", "D"]
@@ -329,7 +329,7 @@ class BugEpisode:
             ["python", "-I", "-B", "-c", BOOT, libs, ".", sub.entry, "--config",
              f"{RUN_DIR}/config.json", "--run-dir", f"{RUN_DIR}/out"],
             timeout=command_timeout(self.budget.run_timeout_s),
-            env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
+            env=training_env())
         dest = self.runs_dir / f"run{n}"
         dest.parent.mkdir(parents=True, exist_ok=True)
         if inside.exists():

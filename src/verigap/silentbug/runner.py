@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from verigap import numerics
 from verigap.runs import Job, read_jsonl, write_json_atomic
 from verigap.silentbug.substrate import (
     PACKAGE,
@@ -91,9 +92,15 @@ for line in sys.stdin:
 LAST_FRACTION = 0.2
 
 
+def training_env() -> dict[str, str]:
+    """What a substrate's training process adds to its minimal environment: one thread, and
+    the pinned kernels (``verigap.numerics``), so a run gives the same numbers on any machine."""
+    return {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", **numerics.env()}
+
+
 def _run_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")}
-    env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", CUBLAS_WORKSPACE_CONFIG=":4096:8")
+    env.update(training_env(), CUBLAS_WORKSPACE_CONFIG=":4096:8")
     return env
 
 
@@ -221,14 +228,16 @@ def run_workspace(run_dir: Path, *, files: dict[str, str], entry: str, config: d
 
 
 def versions() -> dict[str, str]:
-    """Library versions a run's numbers depend on; part of every cache key, so upgrading
-    NumPy or Torch reruns instead of reusing numbers it did not produce."""
+    """Library versions and kernels a run's numbers depend on; part of every cache key, so
+    upgrading NumPy or Torch, or running unpinned (``verigap.numerics``), reruns instead of
+    reusing numbers it did not produce."""
     import platform
 
     import torch
 
+    pin = numerics.PIN_NAME if numerics.mode() == "pinned" else numerics.mode()
     return {"python": platform.python_version(), "numpy": np.__version__,
-            "torch": torch.__version__}
+            "torch": torch.__version__, "numerics": pin}
 
 
 def plan_run(cache_dir: Path, substrate: str, label: str, files: dict[str, str],

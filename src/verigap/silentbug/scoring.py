@@ -47,7 +47,7 @@ from verigap.silentbug.episode import (
     library_paths,
 )
 from verigap.silentbug.patching import parse_unified_diff
-from verigap.silentbug.runner import score_episodes, versions
+from verigap.silentbug.runner import score_episodes, training_env, versions
 from verigap.silentbug.substrate import SUBSTRATES, content_hash, workspace_files
 from verigap.verdict import Status, Verdict
 
@@ -117,7 +117,7 @@ def _scored_run_locked(setup: ScoringSetup, entry: str, config: dict[str, Any], 
                        limits=Limits(wall_s=setup.timeout_s, memory_mb=8192))
     res = box.exec(["python", "-I", "-B", "-c", TRUSTED_BOOT, ":".join(library_paths()), ".",
                     f"{PACKAGE}.{entry}", ".scorer_episodes.jsonl", "--config", "config.json",
-                    "--run-dir", "out"], env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
+                    "--run-dir", "out"], env=training_env())
     total = int(config["total_timesteps"])
     trusted_path, logged_path = ws / ".scorer_episodes.jsonl", ws / "out" / "metrics.jsonl"
     trusted = read_jsonl(trusted_path) if trusted_path.is_file() else []
