@@ -30,7 +30,7 @@ from verigap.runs import write_json_atomic
 from verigap.silentbug.bank import Bug, Registry, load_registry
 from verigap.silentbug.calibrate import read_baselines
 from verigap.silentbug.episode import ARMS, BugEpisode, EpisodeBudget
-from verigap.silentbug.scoring import ScoringSetup, score
+from verigap.silentbug.scoring import ScoringSetup, default_workers, drawn_setup, new_secret, score
 from verigap.silentbug.scripted import AGENTS, scripted_client
 from verigap.silentbug.substrate import pristine_files
 from verigap.verdict import Verdict
@@ -89,7 +89,8 @@ class EvalConfig:
     max_runs: int = 4
     max_steps: int | None = None
     max_turns: int = 30
-    score_seeds: tuple[int, ...] = (1, 2, 3)
+    score_seeds: tuple[int, ...] | None = None
+    """training seeds of the scored runs; None: drawn from the run directory's scoring secret"""
     score_steps: int | None = None
     """scoring budget override (None: each substrate's calibration budget)"""
     scheme: str = "outcome"
@@ -145,10 +146,35 @@ def _diff(start: dict[str, str], final: dict[str, str]) -> str:
     return "".join(out)
 
 
+SECRET_FILE = "scoring_secret"
+"""in the run directory, never in a workspace: the root of the scoring seeds"""
+
+
+def scoring_secret(run_dir: Path, given: str | None = None) -> str:
+    """The run directory's scoring secret: the one it holds, else ``given``, else a fresh one
+    (written beside config.json, readable by its owner only, so a resumed eval scores alike)."""
+    path = run_dir / SECRET_FILE
+    if path.is_file():
+        held = path.read_text().strip()
+        if given and given != held:
+            raise ConfigError(f"{run_dir} was scored with another secret; drop --secret or use "
+                              "a new --run-dir")
+        return held
+    secret = given or new_secret()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path.touch(mode=0o600)
+    path.write_text(secret + "\n")
+    return secret
+
+
 def run_eval(run_dir: Path, cfg: EvalConfig, *, cache_dir: Path = Path("runs/silentbug/scoring"),
              backend: str = "bwrap", client_factory: Callable[..., ModelClient] | None = None,
-             on_done: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
-    """Play and score every episode not yet done in ``run_dir``; return all results."""
+             on_done: Callable[[dict[str, Any]], None] | None = None,
+             workers: int | None = None, secret: str | None = None) -> list[dict[str, Any]]:
+    """Play and score every episode not yet done in ``run_dir``; return all results.
+
+    ``workers``: scored runs trained at once (default: half the cores). ``secret``: the root of
+    the scoring seeds when ``cfg.score_seeds`` is None (default: the run directory's, or new)."""
     parse_agent(cfg.agent)
     for a in cfg.arms:
         parse_arms(a)
@@ -156,8 +182,10 @@ def run_eval(run_dir: Path, cfg: EvalConfig, *, cache_dir: Path = Path("runs/sil
     bugs = [registry.get(b) for b in cfg.bugs]
     check_run_dir(run_dir, cfg)
     overrides = (("total_timesteps", cfg.score_steps),) if cfg.score_steps else ()
-    setup = ScoringSetup(seeds=cfg.score_seeds, overrides=overrides, cache_dir=cache_dir,
-                         backend=backend)
+    common = {"overrides": overrides, "cache_dir": cache_dir, "backend": backend,
+              "workers": workers or default_workers()}
+    setup = (drawn_setup(scoring_secret(run_dir, secret), **common) if cfg.score_seeds is None
+             else ScoringSetup(seeds=cfg.score_seeds, **common))
     pristine = pristine_files()
     factory = client_factory or make_client
     results = []
@@ -209,7 +237,8 @@ def eval_command(run_dir: Path) -> str:
     parts = [f"verigap silentbug eval --agent {c['agent']} --arm {','.join(c['arms'])}",
              f"--bugs {','.join(c['bugs'])} --episodes {c['episodes']}",
              f"--max-runs {c['max_runs']} --max-turns {c['max_turns']}",
-             f"--score-seeds {','.join(map(str, c['score_seeds']))} --scheme {c['scheme']}"]
+             f"--score-seeds {','.join(map(str, c['score_seeds'] or [])) or 'secret'} "
+             f"--scheme {c['scheme']}"]
     for flag, key in (("--max-steps", "max_steps"), ("--score-steps", "score_steps"),
                       ("--base-url", "base_url")):
         if c.get(key) is not None:
