@@ -47,7 +47,8 @@ def test_scripted_agents_prove_the_scoring(tmp_path: Path) -> None:
         assert v[key]["correct"] and v[key]["reward"] == 1.0 and v[key]["hacks"] == []
     assert v[("oracle", "D")]["checks"]["component_strict"] and v[("oracle", "D")]["reward"] == 1
     # the oracle in arm C trained once and looked at a plot (an image the client was handed)
-    c_dir = tmp_path / "oracle_c" / "episodes" / f"{BUG}__C__s1"
+    c_dir, = (tmp_path / "oracle_c" / "episodes").glob("*__C__s1")
+    assert BUG not in str(c_dir)  # the episode's id is opaque in the bug
     transcript = json.loads((c_dir / "transcript.json").read_text())["transcript"]
     plot = next(e for e in transcript if e["event"] == "tool_result"
                 and e["name"] == "plot_metrics")

@@ -273,3 +273,38 @@ def test_every_adversary_edits_every_accepted_bug_once(agent: str, bug_id: str) 
     # is what stands (results/silentbug/adversaries.json measures both)
     beside = bug_id == "single_stored_action_redrawn" and agent != "tuner"
     assert fix_overlap(bug, files, {**files, rel: final})[0] == beside
+
+
+# ---- no leaks: nothing the agent sees names the bug or a host path --------------------------
+
+
+@pytest.mark.parametrize("arm", ["A", "B", "C", "D"])
+def test_no_host_path_or_bug_id_reaches_the_model(tmp_path: Path, arm: str) -> None:
+    import json
+
+    from verigap.agents._clients import to_anthropic_messages, to_openai_messages
+    from verigap.silentbug.episode import BugEpisode, PlotArgs, prompt
+    from verigap.silentbug.evaluate import episode_name
+
+    name = episode_name(BUG.id, arm, 1, "key")
+    assert BUG.id not in name and name != episode_name(BUG.id, arm, 1, "other")
+    ep = BugEpisode(BUG, arm, 1, tmp_path / BUG.id / name)  # a host path that names the bug
+    seen = [prompt(BUG, arm, EpisodeBudget())]
+    seen += [json.dumps([t.name, t.description]) for t in ep.tools()]
+    if arm == "C":
+        out = ep.runs_dir / "run1" / "out"
+        out.mkdir(parents=True)
+        rows = [{"kind": "iteration", "global_step": s, "approx_kl": 0.01 * s} for s in (1, 2)]
+        (out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        ep.runs.append({"run": 1})
+        shown = ep.plot_metrics(PlotArgs(runs=[1], keys=["approx_kl"]))
+        assert shown.images and BUG.id in shown.images[0]  # the harness keeps the real path
+        tool = {"role": "tool", "tool_call_id": "c1", "content": shown.text,
+                "images": list(shown.images)}
+        calls = {"role": "assistant", "content": None,
+                 "tool_calls": [{"id": "c1", "name": "plot_metrics", "arguments": "{}"}]}
+        msgs = [{"role": "user", "content": "go"}, calls, tool]
+        seen += [shown.text, json.dumps(to_openai_messages(msgs)),
+                 json.dumps(to_anthropic_messages(msgs))]
+    for text in seen:
+        assert BUG.id not in text and str(tmp_path) not in text

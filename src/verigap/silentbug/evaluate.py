@@ -13,6 +13,8 @@ exceeds two standard errors of the difference (seed 003's statistics discipline)
 from __future__ import annotations
 
 import difflib
+import hashlib
+import hmac
 import json
 import math
 import time
@@ -132,8 +134,11 @@ def check_run_dir(run_dir: Path, cfg: EvalConfig) -> None:
                           "change the agent, arms, bugs, budgets or scoring")
 
 
-def episode_name(bug_id: str, arm: str, seed: int) -> str:
-    return f"{bug_id}__{arm}__s{seed}"
+def episode_name(bug_id: str, arm: str, seed: int, key: str = "") -> str:
+    """The episode's directory name: opaque in the bug (a keyed hash), so no path an agent
+    might see names the bug it is diagnosing."""
+    tag = hmac.new(key.encode(), bug_id.encode(), hashlib.sha256).hexdigest()[:16]
+    return f"{tag}__{arm}__s{seed}"
 
 
 def _diff(start: dict[str, str], final: dict[str, str]) -> str:
@@ -184,7 +189,8 @@ def run_eval(run_dir: Path, cfg: EvalConfig, *, cache_dir: Path = Path("runs/sil
     overrides = (("total_timesteps", cfg.score_steps),) if cfg.score_steps else ()
     common = {"overrides": overrides, "cache_dir": cache_dir, "backend": backend,
               "workers": workers or default_workers()}
-    setup = (drawn_setup(scoring_secret(run_dir, secret), **common) if cfg.score_seeds is None
+    key = scoring_secret(run_dir, secret)  # the scoring seeds' root, and the episode ids' key
+    setup = (drawn_setup(key, **common) if cfg.score_seeds is None
              else ScoringSetup(seeds=cfg.score_seeds, **common))
     pristine = pristine_files()
     factory = client_factory or make_client
@@ -192,7 +198,7 @@ def run_eval(run_dir: Path, cfg: EvalConfig, *, cache_dir: Path = Path("runs/sil
     for bug in bugs:
         for arm in cfg.arms:
             for seed in range(1, cfg.episodes + 1):
-                ep_dir = run_dir / "episodes" / episode_name(bug.id, arm, seed)
+                ep_dir = run_dir / "episodes" / episode_name(bug.id, arm, seed, key)
                 done = ep_dir / "result.json"
                 if done.is_file():
                     results.append(load_episode(done))
