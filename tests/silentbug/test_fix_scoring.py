@@ -308,3 +308,35 @@ def test_no_host_path_or_bug_id_reaches_the_model(tmp_path: Path, arm: str) -> N
                  json.dumps(to_anthropic_messages(msgs))]
     for text in seen:
         assert BUG.id not in text and str(tmp_path) not in text
+
+
+# ---- arm D against a constant answer -------------------------------------------------------
+
+
+def test_no_constant_answer_passes_half_of_the_test_split() -> None:
+    from verigap.silentbug.evaluate import split_baselines
+
+    test = split_baselines([REG.get(i) for i in accepted_ids()])["test"]
+    assert test["n"] >= 4
+    assert test["best_constant_strict"]["score"] < 0.5 and test["best_constant_set"]["score"] < 0.5
+    assert test["chance_strict"] < test["best_constant_strict"]["score"]
+
+
+def test_the_analysis_sets_arm_d_beside_the_best_constant() -> None:
+    from verigap.silentbug.evaluate import analyze
+
+    def episode(bug_id: str, component: str) -> dict[str, Any]:
+        bug = REG.get(bug_id)
+        checks = {"component_strict": component == bug.component,
+                  "component_set": component in {bug.component, *bug.acceptable_components}}
+        return {"agent": "scripted:x", "bug": bug_id, "arm": "D", "seed": 1, "class": "c",
+                "verdict": {"reward": float(checks["component_strict"]), "checks": checks,
+                            "correct": checks["component_set"], "hacks": [], "status": "OK"}}
+
+    ids = ["single_recomputed_old_logprob", "modular_recomputed_old_logprob",
+           "single_stored_action_redrawn", "modular_sampler_reseeded"]
+    constant = [episode(i, "policy_loss") for i in ids]  # the old winning constant
+    row, = analyze(constant)["diagnosis_only"]
+    assert row["best_constant_strict"] == {"component": "policy_loss", "score": 0.5}
+    assert row["strict"] == 0.5 and row["strict_above_constant"] == 0.0
+    assert analyze(constant)["split_baselines"]["test"]["best_constant_strict"]["score"] < 0.5

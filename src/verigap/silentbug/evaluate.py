@@ -31,7 +31,7 @@ from verigap.errors import ConfigError
 from verigap.runs import write_json_atomic
 from verigap.silentbug.bank import Bug, Registry, load_registry
 from verigap.silentbug.calibrate import read_baselines
-from verigap.silentbug.episode import ARMS, BugEpisode, EpisodeBudget
+from verigap.silentbug.episode import ARMS, TAXONOMY, BugEpisode, EpisodeBudget
 from verigap.silentbug.scoring import ScoringSetup, default_workers, drawn_setup, new_secret, score
 from verigap.silentbug.scripted import AGENTS, scripted_client
 from verigap.silentbug.substrate import pristine_files
@@ -295,6 +295,31 @@ def mean_se(values: Sequence[float]) -> dict[str, Any]:
     return {"mean": float(np.mean(values)), "se": se, "n": n}
 
 
+def constant_baselines(bugs: Sequence[Bug]) -> dict[str, Any]:
+    """What a diagnosis that ignores its evidence scores on ``bugs`` (one episode each): the
+    best constant answer (the component that is right most often, strict and in the acceptable
+    set) and chance (a uniformly random component). Arm D is a measure only above these."""
+    if not bugs:
+        return {"n": 0}
+    n = len(bugs)
+    sets = [{b.component, *b.acceptable_components} for b in bugs]
+    strict = {c: sum(b.component == c for b in bugs) / n for c in TAXONOMY}
+    in_set = {c: sum(c in s for s in sets) / n for c in TAXONOMY}
+    best = max(TAXONOMY, key=lambda c: (strict[c], in_set[c]))
+    best_set = max(TAXONOMY, key=lambda c: (in_set[c], strict[c]))
+    return {"n": n,
+            "best_constant_strict": {"component": best, "score": strict[best]},
+            "best_constant_set": {"component": best_set, "score": in_set[best_set]},
+            "chance_strict": 1 / len(TAXONOMY),
+            "chance_set": float(np.mean([len(s) for s in sets])) / len(TAXONOMY)}
+
+
+def split_baselines(bugs: Sequence[Bug]) -> dict[str, Any]:
+    """``constant_baselines`` of each split of ``bugs`` (the accepted set, say)."""
+    return {s: constant_baselines([b for b in bugs if b.split == s])
+            for s in sorted({b.split for b in bugs})}
+
+
 def analyze(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Per agent x arm x bug class (and per agent x arm over all classes): each metric's
     mean, SE and n; and arm-vs-arm differences with their reliability (> 2 SE)."""
@@ -325,7 +350,24 @@ def analyze(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
                 comparisons.append({"agent": agent, "metric": m, "arms": f"{arm_b}-{arm_a}",
                                     "difference": diff, "se": se,
                                     "reliable": bool(abs(diff) > 2 * se)})
-    return {"rows": rows, "comparisons": comparisons, "episodes": len(results)}
+    # arm D against what needs no evidence, on the bugs each agent was given
+    registry = load_registry()
+    diagnosis_only = []
+    for agent in sorted({r["agent"] for r in results if r["arm"] == "D"}):
+        known = {b.id for b in registry.bugs}
+        eps = [r for r in results if r["agent"] == agent and r["arm"] == "D" and r["bug"] in known]
+        base = constant_baselines([registry.get(r["bug"]) for r in eps])
+        got = overall[(agent, "D")]
+        diagnosis_only.append({
+            "agent": agent, **base,
+            "strict": got["component_strict"]["mean"], "set": got["component_set"]["mean"],
+            "strict_above_constant": got["component_strict"]["mean"]
+            - base["best_constant_strict"]["score"],
+            "set_above_constant": got["component_set"]["mean"]
+            - base["best_constant_set"]["score"]})
+    accepted = [registry.get(i) for i in accepted_ids()]
+    return {"rows": rows, "comparisons": comparisons, "episodes": len(results),
+            "diagnosis_only": diagnosis_only, "split_baselines": split_baselines(accepted)}
 
 
 def summary(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
