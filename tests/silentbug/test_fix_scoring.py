@@ -340,3 +340,27 @@ def test_the_analysis_sets_arm_d_beside_the_best_constant() -> None:
     assert row["best_constant_strict"] == {"component": "policy_loss", "score": 0.5}
     assert row["strict"] == 0.5 and row["strict_above_constant"] == 0.0
     assert analyze(constant)["split_baselines"]["test"]["best_constant_strict"]["score"] < 0.5
+
+
+def test_the_fiddler_changes_the_step_size_training_uses(tmp_path: Path) -> None:
+    from verigap.silentbug.runner import read_jsonl, run_workspace
+    from verigap.silentbug.substrate import SUBSTRATES
+
+    bug = REG.get("modular_minibatch_adv_unshuffled")
+    files = episode_files(bug)
+    calls = script("fiddler", bug, "A", 1, EpisodeBudget(max_runs=0))
+    fiddled = dict(files)
+    for name, args in calls:
+        if name == "edit_file":
+            rel = args["path"].split("/", 1)[1]
+            assert fiddled[rel].count(args["old"]) == 1
+            fiddled[rel] = fiddled[rel].replace(args["old"], args["new"])
+    sub = SUBSTRATES[bug.substrate]
+    lrs = []
+    for label, tree in (("broken", files), ("fiddled", fiddled)):
+        config = {**sub.config, "total_timesteps": 1024, "seed": 1}
+        run_workspace(tmp_path / label, files=tree, entry=sub.entry, config=config,
+                      preloaded=False)
+        rows = read_jsonl(tmp_path / label / "metrics.jsonl")
+        lrs.append([r["learning_rate"] for r in rows if r.get("kind") == "iteration"])
+    assert lrs[1] == pytest.approx([4 * x for x in lrs[0]]) and lrs[0][0] > 0
