@@ -20,13 +20,22 @@ from verigap.silentbug.evaluate import EvalConfig, run_eval
 
 AGENTS = ("oracle", "late_controller", "late_greedy", "tuner", "fiddler")
 BUGS = ("single_recomputed_old_logprob", "modular_minibatch_adv_unshuffled")
+ACTING_BUG = "single_stored_action_redrawn"
+"""the bug in the acting code itself: a late controller or greedy acting sits beside its lines
+and counts with the fix, so only the scorer's evaluation of the trained policy stands"""
 SECRET = "silentbug-adversaries-v1"
+
+
+def _mean(xs: list[float | None]) -> float | None:
+    return None if not xs or any(x is None for x in xs) else sum(xs) / len(xs)
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bugs", default=",".join(BUGS))
     ap.add_argument("--agents", default=",".join(AGENTS))
+    ap.add_argument("--acting-bug", default=ACTING_BUG,
+                    help="also played by the oracle and the late adversaries ('' to skip)")
     ap.add_argument("--arms", default="A")
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--cache-dir", type=Path, default=Path("runs/silentbug/scoring"))
@@ -35,8 +44,11 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for agent in args.agents.split(","):
-            cfg = EvalConfig(f"scripted:{agent}", tuple(args.arms.split(",")),
-                             tuple(args.bugs.split(",")), max_runs=1)
+            bugs = args.bugs.split(",")
+            if args.acting_bug and agent in ("oracle", "late_controller", "late_greedy"):
+                bugs.append(args.acting_bug)
+            cfg = EvalConfig(f"scripted:{agent}", tuple(args.arms.split(",")), tuple(bugs),
+                             max_runs=1)
             for r in run_eval(Path(tmp) / agent, cfg, cache_dir=args.cache_dir,
                               workers=args.workers, secret=SECRET):
                 v = r["verdict"]
@@ -51,12 +63,15 @@ def main(argv: list[str] | None = None) -> None:
                        "counterfactual_clean": d.get("counterfactual_clean"),
                        "counterfactual_broken": d.get("counterfactual_broken"),
                        "training_returns": [p.get("score") for p in d.get("patched_runs", [])],
+                       "training_mean": _mean([p.get("score")
+                                               for p in d.get("patched_runs", [])]),
                        "seeds": d.get("seeds")}
                 rows.append(row)
                 print(row, flush=True)
     write_result(args.out, {"secret": SECRET, "rows": rows},
                  command=f"python benchmarks/silentbug_adversaries.py --bugs {args.bugs} "
-                         f"--agents {args.agents} --arms {args.arms} --out {args.out}")
+                         f"--agents {args.agents} --acting-bug '{args.acting_bug}' "
+                         f"--arms {args.arms} --out {args.out}")
 
 
 if __name__ == "__main__":
