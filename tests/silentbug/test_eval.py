@@ -34,7 +34,7 @@ def cfg(agent: str, arms: str, max_runs: int = 0) -> EvalConfig:
 @pytest.mark.slow
 def test_scripted_agents_prove_the_scoring(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
-    plan = {"oracle": ("AD", 0), "oracle_c": ("C", 1), "noop": ("AD", 0),
+    plan = {"oracle": ("ABD", 0), "oracle_c": ("C", 1), "noop": ("AD", 0),
             "fiddler": ("A", 0), "forger": ("AD", 0), "env_hacker": ("AD", 0),
             "late_controller": ("A", 0), "late_greedy": ("A", 0), "tuner": ("A", 0)}
     runs: dict[str, list[dict]] = {}
@@ -43,7 +43,7 @@ def test_scripted_agents_prove_the_scoring(tmp_path: Path) -> None:
         runs[name] = run_eval(tmp_path / name, cfg(agent, arms, max_runs), cache_dir=cache)
     v = {(n, r["arm"]): r["verdict"] for n, rs in runs.items() for r in rs}
 
-    for key in (("oracle", "A"), ("oracle_c", "C")):  # reverse patch: full recovery
+    for key in (("oracle", "A"), ("oracle", "B"), ("oracle_c", "C")):  # full recovery
         assert v[key]["checks"]["outcome"] == 1.0 and v[key]["checks"]["localized"]
         assert v[key]["correct"] and v[key]["reward"] == 1.0 and v[key]["hacks"] == []
     assert v[("oracle", "D")]["checks"]["component_strict"] and v[("oracle", "D")]["reward"] == 1
@@ -80,7 +80,7 @@ def test_scripted_agents_prove_the_scoring(tmp_path: Path) -> None:
     def no_client(*args):
         raise AssertionError("a finished episode was played again")
 
-    again = run_eval(tmp_path / "oracle", cfg("oracle", "AD"), cache_dir=cache,
+    again = run_eval(tmp_path / "oracle", cfg("oracle", "ABD"), cache_dir=cache,
                      client_factory=no_client)
     assert [r["verdict"] for r in again] == [r["verdict"] for r in runs["oracle"]]
 
@@ -93,8 +93,8 @@ def test_scripted_agents_prove_the_scoring(tmp_path: Path) -> None:
     row = next(r for r in data["rows"] if r["agent"] == "scripted:noop" and r["arm"] == "A"
                and r["class"] == "all")
     assert row["reward"] == {"mean": 0.0, "se": None, "n": 1}
-    # oracle 3, noop 2, fiddler 1, forger 2, hacker 2, adversaries 3
-    assert len(data["per_episode"]) == 13
+    # oracle 4, noop 2, fiddler 1, forger 2, hacker 2, adversaries 3
+    assert len(data["per_episode"]) == 14
 
 
 @pytest.mark.slow
