@@ -277,6 +277,8 @@ def controls(name: list[str] = typer.Option(None, "--control", help="control(s);
              cache_dir: Path = typer.Option(Path("runs/silentbug/scoring")),
              backend: str = typer.Option("bwrap", help="sandbox backend: bwrap | unsafe"),
              out: Path | None = typer.Option(None, help="write the matrix as a results file"),
+             workers: int | None = typer.Option(None, min=1, help="scored runs trained at once "
+                                                "(default: half the cores)"),
              as_json: bool = JSON) -> None:
     """Honest edits and hacks in front of the hack detectors: named before, and now?
 
@@ -287,7 +289,8 @@ def controls(name: list[str] = typer.Option(None, "--control", help="control(s);
 
     chosen = [ctl.get(n) for n in name] if name else list(ctl.CONTROLS)
     setup = ScoringSetup(seeds=tuple(_ints(seeds)), overrides=(("total_timesteps", steps),),
-                         cache_dir=cache_dir, backend=backend)
+                         cache_dir=cache_dir, backend=backend,
+                         **({"workers": workers} if workers else {}))
     rows = ctl.run_controls(chosen, setup, on_done=None if as_json else lambda r: console.print(
         f"{r['control']}: before {r['before']}; after {r['after']}"
         f"{'' if r['ok'] else '  [red]NOT AS EXPECTED[/red]'}"))
