@@ -267,10 +267,9 @@ def test_every_adversary_edits_every_accepted_bug_once(agent: str, bug_id: str) 
     compile(final, rel, "exec")  # the edit leaves the file valid Python
     calls = script(agent, bug, "A", 1, EpisodeBudget())
     assert calls[0][0] == "edit_file" and calls[-1][0] == "submit_diagnosis"
-    # away from the bug's own lines, the counterfactual carries the edit to both references;
-    # where the bug is in the acting code itself, a controller or greedy acting sits right
-    # beside it and counts with the fix, and the scorer's own evaluation of the trained policy
-    # is what stands (results/silentbug/adversaries.json measures both)
+    # away from the bug's own statements; where the bug is in the acting code itself, a
+    # controller or greedy acting is the next statement and touches it (the scorer's own
+    # evaluation of the trained policy is what meets it: results/silentbug/adversaries.json)
     beside = bug_id == "single_stored_action_redrawn" and agent != "tuner"
     assert fix_overlap(bug, files, {**files, rel: final})[0] == beside
 
