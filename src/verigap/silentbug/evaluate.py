@@ -356,6 +356,8 @@ def analyze(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
     for agent in sorted({r["agent"] for r in results if r["arm"] == "D"}):
         known = {b.id for b in registry.bugs}
         eps = [r for r in results if r["agent"] == agent and r["arm"] == "D" and r["bug"] in known]
+        if not eps:  # bugs the registry no longer holds: nothing to set beside
+            continue
         base = constant_baselines([registry.get(r["bug"]) for r in eps])
         got = overall[(agent, "D")]
         diagnosis_only.append({
