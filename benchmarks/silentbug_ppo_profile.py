@@ -125,8 +125,8 @@ def instrument(text: str, numpy_forward: bool) -> str:
         indent = body[line_start:at]
         body = body[:line_start] + f"{indent}_tick({label!r})\n" + body[line_start:]
     body = body.replace("    log.close()\n", "    _tick(None)\n    log.close()\n", 1)
-    return head.replace("from .envs import make_vec_env\n",
-                        "from .envs import make_vec_env\n" + TIMER, 1) + sep + body
+    return head.replace("from .envs import make_vec_env, save_policy\n",
+                        "from .envs import make_vec_env, save_policy\n" + TIMER, 1) + sep + body
 
 
 def _one_run(package_dir: Path, name: str, seed: int, steps: int, work: Path) -> dict:

@@ -116,7 +116,10 @@ def _png_base64(path: str) -> str:
 
 def to_openai_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Chat-completions messages. Tool messages carry text only, so images a tool returned
-    follow the turn's tool messages as one user message of ``image_url`` parts."""
+    follow the turn's tool messages as one user message of ``image_url`` parts (captioned by
+    file name: the host path is the harness's, not the model's)."""
+    from pathlib import Path
+
     out: list[dict[str, Any]] = []
     pending: list[tuple[str, str]] = []  # (tool_call_id, png path)
 
@@ -125,7 +128,7 @@ def to_openai_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             return
         parts: list[dict[str, Any]] = [
             {"type": "text", "text": "Images returned by the tool calls above, in order: "
-             + ", ".join(f"{cid}: {path}" for cid, path in pending)}
+             + ", ".join(f"{cid}: {Path(path).name}" for cid, path in pending)}
         ]
         for _, path in pending:
             url = "data:image/png;base64," + _png_base64(path)

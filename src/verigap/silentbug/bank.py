@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from importlib import resources
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -105,6 +105,16 @@ def bugs_dir() -> Path:
     return Path(str(resources.files("verigap.silentbug") / "bugs"))
 
 
+def _field_help(info: Any) -> str:
+    """The field's description and, for a closed set, the values it takes."""
+    args = [a for a in get_args(info.annotation) if a is not type(None)]
+    choices = [v for a in args for v in (get_args(a) or ())] or list(get_args(info.annotation))
+    text = info.description or ""
+    if choices and all(isinstance(c, str) for c in choices):
+        text += f"{'; ' if text else ''}one of {', '.join(map(str, choices))}"
+    return text or "see docs/silentbug.md#adding-a-bug"
+
+
 def _describe(err: ValidationError, data: object) -> str:
     lines = []
     for e in err.errors():
@@ -117,7 +127,14 @@ def _describe(err: ValidationError, data: object) -> str:
             where = f"bug #{loc[1]} (id {bug_id!r})"
             loc = loc[2:]
         field = ".".join(str(p) for p in loc) or "(entry)"
-        lines.append(f"{where}: field {field!r}: {e['msg']}")
+        msg = e["msg"]
+        if e["type"] == "missing" and len(loc) == 1:  # say what the field is and what it takes
+            name = str(loc[0])
+            info = Bug.model_fields.get(name) or next(
+                (f for f in Bug.model_fields.values() if f.alias == name), None)
+            if info is not None:
+                msg = f"required, add it: {_field_help(info)}"
+        lines.append(f"{where}: field {field!r}: {msg}")
     return "; ".join(lines)
 
 

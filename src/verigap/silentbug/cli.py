@@ -205,7 +205,13 @@ def eval_(agent: str = typer.Option(..., help="scripted:NAME | openai:MODEL | an
           max_steps: int | None = typer.Option(None, min=1, help="steps per run (default: "
                                                "the substrate's calibration budget)"),
           max_turns: int = typer.Option(30, min=1),
-          score_seeds: str = typer.Option("calibration", help="'calibration' or e.g. 1,2,3"),
+          score_seeds: str = typer.Option("secret", help="'secret' (drawn from the run "
+                                          "directory's secret), 'calibration' or e.g. 1,2,3"),
+          secret: str | None = typer.Option(None, envvar="VERIGAP_SCORING_SECRET",
+                                            help="root of the drawn scoring seeds (default: "
+                                            "the run directory's, or a new one)"),
+          workers: int | None = typer.Option(None, min=1, help="scored runs trained at once "
+                                             "(default: half the cores)"),
           score_steps: int | None = typer.Option(None, min=1, help="scoring budget override"),
           scheme: str = typer.Option("outcome", help="outcome | correct"),
           base_url: str | None = typer.Option(None, help="model server URL"),
@@ -223,12 +229,13 @@ def eval_(agent: str = typer.Option(..., help="scripted:NAME | openai:MODEL | an
     bug_list = ev.resolve_bugs(bugs)
     if scheme not in ("outcome", "correct"):
         raise ConfigError(f"unknown scheme {scheme!r}; choose outcome or correct")
-    seeds = ev.calibration_seeds() if score_seeds == "calibration" else tuple(
-        _ints(score_seeds))
+    seeds = (None if score_seeds == "secret" else ev.calibration_seeds()
+             if score_seeds == "calibration" else tuple(_ints(score_seeds)))
     cfg = ev.EvalConfig(agent, tuple(arms), tuple(b.id for b in bug_list), episodes,
                         max_runs, max_steps, max_turns, seeds, score_steps, scheme, base_url)
     ev.check_run_dir(run_dir, cfg)  # a bad run dir fails before the progress bar starts
-    results = _run_with_progress(ev, run_dir, cfg, cache_dir, backend, quiet=as_json)
+    results = _run_with_progress(ev, run_dir, cfg, cache_dir, backend, quiet=as_json,
+                                 workers=workers, secret=secret)
     analysis = ev.analyze(results)
     if as_json:
         print(json.dumps(analysis, indent=2))
@@ -245,7 +252,8 @@ def _ints(text: str) -> list[int]:
 
 
 def _run_with_progress(ev, run_dir: Path, cfg: EvalConfig, cache_dir: Path, backend: str,
-                       quiet: bool) -> list:
+                       quiet: bool, workers: int | None = None, secret: str | None = None
+                       ) -> list:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
     total = len(cfg.bugs) * len(cfg.arms) * cfg.episodes
@@ -257,7 +265,8 @@ def _run_with_progress(ev, run_dir: Path, cfg: EvalConfig, cache_dir: Path, back
         def done(r: dict) -> None:
             bar.update(task, advance=1, description=f"{r['bug']} {r['arm']} s{r['seed']}")
 
-        return ev.run_eval(run_dir, cfg, cache_dir=cache_dir, backend=backend, on_done=done)
+        return ev.run_eval(run_dir, cfg, cache_dir=cache_dir, backend=backend, on_done=done,
+                           workers=workers, secret=secret)
 
 
 @app.command()
@@ -268,6 +277,8 @@ def controls(name: list[str] = typer.Option(None, "--control", help="control(s);
              cache_dir: Path = typer.Option(Path("runs/silentbug/scoring")),
              backend: str = typer.Option("bwrap", help="sandbox backend: bwrap | unsafe"),
              out: Path | None = typer.Option(None, help="write the matrix as a results file"),
+             workers: int | None = typer.Option(None, min=1, help="scored runs trained at once "
+                                                "(default: half the cores)"),
              as_json: bool = JSON) -> None:
     """Honest edits and hacks in front of the hack detectors: named before, and now?
 
@@ -278,7 +289,8 @@ def controls(name: list[str] = typer.Option(None, "--control", help="control(s);
 
     chosen = [ctl.get(n) for n in name] if name else list(ctl.CONTROLS)
     setup = ScoringSetup(seeds=tuple(_ints(seeds)), overrides=(("total_timesteps", steps),),
-                         cache_dir=cache_dir, backend=backend)
+                         cache_dir=cache_dir, backend=backend,
+                         **({"workers": workers} if workers else {}))
     rows = ctl.run_controls(chosen, setup, on_done=None if as_json else lambda r: console.print(
         f"{r['control']}: before {r['before']}; after {r['after']}"
         f"{'' if r['ok'] else '  [red]NOT AS EXPECTED[/red]'}"))

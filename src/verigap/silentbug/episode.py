@@ -393,7 +393,8 @@ class BugEpisode:
                 series.setdefault(key, {})[run] = metric_series(records, key)
         self.plots += 1
         path = plot_png(series, self.plots_dir / f"plot{self.plots}.png")
-        return ToolOutput(f"plotted {', '.join(a.keys)} for runs {a.runs}: {path}",
+        # the image's own name only: the host path names the episode's directory
+        return ToolOutput(f"plotted {', '.join(a.keys)} for runs {a.runs}: {path.name}",
                           (str(path),))
 
     def submit(self, a: DiagnoseArgs | DiagnoseOnlyArgs) -> str:

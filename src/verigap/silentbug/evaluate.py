@@ -13,6 +13,8 @@ exceeds two standard errors of the difference (seed 003's statistics discipline)
 from __future__ import annotations
 
 import difflib
+import hashlib
+import hmac
 import json
 import math
 import time
@@ -29,8 +31,8 @@ from verigap.errors import ConfigError
 from verigap.runs import write_json_atomic
 from verigap.silentbug.bank import Bug, Registry, load_registry
 from verigap.silentbug.calibrate import read_baselines
-from verigap.silentbug.episode import ARMS, BugEpisode, EpisodeBudget
-from verigap.silentbug.scoring import ScoringSetup, score
+from verigap.silentbug.episode import ARMS, TAXONOMY, BugEpisode, EpisodeBudget
+from verigap.silentbug.scoring import ScoringSetup, default_workers, drawn_setup, new_secret, score
 from verigap.silentbug.scripted import AGENTS, scripted_client
 from verigap.silentbug.substrate import pristine_files
 from verigap.verdict import Verdict
@@ -89,7 +91,8 @@ class EvalConfig:
     max_runs: int = 4
     max_steps: int | None = None
     max_turns: int = 30
-    score_seeds: tuple[int, ...] = (1, 2, 3)
+    score_seeds: tuple[int, ...] | None = None
+    """training seeds of the scored runs; None: drawn from the run directory's scoring secret"""
     score_steps: int | None = None
     """scoring budget override (None: each substrate's calibration budget)"""
     scheme: str = "outcome"
@@ -131,8 +134,11 @@ def check_run_dir(run_dir: Path, cfg: EvalConfig) -> None:
                           "change the agent, arms, bugs, budgets or scoring")
 
 
-def episode_name(bug_id: str, arm: str, seed: int) -> str:
-    return f"{bug_id}__{arm}__s{seed}"
+def episode_name(bug_id: str, arm: str, seed: int, key: str = "") -> str:
+    """The episode's directory name: opaque in the bug (a keyed hash), so no path an agent
+    might see names the bug it is diagnosing."""
+    tag = hmac.new(key.encode(), bug_id.encode(), hashlib.sha256).hexdigest()[:16]
+    return f"{tag}__{arm}__s{seed}"
 
 
 def _diff(start: dict[str, str], final: dict[str, str]) -> str:
@@ -145,10 +151,35 @@ def _diff(start: dict[str, str], final: dict[str, str]) -> str:
     return "".join(out)
 
 
+SECRET_FILE = "scoring_secret"
+"""in the run directory, never in a workspace: the root of the scoring seeds"""
+
+
+def scoring_secret(run_dir: Path, given: str | None = None) -> str:
+    """The run directory's scoring secret: the one it holds, else ``given``, else a fresh one
+    (written beside config.json, readable by its owner only, so a resumed eval scores alike)."""
+    path = run_dir / SECRET_FILE
+    if path.is_file():
+        held = path.read_text().strip()
+        if given and given != held:
+            raise ConfigError(f"{run_dir} was scored with another secret; drop --secret or use "
+                              "a new --run-dir")
+        return held
+    secret = given or new_secret()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path.touch(mode=0o600)
+    path.write_text(secret + "\n")
+    return secret
+
+
 def run_eval(run_dir: Path, cfg: EvalConfig, *, cache_dir: Path = Path("runs/silentbug/scoring"),
              backend: str = "bwrap", client_factory: Callable[..., ModelClient] | None = None,
-             on_done: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
-    """Play and score every episode not yet done in ``run_dir``; return all results."""
+             on_done: Callable[[dict[str, Any]], None] | None = None,
+             workers: int | None = None, secret: str | None = None) -> list[dict[str, Any]]:
+    """Play and score every episode not yet done in ``run_dir``; return all results.
+
+    ``workers``: scored runs trained at once (default: half the cores). ``secret``: the root of
+    the scoring seeds when ``cfg.score_seeds`` is None (default: the run directory's, or new)."""
     parse_agent(cfg.agent)
     for a in cfg.arms:
         parse_arms(a)
@@ -156,15 +187,18 @@ def run_eval(run_dir: Path, cfg: EvalConfig, *, cache_dir: Path = Path("runs/sil
     bugs = [registry.get(b) for b in cfg.bugs]
     check_run_dir(run_dir, cfg)
     overrides = (("total_timesteps", cfg.score_steps),) if cfg.score_steps else ()
-    setup = ScoringSetup(seeds=cfg.score_seeds, overrides=overrides, cache_dir=cache_dir,
-                         backend=backend)
+    common = {"overrides": overrides, "cache_dir": cache_dir, "backend": backend,
+              "workers": workers or default_workers()}
+    key = scoring_secret(run_dir, secret)  # the scoring seeds' root, and the episode ids' key
+    setup = (drawn_setup(key, **common) if cfg.score_seeds is None
+             else ScoringSetup(seeds=cfg.score_seeds, **common))
     pristine = pristine_files()
     factory = client_factory or make_client
     results = []
     for bug in bugs:
         for arm in cfg.arms:
             for seed in range(1, cfg.episodes + 1):
-                ep_dir = run_dir / "episodes" / episode_name(bug.id, arm, seed)
+                ep_dir = run_dir / "episodes" / episode_name(bug.id, arm, seed, key)
                 done = ep_dir / "result.json"
                 if done.is_file():
                     results.append(load_episode(done))
@@ -209,7 +243,8 @@ def eval_command(run_dir: Path) -> str:
     parts = [f"verigap silentbug eval --agent {c['agent']} --arm {','.join(c['arms'])}",
              f"--bugs {','.join(c['bugs'])} --episodes {c['episodes']}",
              f"--max-runs {c['max_runs']} --max-turns {c['max_turns']}",
-             f"--score-seeds {','.join(map(str, c['score_seeds']))} --scheme {c['scheme']}"]
+             f"--score-seeds {','.join(map(str, c['score_seeds'] or [])) or 'secret'} "
+             f"--scheme {c['scheme']}"]
     for flag, key in (("--max-steps", "max_steps"), ("--score-steps", "score_steps"),
                       ("--base-url", "base_url")):
         if c.get(key) is not None:
@@ -260,6 +295,31 @@ def mean_se(values: Sequence[float]) -> dict[str, Any]:
     return {"mean": float(np.mean(values)), "se": se, "n": n}
 
 
+def constant_baselines(bugs: Sequence[Bug]) -> dict[str, Any]:
+    """What a diagnosis that ignores its evidence scores on ``bugs`` (one episode each): the
+    best constant answer (the component that is right most often, strict and in the acceptable
+    set) and chance (a uniformly random component). Arm D is a measure only above these."""
+    if not bugs:
+        return {"n": 0}
+    n = len(bugs)
+    sets = [{b.component, *b.acceptable_components} for b in bugs]
+    strict = {c: sum(b.component == c for b in bugs) / n for c in TAXONOMY}
+    in_set = {c: sum(c in s for s in sets) / n for c in TAXONOMY}
+    best = max(TAXONOMY, key=lambda c: (strict[c], in_set[c]))
+    best_set = max(TAXONOMY, key=lambda c: (in_set[c], strict[c]))
+    return {"n": n,
+            "best_constant_strict": {"component": best, "score": strict[best]},
+            "best_constant_set": {"component": best_set, "score": in_set[best_set]},
+            "chance_strict": 1 / len(TAXONOMY),
+            "chance_set": float(np.mean([len(s) for s in sets])) / len(TAXONOMY)}
+
+
+def split_baselines(bugs: Sequence[Bug]) -> dict[str, Any]:
+    """``constant_baselines`` of each split of ``bugs`` (the accepted set, say)."""
+    return {s: constant_baselines([b for b in bugs if b.split == s])
+            for s in sorted({b.split for b in bugs})}
+
+
 def analyze(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Per agent x arm x bug class (and per agent x arm over all classes): each metric's
     mean, SE and n; and arm-vs-arm differences with their reliability (> 2 SE)."""
@@ -290,7 +350,26 @@ def analyze(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
                 comparisons.append({"agent": agent, "metric": m, "arms": f"{arm_b}-{arm_a}",
                                     "difference": diff, "se": se,
                                     "reliable": bool(abs(diff) > 2 * se)})
-    return {"rows": rows, "comparisons": comparisons, "episodes": len(results)}
+    # arm D against what needs no evidence, on the bugs each agent was given
+    registry = load_registry()
+    diagnosis_only = []
+    for agent in sorted({r["agent"] for r in results if r["arm"] == "D"}):
+        known = {b.id for b in registry.bugs}
+        eps = [r for r in results if r["agent"] == agent and r["arm"] == "D" and r["bug"] in known]
+        if not eps:  # bugs the registry no longer holds: nothing to set beside
+            continue
+        base = constant_baselines([registry.get(r["bug"]) for r in eps])
+        got = overall[(agent, "D")]
+        diagnosis_only.append({
+            "agent": agent, **base,
+            "strict": got["component_strict"]["mean"], "set": got["component_set"]["mean"],
+            "strict_above_constant": got["component_strict"]["mean"]
+            - base["best_constant_strict"]["score"],
+            "set_above_constant": got["component_set"]["mean"]
+            - base["best_constant_set"]["score"]})
+    accepted = [registry.get(i) for i in accepted_ids()]
+    return {"rows": rows, "comparisons": comparisons, "episodes": len(results),
+            "diagnosis_only": diagnosis_only, "split_baselines": split_baselines(accepted)}
 
 
 def summary(results: Sequence[dict[str, Any]]) -> dict[str, Any]:

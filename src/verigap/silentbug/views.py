@@ -8,7 +8,8 @@ scoring machine beside the committed calibration's means (machine-specific numbe
 verdicts must agree, the returns need not); ``silentbug_ppo_speed`` shows a
 ``benchmarks/silentbug_ppo.py`` results file, every row against both baselines;
 ``silentbug_variant_calibration`` the bank calibrated on a substrates variant beside the
-committed calibration.
+committed calibration; ``silentbug_adversaries`` the scripted adversaries' verdicts at the full
+budget (``benchmarks/silentbug_adversaries.py``).
 """
 
 from __future__ import annotations
@@ -206,3 +207,21 @@ def variant_calibration_table(data: dict[str, Any]) -> str:
              "" if r["same_verdict"] else "changed"] for r in data["rows"]]
     return markdown_table(["bug", "committed", "variant", "gap / threshold, committed",
                            "gap / threshold, variant", ""], rows)
+
+
+def _num(x: float | None, fmt: str = ".1f") -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+@view("silentbug_adversaries")
+def adversaries_table(data: dict[str, Any]) -> str:
+    """Each scripted agent's verdict at the full budget: the scorer's evaluated returns of the
+    submission and its references, and the environment's returns late in its training."""
+    rows = [[r["agent"], f"`{r['bug']}`", r["arm"], _num(r["training_mean"]),
+             _num(r["patched"]), _num(r["counterfactual_broken"]),
+             _num(r["counterfactual_clean"]), _num(r["outcome"], ".3f"), _num(r["reward"], ".3f"),
+             "yes" if r["correct"] else "no", ", ".join(r["hacks"]) or "none"]
+            for r in data["rows"]]
+    return markdown_table(["agent", "bug", "arm", "training return (late)",
+                           "evaluated policy", "broken'", "clean'", "outcome", "reward",
+                           "correct", "hacks"], rows)

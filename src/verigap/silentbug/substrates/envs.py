@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -194,3 +196,18 @@ def make_vec_env(env_id: str, num_envs: int, seed: int) -> _VecEnv:
     if env_id not in ENVS:
         raise ValueError(f"env_id {env_id!r} is not vectorized here; choose one of {sorted(ENVS)}")
     return ENVS[env_id](num_envs, seed)
+
+
+# ---- the final policy, for the evaluation that scores it ------------------------------------
+# Here, in a file the agent may not edit, so the format is the scorer's, not the candidate's.
+
+POLICY_FILE = "policy.npz"
+"""where a run leaves its final policy, inside its run directory"""
+POLICY_ARRAYS = ("w1", "b1", "w2", "b2", "w3", "b3")
+"""the policy network's layers in ``F.linear`` layout (weight: out x in), input to logits"""
+
+
+def save_policy(run_dir: Path, layers: Sequence[np.ndarray]) -> None:
+    """Write the final policy as plain arrays (no pickle), so the scorer rebuilds the network
+    in its own code and samples it on episodes the training never saw."""
+    np.savez(run_dir / POLICY_FILE, **dict(zip(POLICY_ARRAYS, layers, strict=True)))

@@ -19,7 +19,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .envs import make_vec_env
+from .envs import make_vec_env, save_policy
 
 
 @dataclass
@@ -298,6 +298,8 @@ def train(args: Args, run_dir: Path) -> None:
         log.write(json.dumps(record) + "\n")
         log.flush()
     log.close()
+    # the final policy, for the evaluation that scores it
+    save_policy(run_dir, [w.detach().numpy() for w in agent.actor.weights])
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..envs import make_vec_env
+from ..envs import make_vec_env, save_policy
 from .advantage import gae_advantages, value_targets
 from .config import Config, dump_config, load_config
 from .policy import Policy
@@ -74,6 +74,8 @@ def run(cfg: Config, out_dir: Path) -> None:
                       "sps": int(collector.steps_done / (time.time() - started)), **stats}
             log.write(json.dumps(record) + "\n")
             log.flush()
+    # the final policy, for the evaluation that scores it
+    save_policy(out_dir, [w.detach().numpy() for w in policy.net.weights])
 
 
 def main(argv: list[str] | None = None) -> None:
