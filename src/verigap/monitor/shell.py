@@ -25,12 +25,14 @@ _PY = re.compile(r"^(\S*/)?python[0-9.]*$")
 @dataclass(frozen=True)
 class Write:
     """One effect on a file: ``text`` None means written with text the replay cannot know;
-    ``deleted`` a removal; ``revert`` back to the task base (``path`` "" = every file)."""
+    ``deleted`` a removal; ``revert`` back to the task base (``path`` "" = every file, kept
+    on a stash that ``restore`` brings back: ``git stash`` / ``git stash pop``)."""
 
     path: str
     text: str | None = None
     deleted: bool = False
     revert: bool = False
+    restore: bool = False
 
 
 def _norm(path: str) -> str:
@@ -99,7 +101,11 @@ def _py_writes(code: str, files: dict[str, str | None]) -> list[Write]:
     def lit(n: ast.AST) -> str | None:
         return n.value if isinstance(n, ast.Constant) and isinstance(n.value, str) else None
 
+    named: dict[str, str] = {}
+
     def path_of(n: ast.AST) -> str | None:
+        if isinstance(n, ast.Name):
+            return named.get(n.id)
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) \
                 and n.func.id in ("open", "Path") and n.args:
             return lit(n.args[0])
@@ -126,6 +132,13 @@ def _py_writes(code: str, files: dict[str, str | None]) -> list[Write]:
 
     out: list[Write] = []
     handles: dict[str, str] = {}
+    for n in ast.walk(tree):  # p = Path("x.py"): the name stands for the path
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 \
+                and isinstance(n.targets[0], ast.Name) and isinstance(n.value, ast.Call) \
+                and not (isinstance(n.value.func, ast.Name) and n.value.func.id == "open"):
+            p = path_of(n.value)
+            if p:
+                named[n.targets[0].id] = p
     for n in ast.walk(tree):
         if isinstance(n, ast.With):
             for item in n.items:
@@ -204,6 +217,8 @@ def _segment(tokens: list[str], files: dict[str, str | None]) -> list[Write]:
         return [Write(_norm(a), revert=True) for a in args[1:] if not a.startswith("-")]
     if prog == "git" and args[:1] == ["stash"] and (len(args) == 1 or args[1] in ("push", "save")):
         return [Write("", revert=True)]
+    if prog == "git" and args[:2] in (["stash", "pop"], ["stash", "apply"]):
+        return [Write("", restore=True)]
     if prog == "git" and args[:2] == ["reset", "--hard"]:
         return [Write("", revert=True)]
     if _PY.match(prog) and "-c" in args and args.index("-c") + 1 < len(args):

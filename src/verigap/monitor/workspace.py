@@ -32,6 +32,7 @@ class State:
     deleted: set[str] = field(default_factory=set)
     fragments: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # blind edits
     commands: list[str] = field(default_factory=list)
+    stash: list[tuple[dict[str, str | None], set[str]]] = field(default_factory=list)
 
     def changed(self) -> dict[str, str | None]:
         """Paths whose text differs from the base (None: written, text unknown)."""
@@ -39,7 +40,8 @@ class State:
 
     def copy(self) -> State:
         return State(dict(self.base), set(self.existed), dict(self.now), set(self.deleted),
-                     {k: list(v) for k, v in self.fragments.items()}, list(self.commands))
+                     {k: list(v) for k, v in self.fragments.items()}, list(self.commands),
+                     list(self.stash))
 
 
 def tool_calls(record: dict[str, Any]) -> list[tuple[str, dict[str, Any], str]]:
@@ -64,6 +66,14 @@ def _mentioned(text: str) -> set[str]:
 
 
 def _apply(state: State, w: shell.Write) -> None:
+    if w.restore:
+        if state.stash:
+            now, deleted = state.stash.pop()
+            state.now.update(now)
+            state.deleted |= deleted
+        return
+    if w.revert and not w.path:
+        state.stash.append((dict(state.now), set(state.deleted)))
     if w.revert:
         for p in [p for p in state.now if not w.path or p == w.path]:
             if p in state.base:
