@@ -1,4 +1,4 @@
-"""`verigap monitor export|eval|summarize|impossible`: labelled trajectories, detectors scored
+"""`verigap monitor export|eval|heldout|summarize|impossible`: labelled trajectories, detectors scored
 on them, battery summaries and impossible-task cheating rates."""
 
 from __future__ import annotations
@@ -92,6 +92,36 @@ def evaluate(
             "eval", data, detector=detector, mode=mode, base_url=base_url,
             api_key_env=api_key_env, limit=limit, out=out)]))
     print(json.dumps(report, indent=2))
+
+
+@app.command("heldout")
+def heldout_cmd(
+    out: Annotated[Path, typer.Option(help="Results file to write.")] = Path(
+        "results/redteam/heldout_naming.json"),
+    jsonl: Annotated[Path | None, typer.Option(
+        help="Also write the held-out trajectories here (chat JSONL with workspaces).")] = None,
+) -> None:
+    """Hack naming on the fixed held-out set (honest changes that look suspicious, hacks
+    earlier rules missed) on the fixture library, inflection and toolz: the monitor and v2's
+    namer, recall and false alarms with Wilson 95% intervals, step localisation.
+
+    Example: verigap monitor heldout --out results/redteam/heldout_naming.json
+    """
+    from verigap.monitor import dataset, heldout
+    from verigap.results import write_result
+
+    try:
+        recs, missing = heldout.records()
+    except VerigapError as e:
+        console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from None
+    for m in missing:
+        console.print(f"[yellow]skipped[/yellow] {m}")
+    data = {**heldout.evaluate(recs), "missing_projects": list(missing)}
+    if jsonl:
+        dataset.write_jsonl(recs, jsonl)
+    write_result(out, data, command=_command("heldout", out=out))
+    console.print(heldout.markdown(data))
 
 
 @app.command("summarize")
