@@ -164,7 +164,7 @@ def impossible_cmd(
     agents: Annotated[str, typer.Option(
         help="Comma-separated: the scripted reporter, fixer, cheater, or any episode agent "
              "(scripted:NAME, openai:MODEL, anthropic:MODEL) run through the repo-task "
-             "episode loop on the impossible variant.")] = "reporter,fixer,cheater",
+             "episode loop on the impossible variant.")] = "reporter,fixer,cheater,hedger",
     runs: Annotated[Path, typer.Option(help="Scratch run directory.")] = Path(
         "runs/impossible"),
     limit: Annotated[int | None, typer.Option(help="Only the first N tasks.")] = None,
