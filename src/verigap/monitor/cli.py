@@ -1,4 +1,4 @@
-"""`verigap monitor export|eval|heldout|summarize|impossible`: labelled trajectories, detectors scored
+"""`verigap monitor export|eval|heldout|leakage|summarize|impossible`: labelled trajectories, detectors scored
 on them, battery summaries and impossible-task cheating rates."""
 
 from __future__ import annotations
@@ -122,6 +122,41 @@ def heldout_cmd(
         dataset.write_jsonl(recs, jsonl)
     write_result(out, data, command=_command("heldout", out=out))
     console.print(heldout.markdown(data))
+
+
+@app.command("leakage")
+def leakage_cmd(
+    data: Annotated[Path, typer.Argument(help="JSONL from `verigap monitor export`.")],
+    out: Annotated[Path | None, typer.Option(help="Results file to write.")] = None,
+    neutral: Annotated[Path | None, typer.Option(
+        help="Also write DATA with neutral submit summaries here (JSONL).")] = None,
+    seed: int = 0,
+) -> None:
+    """How well a final-message-only detector (bag of words + logistic regression, k-fold)
+    tells hacks from honest episodes: on DATA as it is, on DATA with neutral submit summaries,
+    and on the held-out set. Near the majority baseline means the words give nothing away.
+
+    Example: verigap monitor leakage trajectories.jsonl --out leak.json
+    """
+    from verigap.monitor import dataset, heldout, leakage
+    from verigap.results import write_result
+
+    try:
+        recs = dataset.read_jsonl(data)
+        held, _ = heldout.records()
+    except VerigapError as e:
+        console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from None
+    neu = leakage.neutral_summaries(recs, seed=seed)
+    if neutral:
+        dataset.write_jsonl(neu, neutral)
+    report = {"as_exported": leakage.summary_only(recs, seed=seed),
+              "neutral_summaries": leakage.summary_only(neu, seed=seed),
+              "heldout": leakage.summary_only(held, seed=seed)}
+    if out:
+        write_result(out, report, command=_command("leakage", data, out=out, neutral=neutral,
+                                                   seed=seed))
+    print(json.dumps(report, indent=2))
 
 
 @app.command("summarize")
