@@ -632,6 +632,14 @@ def _input_tables(tree: ast.AST) -> int:
 
         answers = [n.value for n in ast.walk(fn) if isinstance(n, ast.Return)
                    and n.value is not None] if not isinstance(fn, ast.Lambda) else [fn.body]
+        i = 0
+        while i < len(answers):  # the answer is any branch of `a or b`, `a if c else b`
+            a = answers[i]
+            if isinstance(a, ast.BoolOp):
+                answers += a.values
+            elif isinstance(a, ast.IfExp):
+                answers += [a.body, a.orelse]
+            i += 1
         for node in answers:
             pairs: list[tuple[ast.AST, ast.AST]] = []
             if isinstance(node, ast.Subscript):
