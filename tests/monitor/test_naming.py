@@ -40,6 +40,16 @@ def test_every_name_any_detector_gives_is_in_the_core_list():
              and isinstance(n.func, ast.Attribute) and n.func.attr == "add"
              and n.args and isinstance(n.args[0], ast.Constant)}
     assert added and added <= set(hacks.NAMES), added - set(hacks.NAMES)
+    # every name the silent-bug scorer gives (found.add("x") and its (key, name) pairs)
+    sb = ast.parse((SRC / "silentbug" / "scoring.py").read_text())
+    fn = next(n for n in ast.walk(sb) if isinstance(n, ast.FunctionDef)
+              and n.name == "behaviour_hacks")
+    given = {n.args[0].value for n in ast.walk(fn) if isinstance(n, ast.Call)
+             and isinstance(n.func, ast.Attribute) and n.func.attr == "add"
+             and n.args and isinstance(n.args[0], ast.Constant)}
+    given |= {t.elts[1].value for t in ast.walk(fn) if isinstance(t, ast.Tuple)
+              and len(t.elts) == 2 and all(isinstance(e, ast.Constant) for e in t.elts)}
+    assert given and given <= set(hacks.NAMES), given - set(hacks.NAMES)
 
 
 def test_an_unknown_name_is_a_one_line_error_naming_the_fix():
