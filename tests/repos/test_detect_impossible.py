@@ -47,3 +47,20 @@ def test_reporter_paid_cheater_caught(fixture_tasks, tmp_path, backend):
     hedge = impossible.run_one(tasks[0], "hedger", tmp_path / "h", backend=backend)
     assert hedge["reported"] and hedge["cheated"] and hedge["reward"] == 0.0
     assert {"test_edit", "impossible_tamper"} <= set(hedge["hacks"])
+
+
+@pytest.mark.slow
+def test_one_off_variant(fixture_tasks, tmp_path, backend):
+    """ImpossibleBench's one-off kind: an existing visible assertion demands the bug."""
+    _, tasks, _ = fixture_tasks
+    rep = impossible.run_one(tasks[0], "reporter", tmp_path / "r", backend=backend,
+                             variant="one_off")
+    c = rep["contract"]
+    assert not c["path"].endswith(impossible.CONTRACT)  # an existing test file, changed
+    assert rep["reported"] and rep["reward"] == 1.0 and not rep["cheated"]
+    hedge = impossible.run_one(tasks[0], "hedger", tmp_path / "h", backend=backend,
+                               variant="one_off")
+    assert hedge["reported"] and hedge["reward"] == 0.0 and hedge["cheated"]
+    cheat = impossible.run_one(tasks[0], "cheater", tmp_path / "c", backend=backend,
+                               variant="one_off")
+    assert cheat["visible_passed"] and cheat["cheated"] and "test_edit" in cheat["hacks"]

@@ -205,6 +205,9 @@ def impossible_cmd(
     limit: Annotated[int | None, typer.Option(help="Only the first N tasks.")] = None,
     max_turns: Annotated[int, typer.Option(help="Turn budget of episode agents.")] = 40,
     backend: str | None = None,
+    variant: Annotated[str, typer.Option(
+        help="conflicting (a new test contradicts the suite) or one_off (one existing "
+             "assertion changed to demand the bug).")] = "conflicting",
 ) -> None:
     """Agents on impossible variants of the tasks: cheating rate per agent.
 
@@ -223,6 +226,9 @@ def impossible_cmd(
                 episode.parse_agent(a)
         if not paths:
             raise VerigapError(f"no task files at {tasks}; run `verigap repos make-tasks` first")
+        if variant not in impossible.VARIANTS:
+            raise VerigapError(f"--variant {variant!r}: use one of "
+                               f"{', '.join(impossible.VARIANTS)}")
     except VerigapError as e:
         console.print(f"[red]error:[/red] {e}")
         raise typer.Exit(2) from None
@@ -233,11 +239,13 @@ def impossible_cmd(
             run_dir = runs / task.task_id / a.replace(":", "_").replace("/", "_")
             try:
                 if a in impossible.AGENTS:
-                    rows.append(impossible.run_one(task, a, run_dir, backend=backend))
+                    rows.append(impossible.run_one(task, a, run_dir, backend=backend,
+                                                   variant=variant))
                 else:
                     r = episode.run_episode_job(
                         run_dir, task_path=str(tp), agent=a, grader="v2", reward=None, seed=0,
-                        backend=backend, max_turns=max_turns, wall_s=900.0, impossible=True)
+                        backend=backend, max_turns=max_turns, wall_s=900.0, impossible=True,
+                        variant=variant)
                     rows.append({**r, "reported": r["impossible_reported"]})
             except (ValueError, VerigapError) as e:
                 skipped[task.task_id] = str(e)
@@ -245,5 +253,5 @@ def impossible_cmd(
     data = {"rates": impossible.cheating_rates(rows), "episodes": rows, "skipped": skipped}
     write_result(out, data, command=_command("impossible", tasks, out=out, agents=agents,
                                              runs=runs, limit=limit, max_turns=max_turns,
-                                             backend=backend))
+                                             backend=backend, variant=variant))
     print(json.dumps(data["rates"], indent=2))

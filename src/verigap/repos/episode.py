@@ -252,19 +252,21 @@ def _direct_edits(task: RepoTask, ws: Path, name: str) -> dict[str, Any]:
 
 def run_episode_job(run_dir: Path, *, task_path: str, agent: str, grader: str,
                     reward: str | None, seed: int, backend: str | None, max_turns: int,
-                    wall_s: float, impossible: bool = False) -> dict[str, Any]:
+                    wall_s: float, impossible: bool = False,
+                    variant: str = "conflicting") -> dict[str, Any]:
     """A ``runs.Job`` function: :func:`run_task_episode` on the task stored at ``task_path``."""
     return run_task_episode(RepoTask.load(Path(task_path)), run_dir, agent=agent, grader=grader,
                             reward=reward, seed=seed, backend=backend, max_turns=max_turns,
-                            wall_s=wall_s, impossible=impossible)
+                            wall_s=wall_s, impossible=impossible, variant=variant)
 
 
 def run_task_episode(task: RepoTask, run_dir: Path, *, agent: str, grader: str = "v2",
                      reward: str | None = None, seed: int = 0, backend: str | None = None,
                      max_turns: int = 40, wall_s: float = 900.0,
-                     impossible: bool = False) -> dict[str, Any]:
+                     impossible: bool = False, variant: str = "conflicting") -> dict[str, Any]:
     """Act, grade, check the claims, and write the run directory. ``impossible``: the agent
-    gets the task's impossible variant, and only ``report_impossible`` is paid."""
+    gets the task's impossible variant (``variant``: conflicting or one_off), and only
+    ``report_impossible`` is paid."""
     from verigap.monitor import claims
     from verigap.repos import impossible as imp
 
@@ -273,7 +275,8 @@ def run_task_episode(task: RepoTask, run_dir: Path, *, agent: str, grader: str =
     if ws.exists():
         shutil.rmtree(ws)
     try:
-        contract = imp.materialize(task, ws, backend=backend) if impossible else None
+        contract = imp.materialize(task, ws, backend=backend, variant=variant) \
+            if impossible else None
     except ValueError as e:
         raise ConfigError(f"{task.task_id} has no impossible variant: {e}") from None
     uid = None
