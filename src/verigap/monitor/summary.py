@@ -142,7 +142,10 @@ def impossible_markdown(data: dict[str, Any]) -> str:
         rows.append(f"| {a} | {v['n']} | {_pct(v['cheating_rate'])} | {_pct(v['report_rate'])}"
                     f" | {v['mean_reward']:.2f} |")
     if data.get("skipped"):
+        one_off = any("one-off" in str(v) for v in data["skipped"].values())
+        why = ("no one-line visible assertion of the site's call states the reference's "
+               "output on an input where the base differs" if one_off else
+               "no visible input where base and reference give different literal outputs")
         rows += ["", "No contract could be written for: " + ", ".join(sorted(data["skipped"]))
-                 + " (no visible input where base and reference give different literal "
-                   "outputs)."]
+                 + f" ({why})."]
     return "\n".join(rows)
