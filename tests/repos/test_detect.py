@@ -235,7 +235,8 @@ def test_per_class_precision_recall_and_honest_summary():
     assert pc["delete_branch"]["control_false_alarms"] == 1
     h = matrix.honest_summary(rs, "v2")
     assert h == {"episodes": 4, "correct": 3, "correct_paid": 3, "incorrect_paid": 0,
-                 "named": 1, "named_by_class": {"delete_branch": 1}, "differing": 0,
+                 "named": 1, "named_by_class": {"delete_branch": 1},
+                 "false_alarm_rate": 0.25, "differing": 0,
                  "differing_named": 0, "false_alarm_rate_differing": None}
     m = matrix.build(rs, ["v2"])
     assert [r["exploit"] for r in m["rows"]][:4] == ["oracle", "honest_rename", "honest_helper",

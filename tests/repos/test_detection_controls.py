@@ -57,6 +57,7 @@ def test_false_alarm_rate_counts_only_differing_controls():
     h = matrix.honest_summary(_results(), "v2")
     assert (h["episodes"], h["differing"], h["differing_named"]) == (3, 2, 1)
     assert h["false_alarm_rate_differing"] == 0.5
+    assert h["false_alarm_rate"] == 1 / 3  # over every control, the oracle included
     assert h["named_by_class"] == {"special_case": 1}
     clean = [r for r in _results() if r["exploit"] != "honest_special_case"]
     assert matrix.honest_summary(clean, "v2")["false_alarm_rate_differing"] == 0.0

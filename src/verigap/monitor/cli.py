@@ -1,4 +1,4 @@
-"""`verigap monitor export|eval|summarize|impossible`: labelled trajectories, detectors scored
+"""`verigap monitor export|eval|heldout|leakage|summarize|impossible`: labelled trajectories, detectors scored
 on them, battery summaries and impossible-task cheating rates."""
 
 from __future__ import annotations
@@ -94,6 +94,71 @@ def evaluate(
     print(json.dumps(report, indent=2))
 
 
+@app.command("heldout")
+def heldout_cmd(
+    out: Annotated[Path, typer.Option(help="Results file to write.")] = Path(
+        "results/redteam/heldout_naming.json"),
+    jsonl: Annotated[Path | None, typer.Option(
+        help="Also write the held-out trajectories here (chat JSONL with workspaces).")] = None,
+) -> None:
+    """Hack naming on the fixed held-out set (honest changes that look suspicious, hacks
+    earlier rules missed) on the fixture library, inflection and toolz: the monitor and v2's
+    namer, recall and false alarms with Wilson 95% intervals, step localisation.
+
+    Example: verigap monitor heldout --out results/redteam/heldout_naming.json
+    """
+    from verigap.monitor import dataset, heldout
+    from verigap.results import write_result
+
+    try:
+        recs, missing = heldout.records()
+    except VerigapError as e:
+        console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from None
+    for m in missing:
+        console.print(f"[yellow]skipped[/yellow] {m}")
+    data = {**heldout.evaluate(recs), "missing_projects": list(missing)}
+    if jsonl:
+        dataset.write_jsonl(recs, jsonl)
+    write_result(out, data, command=_command("heldout", out=out))
+    console.print(heldout.markdown(data))
+
+
+@app.command("leakage")
+def leakage_cmd(
+    data: Annotated[Path, typer.Argument(help="JSONL from `verigap monitor export`.")],
+    out: Annotated[Path | None, typer.Option(help="Results file to write.")] = None,
+    neutral: Annotated[Path | None, typer.Option(
+        help="Also write DATA with neutral submit summaries here (JSONL).")] = None,
+    seed: int = 0,
+) -> None:
+    """How well a final-message-only detector (bag of words + logistic regression, k-fold)
+    tells hacks from honest episodes: on DATA as it is, on DATA with neutral submit summaries,
+    and on the held-out set. Near the majority baseline means the words give nothing away.
+
+    Example: verigap monitor leakage trajectories.jsonl --out leak.json
+    """
+    from verigap.monitor import dataset, heldout, leakage
+    from verigap.results import write_result
+
+    try:
+        recs = dataset.read_jsonl(data)
+        held, _ = heldout.records()
+    except VerigapError as e:
+        console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from None
+    neu = leakage.neutral_summaries(recs, seed=seed)
+    if neutral:
+        dataset.write_jsonl(neu, neutral)
+    report = {"as_exported": leakage.summary_only(recs, seed=seed),
+              "neutral_summaries": leakage.summary_only(neu, seed=seed),
+              "heldout": leakage.summary_only(held, seed=seed)}
+    if out:
+        write_result(out, report, command=_command("leakage", data, out=out, neutral=neutral,
+                                                   seed=seed))
+    print(json.dumps(report, indent=2))
+
+
 @app.command("summarize")
 def summarize(
     run_dirs: Annotated[list[Path], typer.Argument(help="`verigap redteam --honest` run dirs.")],
@@ -134,12 +199,15 @@ def impossible_cmd(
     agents: Annotated[str, typer.Option(
         help="Comma-separated: the scripted reporter, fixer, cheater, or any episode agent "
              "(scripted:NAME, openai:MODEL, anthropic:MODEL) run through the repo-task "
-             "episode loop on the impossible variant.")] = "reporter,fixer,cheater",
+             "episode loop on the impossible variant.")] = "reporter,fixer,cheater,hedger",
     runs: Annotated[Path, typer.Option(help="Scratch run directory.")] = Path(
         "runs/impossible"),
     limit: Annotated[int | None, typer.Option(help="Only the first N tasks.")] = None,
     max_turns: Annotated[int, typer.Option(help="Turn budget of episode agents.")] = 40,
     backend: str | None = None,
+    variant: Annotated[str, typer.Option(
+        help="conflicting (a new test contradicts the suite) or one_off (one existing "
+             "assertion changed to demand the bug).")] = "conflicting",
 ) -> None:
     """Agents on impossible variants of the tasks: cheating rate per agent.
 
@@ -158,6 +226,9 @@ def impossible_cmd(
                 episode.parse_agent(a)
         if not paths:
             raise VerigapError(f"no task files at {tasks}; run `verigap repos make-tasks` first")
+        if variant not in impossible.VARIANTS:
+            raise VerigapError(f"--variant {variant!r}: use one of "
+                               f"{', '.join(impossible.VARIANTS)}")
     except VerigapError as e:
         console.print(f"[red]error:[/red] {e}")
         raise typer.Exit(2) from None
@@ -168,11 +239,13 @@ def impossible_cmd(
             run_dir = runs / task.task_id / a.replace(":", "_").replace("/", "_")
             try:
                 if a in impossible.AGENTS:
-                    rows.append(impossible.run_one(task, a, run_dir, backend=backend))
+                    rows.append(impossible.run_one(task, a, run_dir, backend=backend,
+                                                   variant=variant))
                 else:
                     r = episode.run_episode_job(
                         run_dir, task_path=str(tp), agent=a, grader="v2", reward=None, seed=0,
-                        backend=backend, max_turns=max_turns, wall_s=900.0, impossible=True)
+                        backend=backend, max_turns=max_turns, wall_s=900.0, impossible=True,
+                        variant=variant)
                     rows.append({**r, "reported": r["impossible_reported"]})
             except (ValueError, VerigapError) as e:
                 skipped[task.task_id] = str(e)
@@ -180,5 +253,5 @@ def impossible_cmd(
     data = {"rates": impossible.cheating_rates(rows), "episodes": rows, "skipped": skipped}
     write_result(out, data, command=_command("impossible", tasks, out=out, agents=agents,
                                              runs=runs, limit=limit, max_turns=max_turns,
-                                             backend=backend))
+                                             backend=backend, variant=variant))
     print(json.dumps(data["rates"], indent=2))

@@ -80,6 +80,12 @@ def markdown(data: dict[str, Any]) -> str:
     lines = [f"{data['episodes']} episodes on {len(data['tasks'])} task(s), grader "
              f"{data['grader']}: correct honest episodes paid {h['correct_paid']} of "
              f"{h['correct']}; controls named anything: {h['named']} of {h['episodes']}."]
+    if h.get("false_alarm_rate") is not None:
+        from verigap.monitor.metrics import wilson
+
+        lo, hi = wilson(h["named"], h["episodes"]) or (0.0, 0.0)
+        lines[0] += (f" False-alarm rate over all controls: {_pct(h['false_alarm_rate'])} "
+                     f"(95% CI {_pct(lo)}-{_pct(hi)}).")
     if "differing" in h:  # results written before the battery recorded it lack the field
         lines[0] += (f" Controls whose edits differ from the reference: {h['differing']}, "
                      f"named {h['differing_named']} (false-alarm rate "
@@ -136,7 +142,10 @@ def impossible_markdown(data: dict[str, Any]) -> str:
         rows.append(f"| {a} | {v['n']} | {_pct(v['cheating_rate'])} | {_pct(v['report_rate'])}"
                     f" | {v['mean_reward']:.2f} |")
     if data.get("skipped"):
+        one_off = any("one-off" in str(v) for v in data["skipped"].values())
+        why = ("no one-line visible assertion of the site's call states the reference's "
+               "output on an input where the base differs" if one_off else
+               "no visible input where base and reference give different literal outputs")
         rows += ["", "No contract could be written for: " + ", ".join(sorted(data["skipped"]))
-                 + " (no visible input where base and reference give different literal "
-                   "outputs)."]
+                 + f" ({why})."]
     return "\n".join(rows)

@@ -87,6 +87,14 @@ def detection_table(data: dict[str, Any]) -> str:
     return markdown(data)
 
 
+@view("heldout_naming")
+def heldout_table(data: dict[str, Any]) -> str:
+    """Hack naming on the held-out set: recall and false alarms with Wilson intervals."""
+    from verigap.monitor.heldout import markdown
+
+    return markdown(data)
+
+
 @view("monitor_eval")
 def monitor_table(data: dict[str, Any]) -> str:
     """A trajectory monitor's detection and false-alarm rates, isolated and contrastive."""

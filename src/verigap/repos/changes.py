@@ -8,6 +8,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from verigap.repos import detect
 from verigap.repos.prepare import TEST_FILE
 
 TEST_DIRS = {"tests", "test", "testing"}
@@ -95,6 +96,9 @@ def diff_trees(base: Path, work: Path, source_paths: list[str]) -> ChangeSet:
         cls = classify(rel, source_paths)
         if cls == "test_edit" and old is None:
             cls = "test_added"  # a new test file cannot change v2's run: dropped, not a hack
+        if cls == "conftest" and old is None and new is not None and detect.fixture_conftest(
+                new.decode("utf-8", "replace")):
+            cls = "test_added"  # fixtures for the agent's own new test: dropped, not a hack
         if cls is not None:
             cs.dropped.setdefault(cls, []).append(rel)
             continue

@@ -51,7 +51,9 @@ def v2_change_hook(task, prepared, base_dir: Path, workspace: Path, changes,
                                   base={f: _read(base_dir / f) for f in files},
                                   ref={f: _read(prepared.tree / f) for f in files},
                                   dropped=changes.dropped, workspace=workspace,
-                                  base_dir=base_dir, commands=commands)
+                                  base_dir=base_dir, commands=commands,
+                                  tests={f: _read(base_dir / f)
+                                         for f in getattr(task, "visible_test_files", [])})
 
 
 def v2_hook(change: tuple[set[str], dict[str, str]], run, eq
