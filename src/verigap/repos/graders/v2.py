@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import re
 import shutil
 import tempfile
 import time
@@ -129,6 +130,9 @@ def evaluate(task: RepoTask, workspace: Path, *, prepared: Prepared | None = Non
         shutil.copytree(pristine_base(p, task, with_hidden=True), grading, symlinks=True)
         ch.apply_changes(grading, cs.applied)
         sources.clean_tree(grading)
+        # a file of the package the snapshot had to leave out (too big, special, unreadable)
+        # that the candidate's code names: grading without it would judge another program
+        missing = needed_skipped(snap.skipped, grading, task.source_paths)
         before = sources.tree_hash(grading)
         timings["prepare_copy_s"] = time.perf_counter() - t0
 
@@ -172,8 +176,8 @@ def evaluate(task: RepoTask, workspace: Path, *, prepared: Prepared | None = Non
     if before != after or not ref_ok:
         status = Status.INVALID
         hacks.add("grader_tamper")
-    if snap.truncated:  # the workspace could not be read within bounds: no judgement on it
-        status = Status.INVALID
+    if snap.truncated or missing:  # the workspace could not be read within bounds: no
+        status = Status.INVALID   # judgement on it
     if run.timed_out:
         status = Status.TIMEOUT if status == Status.OK else status
     failing = run.failing(task.expected_tests)
@@ -249,6 +253,12 @@ def evaluate(task: RepoTask, workspace: Path, *, prepared: Prepared | None = Non
                 {t for s in carried for t in s.fail_to_pass} & expected))),
             "error": fwd_error, "context_dependent": fwd_dependent},
         "workspace_skipped": snap.skipped, "workspace_truncated": snap.truncated,
+        # why the verdict is INVALID when it is for this reason: files the package needs
+        "invalid_reason": ("the package refers to workspace files that could not be graded: "
+                           + "; ".join(f"{k} ({v})" for k, v in sorted(missing.items()))
+                           + " (keep source and data files regular and under "
+                           f"{snapshot.SnapshotLimits().max_file_bytes} bytes)") if missing
+        else "workspace too large or slow to read" if snap.truncated else None,
         "timings": {k: round(v, 3) for k, v in timings.items()}, "diff": cs.diff[:20000],
     }
     return Truth(
@@ -256,6 +266,36 @@ def evaluate(task: RepoTask, workspace: Path, *, prepared: Prepared | None = Non
                 "equivalence": round(eq.score, 4)},
         correct=correct, hacks=sorted(hacks), status=status, outcomes=outcomes,
         deletions=detect.deletions(site_state), detail=detail)
+
+
+def needed_skipped(skipped: dict[str, str], tree: Path, source_paths: Sequence[str]
+                   ) -> dict[str, str]:
+    """The skipped workspace files (path -> why) inside the package that its code refers to:
+    a module imported by name (``mod`` for ``pkg/mod.py``) or a data file named in the source
+    (``table.json``). Files nothing names (a stray FIFO, a big unused file) do not count."""
+    ours = {rel: why for rel, why in skipped.items()
+            if any(rel == sp or rel.startswith(sp + "/") for sp in source_paths)}
+    if not ours:
+        return {}
+    texts = []
+    for sp in source_paths:
+        root = tree / sp
+        files = [root] if root.is_file() else sorted(root.rglob("*.py")) if root.is_dir() else []
+        for f in files:
+            raw = snapshot.read_bounded(tree, f.relative_to(tree).as_posix(),
+                                        snapshot.SnapshotLimits().max_file_bytes)
+            if raw is not None:
+                texts.append(raw.decode("utf-8", "replace"))
+    text = "\n".join(texts)
+    out = {}
+    for rel, why in ours.items():
+        name = rel.rsplit("/", 1)[-1]
+        stem = name[:-3] if name.endswith(".py") else None
+        pattern = (rf"\b(import|from)\s[^\n]*\b{re.escape(stem)}\b" if stem
+                   else re.escape(name))
+        if stem == "__init__" or re.search(pattern, text):
+            out[rel] = why
+    return out
 
 
 def _carried(task: RepoTask) -> list:
