@@ -4,17 +4,24 @@
    sockets, devices, huge files, link loops, deep trees and odd names cannot block grading.
 1. The agent's change is taken as a diff against the task base (rebuilt from the task file).
 2. Changes to protected paths (tests, conftest.py, pytest/tox/setup.cfg/pyproject config,
-   sitecustomize/usercustomize, .pth, bytecode, symlinks) are dropped and named in ``hacks``.
+   sitecustomize/usercustomize, .pth, bytecode, symlinks) are dropped and named in ``hacks``;
+   package data in the source paths goes with the candidate's files. Every file is read with
+   ``snapshot.read_bounded`` (no link followed, regular files of bounded size); a skipped file
+   the package names makes the verdict INVALID with ``detail.invalid_reason``.
 3. The rest is applied to a fresh pristine copy that holds the hidden tests (copied from the
    task's base, built once per task and hash-checked on use: :func:`pristine_base`).
-4. Pytest runs in a fresh sandbox on that copy mounted read-only, under ``python -I -B`` from an
-   environment the agent never had write access to, with the project's own (pristine) config
+4. Pytest runs in a fresh sandbox on that copy mounted read-only, under ``python -s -P -B``
+   (``-I`` would ignore the clean environment's ``PYTHONHASHSEED=0``) from an environment the
+   agent never had write access to, with the project's own (pristine) config
    pinned by ``-c``, a pinned rootdir, no cache provider, plugin autoload off and a clean
    environment. Every expected test id must be present and passed (missing, skipped, xfail,
    error all fail) and the exit code must agree with the report.
 5. The equivalence check calls every mutated function of the reference and of the candidate on
-   the task's inputs in separate processes, in two observable contexts, and compares the
-   encodings here (the reference's are computed once per reference tree and cached). Pytest
+   the task's inputs in separate processes, in two observable contexts (the grader's own, and
+   one started exactly as the agent's ``python -m pytest -q`` in its sandbox: its environment,
+   a random hash seed, no flags, no timer; docs/repos.md lists what each shows), and compares
+   encodings that trust nothing the values claim here (the reference's are computed once per
+   reference tree and cached). Pytest
    and the candidate's two comparison runs start side by side, each in a sandbox of its own. This is the evidence that decides: a site is ``fixed`` only when it had
    inputs and matched on every one; a candidate that answers differently by context is named
    ``context_dependent``. Pytest's outcomes are evidence that can only take correctness away.

@@ -1,6 +1,8 @@
 """Call functions on pickled inputs and write a canonical, type-tagged encoding of the results.
 
-Usage: python -I -B equiv_runner.py CONFIG_JSON   (runs inside a sandbox, stdlib only)
+Usage: python -s -P -B equiv_runner.py CONFIG_JSON   (the grader's own context), or as
+``pytest/__main__.py`` started by ``python -m pytest -q`` (the agent-like context; see
+:func:`_as_pytest_main`). Runs inside a sandbox, stdlib only.
 
 CONFIG_JSON holds ``import_root``, ``inputs`` (a JSON file: a list of {id, module, qualname,
 blob}), ``out`` and ``mode``: ``call`` runs every input; ``expand`` adds generated neighbours
