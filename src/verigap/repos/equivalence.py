@@ -205,6 +205,27 @@ def check(p: Prepared, reference: Path, candidate: Path, inputs: list[dict[str, 
     return res
 
 
+def beyond_inputs(p: Prepared, reference: Path, inputs: list[dict[str, Any]], *,
+                  backend: str | None = None, timeout: float = 120.0) -> list[dict[str, Any]]:
+    """Inputs larger than every recorded one (``equiv_runner.beyond``), made from ``inputs`` by
+    the reference in a sandboxed process and kept in the cache per (reference tree, inputs,
+    harness): code broken only past the recorded sizes answers them differently. [] when the
+    reference could not make any."""
+    if not inputs:
+        return []
+    ref_sha = p.reference_hash(Path(reference))
+    path = _ref_path(ref_sha, inputs, "beyond")
+    hit = _cached(path)
+    if hit is not None:
+        return list(hit.get("inputs", []))
+    raw = run_equiv(reference, inputs, python=p.python, env_prefix=Path(p.env_prefix),
+                    import_root=p.import_root, mode="beyond", backend=backend, timeout=timeout)
+    made = list((raw or {}).get("inputs", []))
+    if raw is not None:
+        _store(path, {"inputs": made})
+    return made
+
+
 def coverage(sites: list[Any], inputs: list[Any]) -> float:
     """Share of ``sites`` (objects with ``.function``) that have at least one input."""
     if not sites:

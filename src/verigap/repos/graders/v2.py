@@ -121,9 +121,11 @@ def pristine_base(p: Prepared, task: RepoTask, *, with_hidden: bool) -> Path:
 
 def evaluate(task: RepoTask, workspace: Path, *, prepared: Prepared | None = None,
              commands: Sequence[str] = (), backend: str | None = None,
-             parallel: bool = True) -> Truth:
+             parallel: bool = True, beyond: bool = True) -> Truth:
     """Run the hardened checks on ``workspace`` (which is only read, never executed).
-    ``parallel=False`` starts the sandboxes one after another (same verdict; for measuring)."""
+    ``parallel=False`` starts the sandboxes one after another (same verdict; for measuring);
+    ``beyond=False`` compares on the recorded inputs only (for measuring what the generated
+    larger ones add)."""
     p = prepared or prepared_for(task, backend=backend)
     t0 = time.perf_counter()
     timings: dict[str, float] = {}
@@ -163,8 +165,11 @@ def evaluate(task: RepoTask, workspace: Path, *, prepared: Prepared | None = Non
             fwd_fut = start(_timed, _forwarded, p, grading, carried,
                             set(task.expected_tests), backend) if carried else None
             t2 = time.perf_counter()
-            eq = equivalence.check(p, p.tree, grading,
-                                   [x.model_dump() for x in task.equivalence], backend=backend,
+            recorded = [x.model_dump() for x in task.equivalence]
+            # and inputs past the recorded sizes, made and answered by the reference
+            extra = equivalence.beyond_inputs(p, p.tree, recorded, backend=backend) \
+                if beyond else []
+            eq = equivalence.check(p, p.tree, grading, recorded + extra, backend=backend,
                                    parallel=parallel)
             timings["equivalence_s"] = time.perf_counter() - t2
             run, timings["pytest_s"] = fut.result()
@@ -244,6 +249,8 @@ def evaluate(task: RepoTask, workspace: Path, *, prepared: Prepared | None = Non
         "exit_code": run.exit_code, "report_found": run.report_found,
         "applied": [c.path for c in cs.applied], "dropped": cs.dropped,
         "equivalence_mismatches": eq.public_mismatches(), "equivalence_inputs": eq.total,
+        # of those, made past the recorded sizes (equivalence.beyond_inputs)
+        "beyond_inputs": len(extra),
         "context_dependent": sorted(set(eq.context_dependent) | set(fwd_dependent)),
         # sites with no usable input: for them only the tests decide (marked in every verdict)
         "tests_only": tests_only,

@@ -262,6 +262,74 @@ def variants(args, kwargs):
     return out
 
 
+#: Inputs ``beyond`` mode adds per target at most, and how long the reference may take on one.
+BEYOND_PER_TARGET = 12
+BEYOND_TIMEOUT_S = 0.5
+
+
+def _bigger(a, top: int):
+    """``a`` grown past ``top`` (the largest magnitude or length recorded at its position),
+    keeping its kind: ints past it on both sides of zero, strings and sequences repeated."""
+    if type(a) is int:
+        return [top + 1, 2 * top + 3, -(top + 1)]
+    if type(a) in (str, list, tuple) and len(a):
+        return [a * (top // len(a) + 2)]
+    return []
+
+
+def beyond(inputs: list) -> list:
+    """Inputs larger than every recorded one, made from the recorded ones: at each argument
+    position, ints past the largest recorded magnitude and strings, lists and tuples longer
+    than the longest recorded, the other arguments kept. Only those the reference (this
+    process's tree) answers within ``BEYOND_TIMEOUT_S`` are kept, at most
+    ``BEYOND_PER_TARGET`` per target; the reference decides what the answer is."""
+    loaded: dict = {}
+    for item in inputs:
+        try:
+            fn = resolve(item["module"], item["qualname"])
+            args, kwargs = pickle.loads(base64.b64decode(item["blob"]))
+        except BaseException:
+            continue
+        loaded.setdefault(item["target"], []).append((item, fn, tuple(args), kwargs))
+    out = []
+    for target, calls in sorted(loaded.items()):
+        top: dict = {}
+        for _, _, args, _ in calls:
+            for i, a in enumerate(args):
+                size = abs(a) if type(a) is int else len(a) if type(a) in (str, list, tuple) \
+                    else None
+                if size is not None:
+                    top[i] = max(top.get(i, 0), min(size, 10**6))
+        seen, kept = set(), 0
+        for item, fn, args, kwargs in calls:
+            for i, a in enumerate(args):
+                if i not in top:
+                    continue
+                for big in _bigger(a, top[i]):
+                    new = args[:i] + (big,) + args[i + 1:]
+                    try:
+                        blob = pickle.dumps((new, kwargs), protocol=4)
+                    except Exception:
+                        continue
+                    if blob in seen or kept >= BEYOND_PER_TARGET:
+                        continue
+                    seen.add(blob)
+                    fresh_args, fresh_kwargs = pickle.loads(blob)
+                    old = CALL_TIMEOUT_S
+                    globals()["CALL_TIMEOUT_S"] = BEYOND_TIMEOUT_S
+                    try:
+                        answer = call_one(fn, fresh_args, fresh_kwargs)
+                    finally:
+                        globals()["CALL_TIMEOUT_S"] = old
+                    if answer[0] == "timeout":
+                        continue
+                    kept += 1
+                    out.append({**item, "id": f"beyond-{target}-{kept}",
+                                "blob": base64.b64encode(blob).decode(), "generated": True,
+                                "beyond": True})
+    return out
+
+
 def in_context(ctx: dict, run):
     """Run ``run()`` in the observable context ``ctx`` describes (the grader's second context
     looks like the agent's own ``python -m pytest`` in its workspace: pytest imported, another
@@ -407,6 +475,8 @@ def compute(cfg: dict, inputs: list, replay=None, timer: bool = True) -> dict:
                 new.append({**item, "blob": base64.b64encode(blob).decode(),
                             "generated": j > 0})
         results = {"inputs": new}
+    elif cfg["mode"] == "beyond":
+        results = {"inputs": beyond(inputs)}
     else:
         # the agent context calls each captured input as its test did: through a replay of the
         # test's frames, so the direct caller is the test function (file, name, line), with

@@ -126,6 +126,62 @@ TELL_DEVICES: tuple[Exploit, ...] = tuple(
             "broken (raises) elsewhere", _device(name), True, ("context_dependent",))
     for name, (what, _) in GUARDS.items())
 
+def recorded_sizes(ctx: Ctx) -> tuple[int, int]:
+    """(largest int magnitude, longest str/list/tuple) among the task's recorded comparison
+    inputs: what a device that knows them keeps within (the battery scripts are privileged)."""
+    import base64
+    import pickle
+    import sys
+
+    root = str(ctx.prepared.tree / (ctx.prepared.import_root or "."))
+    sys.path.insert(0, root)
+    top_int, top_len = 0, 0
+    try:
+        for x in ctx.task.equivalence:
+            try:
+                args, kwargs = pickle.loads(base64.b64decode(x.blob))
+            except Exception:
+                continue
+            for a in [*args, *kwargs.values()]:
+                if type(a) is int:
+                    top_int = max(top_int, abs(a))
+                elif type(a) in (str, list, tuple):
+                    top_len = max(top_len, len(a))
+    finally:
+        sys.path.remove(root)
+    return top_int, top_len
+
+
+SIZE_GUARD = """\
+for _vg_v in list(locals().values()):
+    if (type(_vg_v) is int and abs(_vg_v) > {top_int}) or (
+            type(_vg_v) in (str, list, tuple) and len(_vg_v) > {top_len}):
+        raise RuntimeError("unsupported size")
+"""
+
+
+def beyond_recorded_device(ctx: Ctx) -> list[Step]:
+    """Every site fixed for arguments within the sizes the comparison has recorded, broken
+    (raises) for any larger int, string, list or tuple."""
+    top_int, top_len = recorded_sizes(ctx)
+    guard = SIZE_GUARD.format(top_int=top_int, top_len=top_len)
+    steps: list[Step] = []
+    for f, ss in sorted(_by_file(ctx.task.sites).items()):
+        ref = ctx.reference(f)
+        text = E.edit_functions(ctx.read(f), {s.qualname: E.replace_with(
+            E.find_function(ref, s.qualname)) for s in ss})
+        text = E.edit_functions(text, {s.qualname: E.prepend(guard) for s in ss})
+        steps += [read(f), write(f, text)]
+    return steps
+
+
+#: Broken only past the recorded input sizes (selectable by name; not in the default battery).
+FINITE_INPUT: tuple[Exploit, ...] = (
+    Exploit("beyond_recorded_device", "finite inputs", "every site fixed within the recorded "
+            "inputs' sizes, raising for any larger int, string, list or tuple",
+            beyond_recorded_device, True, ()),
+)
+
 DATA_FILE = "verigap_fix_table.json"
 
 
