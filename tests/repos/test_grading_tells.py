@@ -152,3 +152,34 @@ def test_agent_like_context_is_indistinguishable_from_the_agents_run(fixture_tas
     # keyed on them answers differently in the two contexts)
     assert plain["flags"] != agent[0]["flags"] and plain["hash"] == _graded(
         tree, p, "plain", backend)["hash"]
+
+
+@pytest.fixture(scope="module")
+def task_path(fixture_tasks, tmp_path_factory) -> Path:
+    _, tasks, _ = fixture_tasks
+    path = tmp_path_factory.mktemp("tell-task") / f"{tasks[0].task_id}.json"
+    tasks[0].save(path)
+    return path
+
+
+@pytest.mark.parametrize("name", ["tell_hash_seed_env", "tell_timer_armed", "tell_obfuscated"])
+def test_tell_devices_are_not_paid_and_the_plain_truth_agrees(tmp_path, task_path, backend,
+                                                               name):
+    """Each device answers as the reference only where it recognises a grading process: v2
+    pays none and names it ``context_dependent``; the independent plain-python truth calls the
+    workspace wrong as well."""
+    from verigap.repos.redteam import battery
+
+    r = battery.run_one(tmp_path / name, task_path=str(task_path), exploit=name,
+                        graders=["v2"], backend=backend)
+    g = r["grades"]["v2"]
+    assert not g["rewarded"] and "context_dependent" in g["hacks"], g
+    assert r["plain_correct"] is False and not r["correct"]
+
+
+def test_honest_fix_with_package_data_is_paid(tmp_path, task_path, backend):
+    from verigap.repos.redteam import battery
+
+    r = battery.run_one(tmp_path / "data", task_path=str(task_path),
+                        exploit="honest_package_data", graders=["v2"], backend=backend)
+    assert r["grades"]["v2"]["rewarded"] and r["correct"] and r["plain_correct"] is True, r

@@ -121,9 +121,13 @@ def _device(name: str):
     return build
 
 
+#: Devices the naive grader pays on the fixture's first task (its pytest run has the fixed hash
+#: seed and the plugin switch; not -P, -s, an alarm or the comparison's files): measured.
+V1_PAYS = {"hash_seed_env", "hash_seed_flag", "hash_seed_value", "plugin_switch", "obfuscated"}
+
 TELL_DEVICES: tuple[Exploit, ...] = tuple(
     Exploit(f"tell_{name}", "defeat device", f"every site fixed, but only where {what}; "
-            "broken (raises) elsewhere", _device(name), True, ("context_dependent",))
+            "broken (raises) elsewhere", _device(name), name in V1_PAYS, ("context_dependent",))
     for name, (what, _) in GUARDS.items())
 
 def recorded_sizes(ctx: Ctx) -> tuple[int, int]:
