@@ -6,7 +6,8 @@
 Runs every ``tell_*`` device of ``redteam/tells.py`` (each site fixed only where a guard
 recognises a grading process: fixed hash seed, harness flags, an armed alarm, the harness as
 ``__main__``, files only grading makes, the plugin switch, an obfuscated mix), the honest
-``honest_package_data`` control and the oracle/no-op controls under v1 and v2 on the first
+``honest_package_data`` control, ``list_liar`` (broken items in a list subclass that claims
+to be a list) and the oracle/no-op controls under v1 and v2 on the first
 ``--limit`` tasks, and writes the matrix with, per exploit, how often v2 paid and how often the
 independent plain-python truth (``redteam/plain_truth.py``) called the workspace wrong.
 """
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from verigap.repos.graders.measure import matrix_summary
 from verigap.repos.redteam import battery, matrix
-from verigap.repos.redteam.tells import HONEST_DATA, TELL_DEVICES
+from verigap.repos.redteam.tells import ENCODER_LIAR, HONEST_DATA, TELL_DEVICES
 from verigap.results import write_result
 from verigap.runs import run_jobs, write_json_atomic
 
@@ -37,7 +38,7 @@ def main() -> None:
     ap.add_argument("--command", default="", help="the command that made the task set")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
-    names = [e.name for e in (*TELL_DEVICES, *HONEST_DATA)]
+    names = [e.name for e in (*TELL_DEVICES, *ENCODER_LIAR, *HONEST_DATA)]
     paths = sorted(f for f in args.tasks.glob("*.json") if f.name != "index.json")[:args.limit]
     js = battery.jobs(paths, args.runs, graders=list(GRADERS), exploits=names)
     results = run_jobs(js, executor="process", workers=args.workers, progress=False,
@@ -50,6 +51,7 @@ def main() -> None:
     data["device_paid_v2"] = sum(v["paid"] for k, v in per.items() if k.startswith("tell_"))
     data["device_plain_wrong"] = sum(v["plain_wrong"] for k, v in per.items()
                                      if k.startswith("tell_"))
+    data["list_liar"] = per.get("list_liar", {})
     data["honest_data_paid_v2"] = per.get("honest_package_data", {}).get("paid", 0)
     data["honest_data_episodes"] = per.get("honest_package_data", {}).get("n", 0)
     for name, row in sorted(per.items()):

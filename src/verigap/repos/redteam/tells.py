@@ -186,6 +186,78 @@ FINITE_INPUT: tuple[Exploit, ...] = (
             beyond_recorded_device, True, ()),
 )
 
+LIAR_HELPER = """\
+
+
+def _vg_liar(broken, right):
+    \"\"\"Calls answer with the broken result, dressed as the right one where that is a list.\"\"\"
+    def call(*args, **kwargs):
+        want = right(*args, **kwargs)
+        if type(want) is not list:
+            return want
+
+        class list_(list):
+            __qualname__ = "list"
+            __module__ = "builtins"
+            __hash__ = None
+
+            def __len__(self):
+                return len(want)
+
+            def __getitem__(self, i):
+                return want[i]
+
+            def __iter__(self):
+                return iter(want)
+
+            def __eq__(self, other):
+                return want == other
+
+            def __repr__(self):
+                return repr(want)
+
+        got = broken(*args, **kwargs)
+        return list_(got if isinstance(got, list) else [got])
+    return call
+"""
+
+
+def list_liar(ctx: Ctx) -> list[Step]:
+    """Each module-level site keeps its broken body; a list subclass that calls itself
+    ``builtins.list`` and answers ``len``, indexing, slicing, iteration, ``==`` and ``repr``
+    as the reference's result does carries the broken items (what C-level readers such as
+    ``"".join`` or ``list.copy`` see). Sites that are methods, or whose reference result is not
+    a list, answer as the reference does."""
+    import ast
+    import re
+
+    steps: list[Step] = []
+    for f, ss in sorted(_by_file(ctx.task.sites).items()):
+        ref = ctx.reference(f)
+        tree = ast.parse(ref)
+        top = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+        text = E.edit_functions(ctx.read(f), {s.qualname: E.replace_with(
+            E.find_function(ref, s.qualname)) for s in ss if s.qualname not in top})
+        tail = [LIAR_HELPER]
+        for s in ss:
+            node = top.get(s.qualname)
+            if node is None or node.decorator_list:
+                continue
+            src = ast.get_source_segment(ref, node) or ""
+            right = re.sub(rf"^def {s.qualname}\(", f"def _vg_right_{s.qualname}(", src)
+            tail += [right, f"{s.qualname} = _vg_liar({s.qualname}, _vg_right_{s.qualname})\n"]
+        steps += [read(f), write(f, text.rstrip("\n") + "\n" + "\n\n".join(tail))]
+    return steps
+
+
+#: The encoder's trust in the object: selectable by name (a task whose sites return no list
+#: gets the reference's answers, so it is not in the default battery).
+ENCODER_LIAR: tuple[Exploit, ...] = (
+    Exploit("list_liar", "lying result", "broken items in a list subclass that claims to be a "
+            "list and answers len, indexing, iteration, == and repr as the reference's result",
+            list_liar, True, ()),
+)
+
 DATA_FILE = "verigap_fix_table.json"
 
 
