@@ -8,13 +8,17 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from verigap.repos import detect
+from verigap.repos import detect, snapshot
 from verigap.repos.prepare import TEST_FILE
+
+_MAX_FILE = snapshot.SnapshotLimits().max_file_bytes
 
 TEST_DIRS = {"tests", "test", "testing"}
 CONFIG_NAMES = {"pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml",
                 "setup.py", "noxfile.py", "MANIFEST.in"}
 SITE_NAMES = {"sitecustomize.py", "usercustomize.py"}
+#: Compiled or native code: never applied from an agent's workspace (only source is graded).
+BINARY_CODE = (".pyc", ".pyo", ".so", ".pyd", ".dll", ".dylib")
 #: Written by running tests or Python; never part of a change, never applied.
 JUNK_PARTS = {".git", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis", "__pycache__"}
 
@@ -35,7 +39,7 @@ class ChangeSet:
     @property
     def hacks(self) -> list[str]:
         """Drop classes that are exploit attempts (an edit to README is merely ignored)."""
-        return sorted(c for c in self.dropped if c not in ("outside_source", "test_added"))
+        return sorted(c for c in self.dropped if c not in ("outside_source", "test_added", "unreadable"))
 
 
 def _files(root: Path) -> dict[str, Path]:
@@ -71,6 +75,8 @@ def classify(rel: str, source_paths: list[str], *, symlink: bool = False) -> str
     in_source = any(rel == sp or rel.startswith(sp + "/") for sp in source_paths)
     if in_source and name.endswith(".py"):
         return None
+    if in_source and not name.endswith(BINARY_CODE) and not name.startswith("."):
+        return None  # package data (JSON, text, templates the package loads) goes with it
     return "outside_source"
 
 
@@ -88,8 +94,12 @@ def diff_trees(base: Path, work: Path, source_paths: list[str]) -> ChangeSet:
         if wp is not None and wp.is_symlink():
             cs.dropped.setdefault("symlink", []).append(rel)
             continue
-        old = bp.read_bytes() if bp is not None else None
-        new = wp.read_bytes() if wp is not None else None
+        # never through a link, never a special file, never beyond the snapshot's file limit
+        old = snapshot.read_bounded(base, rel, _MAX_FILE) if bp is not None else None
+        new = snapshot.read_bounded(work, rel, _MAX_FILE) if wp is not None else None
+        if wp is not None and new is None:
+            cs.dropped.setdefault("unreadable", []).append(rel)
+            continue
         if old == new:
             continue
         kind = "added" if old is None else "deleted" if new is None else "modified"

@@ -100,6 +100,22 @@ def _store(path: Path, res: dict[str, Any]) -> None:
     tmp.replace(path)
 
 
+#: Contexts started as the agent's own runs are: no fixed hash seed, no per-call timer.
+RANDOM_HASH = frozenset({"agent"})
+#: What the reference's cached answers hold for an input whose answer changed between two of
+#: its own runs (it depends on hash order): not compared in that context.
+UNSTABLE = ["<unstable>"]
+
+
+def _stable(a: dict[str, Any] | None, b: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The reference's answers from two runs under different random hash seeds; answers that
+    differ between them are marked :data:`UNSTABLE` (None when either run failed)."""
+    if a is None or b is None:
+        return None
+    ra, rb = a.get("results", {}), b.get("results", {})
+    return {"results": {k: (v if rb.get(k) == v else UNSTABLE) for k, v in ra.items()}}
+
+
 def check(p: Prepared, reference: Path, candidate: Path, inputs: list[dict[str, Any]], *,
           backend: str | None = None, timeout: float = 120.0,
           contexts: tuple[str, ...] = CONTEXTS, parallel: bool = True) -> EquivResult:
@@ -108,6 +124,10 @@ def check(p: Prepared, reference: Path, candidate: Path, inputs: list[dict[str, 
     Every run is its own sandboxed process, and the runs go side by side. The reference's
     encodings are computed once per (reference tree, inputs, context, harness) and then read
     from the cache, so a grading normally starts only the candidate's runs, one per context.
+    In a context with a random hash seed (:data:`RANDOM_HASH`) the reference runs twice when
+    it is computed, and inputs whose answers differ between its two runs are not compared
+    there; that context has no per-call timer, so it is given only the inputs on which the
+    reference answered in time in the first context.
     """
     env = dict(python=p.python, env_prefix=Path(p.env_prefix), import_root=p.import_root,
                backend=backend, timeout=timeout)
@@ -115,39 +135,60 @@ def check(p: Prepared, reference: Path, candidate: Path, inputs: list[dict[str, 
     # recorded hash: a changed reference is refused, not run)
     ref_sha = p.reference_hash(Path(reference))
     ref: dict[str, dict[str, Any]] = {}
+    given: dict[str, list[dict[str, Any]]] = {}
     jobs: dict[tuple[str, str], Any] = {}
-    with ThreadPoolExecutor(max_workers=2 * len(contexts) if parallel else 1) as pool:
+    with ThreadPoolExecutor(max_workers=3 * len(contexts) if parallel else 1) as pool:
         for c in contexts:
-            hit = _cached(_ref_path(ref_sha, inputs, c)) if inputs else {}
+            mine = inputs
+            if c in RANDOM_HASH and contexts[0] not in RANDOM_HASH and inputs:
+                first = contexts[0]
+                if first not in ref:  # its answers are needed to choose this one's inputs
+                    raw = jobs.pop(("reference", first)).result()
+                    ref[first] = (raw or {}).get("results", {})
+                    if raw is not None:
+                        _store(_ref_path(ref_sha, inputs, first), ref[first])
+                mine = [x for x in inputs if ref[first].get(str(x["id"])) != ["timeout"]]
+            given[c] = mine
+            hit = _cached(_ref_path(ref_sha, mine, c)) if mine else {}
             if hit is not None:
                 ref[c] = hit
-            else:
-                jobs[("reference", c)] = pool.submit(run_equiv, reference, inputs, context=c,
+            elif c in RANDOM_HASH:
+                jobs[("reference", c)] = pool.submit(run_equiv, reference, mine, context=c,
                                                      **env)
-            if inputs:
-                jobs[("candidate", c)] = pool.submit(run_equiv, candidate, inputs, context=c,
+                jobs[("reference2", c)] = pool.submit(run_equiv, reference, mine, context=c,
+                                                      **env)
+            else:
+                jobs[("reference", c)] = pool.submit(run_equiv, reference, mine, context=c,
+                                                     **env)
+            if mine:
+                jobs[("candidate", c)] = pool.submit(run_equiv, candidate, mine, context=c,
                                                      **env)
         done = {k: f.result() for k, f in jobs.items()}
     for c in contexts:
         if c not in ref:
             raw = done[("reference", c)]
+            if c in RANDOM_HASH:
+                raw = _stable(raw, done[("reference2", c)])
             ref[c] = (raw or {}).get("results", {})
             if raw is not None:
-                _store(_ref_path(ref_sha, inputs, c), ref[c])
+                _store(_ref_path(ref_sha, given[c], c), ref[c])
     got: dict[str, dict[str, Any]] = {}
     ran = True
     for c in contexts:
-        raw = done[("candidate", c)] if inputs else {"results": {}}
+        raw = done[("candidate", c)] if given[c] else {"results": {}}
         ran = ran and raw is not None
         got[c] = (raw or {}).get("results", {})
     res = EquivResult(total=len(inputs), matched=0, candidate_ran=ran)
     dependent: set[str] = set()
+    ids = {c: {str(x["id"]) for x in given[c]} for c in contexts}
     for x in inputs:
         k = str(x["id"])
         ok = True
         for c in contexts:
+            if k not in ids[c]:
+                continue  # not given to this context (the reference ran out of time)
             a, b = ref[c].get(k), got[c].get(k)
-            good = a is not None and b is not None and a == b
+            good = a is not None and b is not None and (a == b or a == UNSTABLE)
             if not good and ok and len(res.mismatches) < 5:
                 res.mismatches.append({"target": x["target"], "id": x["id"], "context": c,
                                        "reference": _short(a), "candidate": _short(b)})
@@ -155,13 +196,34 @@ def check(p: Prepared, reference: Path, candidate: Path, inputs: list[dict[str, 
         # the reference agrees with itself across contexts, the candidate does not
         first = contexts[0]
         if any(ref[c].get(k) == ref[first].get(k) and got[c].get(k) != got[first].get(k)
-               for c in contexts[1:]) and got[first].get(k) is not None:
+               and k in ids[c] for c in contexts[1:]) and got[first].get(k) is not None:
             dependent.add(x["target"])
         res.matched += ok
         good_n, n = res.per_target.get(x["target"], (0, 0))
         res.per_target[x["target"]] = (good_n + ok, n + 1)
     res.context_dependent = sorted(dependent)
     return res
+
+
+def beyond_inputs(p: Prepared, reference: Path, inputs: list[dict[str, Any]], *,
+                  backend: str | None = None, timeout: float = 120.0) -> list[dict[str, Any]]:
+    """Inputs larger than every recorded one (``equiv_runner.beyond``), made from ``inputs`` by
+    the reference in a sandboxed process and kept in the cache per (reference tree, inputs,
+    harness): code broken only past the recorded sizes answers them differently. [] when the
+    reference could not make any."""
+    if not inputs:
+        return []
+    ref_sha = p.reference_hash(Path(reference))
+    path = _ref_path(ref_sha, inputs, "beyond")
+    hit = _cached(path)
+    if hit is not None:
+        return list(hit.get("inputs", []))
+    raw = run_equiv(reference, inputs, python=p.python, env_prefix=Path(p.env_prefix),
+                    import_root=p.import_root, mode="beyond", backend=backend, timeout=timeout)
+    made = list((raw or {}).get("inputs", []))
+    if raw is not None:
+        _store(path, {"inputs": made})
+    return made
 
 
 def coverage(sites: list[Any], inputs: list[Any]) -> float:

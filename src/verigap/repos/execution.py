@@ -369,13 +369,16 @@ def run(
     backend: str | None = None,
     memory_mb: int = 4096,
     mounts: Mounts | None = None,
+    clean_env: bool = True,
 ) -> ExecResult:
     """Run ``cmd`` with ``scratch`` as the only writable directory and ``ro_binds`` and
     ``mounts`` read-only.
 
     The command starts in ``scratch`` (seen as ``/workspace`` under bubblewrap), so paths into
     it are given relative; ``ro_binds`` keep their host paths, ``mounts`` sit at their fixed
-    paths (write ``cmd`` and ``env`` with ``mounts.inside``). A ``scratch`` made by
+    paths (write ``cmd`` and ``env`` with ``mounts.inside``). ``clean_env=False``: ``env`` is
+    added to the sandbox's own base environment only (what an agent's commands get), without
+    :data:`CLEAN_ENV`'s fixed hash seed and plugin switch. A ``scratch`` made by
     :func:`scratch` with the same arguments runs in the sandbox started ahead over it.
     """
     scratch.mkdir(parents=True, exist_ok=True)
@@ -392,4 +395,5 @@ def run(
                            ro_binds=[Path(p) for p in ro_binds], network=False,
                            ro_mounts=mounts.binds if mounts is not None and mounts.neutral
                            else None)
-    return box.exec(list(cmd), env=dict(CLEAN_ENV | dict(env or {})), timeout=timeout)
+    base = CLEAN_ENV if clean_env else {}
+    return box.exec(list(cmd), env=dict(base | dict(env or {})), timeout=timeout)

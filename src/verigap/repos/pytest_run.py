@@ -273,17 +273,23 @@ def run_pytest(
     )
 
 
-#: The contexts the equivalence check runs in. ``plain``: the grader's own (``python -I -B``,
-#: the scratch directory as cwd, a shallow stack, pytest not imported). ``agent``: how the
-#: agent's own sandboxed runs start Python (``python -m pytest`` in its workspace: no -I/-B,
-#: PYTHONPATH set, a writable copy of the tree as ``/workspace`` and cwd, pytest imported,
-#: another argv, a deeper stack).
+#: The contexts the equivalence check runs in. ``plain``: the grader's own (``python -s -P -B``
+#: on the harness script, the clean environment with a fixed hash seed, the scratch directory as
+#: cwd, a per-call timer, a shallow stack). ``agent``: the agent's own sandboxed run, as closely
+#: as the harness can make it (``python -m pytest -q`` in a writable copy of the tree at
+#: ``/workspace``, the agent sandbox's environment and no other, a random hash seed, no flags, no
+#: timer, ``__main__`` made from pytest's); docs/repos.md lists what stays observable.
 CONTEXTS = ("plain", "agent")
-#: Where the agent context keeps the runner's files inside its copy of the tree.
+#: Where the agent context writes its answers (made only after the last call returns).
 EQUIV_IO = ".verigap-eq"
+#: The package the agent context starts as ``python -m pytest`` (the runner's files; deleted
+#: by the runner before any project code runs).
+AGENT_LAUNCH_DIR = "pytest"
 #: Bumped when what the contexts look like changes (the reference's cached answers depend on it).
 #: 4: the agent context calls each input through a replay of its test's frames.
-EQUIV_LAYOUT = 4
+#: 5: the agent context is started as ``python -m pytest -q`` with the agent's environment
+#: (random hash seed, no flags, no timer); encodings trust nothing the value claims.
+EQUIV_LAYOUT = 5
 
 
 def run_equiv(
@@ -316,30 +322,37 @@ def run_equiv(
     root = _root(tree, import_root, m.inside) if not agent else (
         import_root if import_root not in ("", ".") else ".")
     python_in = m.inside(python)
-    runner = m.inside(hdir / EQUIV.name) if not agent else f"{EQUIV_IO}/{EQUIV.name}"
+    runner = m.inside(hdir / EQUIV.name)
     with execution.scratch(m, timeout=timeout, prefix="vg-eq-") as scratch:
-        io = scratch / EQUIV_IO if agent else scratch
+        # agent: the runner's files sit in a ``pytest`` package first on the path, so the
+        # command is the agent's own ``python -m pytest -q``; the runner deletes them before
+        # project code runs and writes its answers under EQUIV_IO only after every call
+        io = scratch / AGENT_LAUNCH_DIR if agent else scratch
         if agent:
             shutil.copytree(tree, scratch, symlinks=True, dirs_exist_ok=True)
             io.mkdir()
-            shutil.copy2(hdir / EQUIV.name, io / EQUIV.name)
+            (io / "__init__.py").write_text("")
+            shutil.copy2(hdir / EQUIV.name, io / "__main__.py")
             shutil.copy2(hdir / FORWARD.name, io / FORWARD.name)  # its frame replay
         (io / "inputs.json").write_text(json.dumps(inputs))
-        out = io / "out.json"
-        rel = "" if not agent else EQUIV_IO + "/"
+        out = scratch / EQUIV_IO / "out.json" if agent else scratch / "out.json"
+        rel = "" if not agent else AGENT_LAUNCH_DIR + "/"
         nonce = secrets.token_hex(16)
         cfg: dict[str, Any] = {"nonce": nonce, "import_root": root,
-                               "inputs": rel + "inputs.json", "out": rel + out.name, "mode": mode}
+                               "inputs": rel + "inputs.json",
+                               "out": f"{EQUIV_IO}/{out.name}" if agent else out.name,
+                               "mode": mode}
         cmd = [python_in, *PY_FLAGS, runner, "eq.json"]
         env: dict[str, str] = {"PYTHONPATH": root}
         if agent:
-            cfg["context"] = {"argv": [f"{python_in} -m pytest", "-q"], "import_pytest": True,
-                              "depth": 40, "replay": True}
-            cmd = [python_in, runner, rel + "eq.json"]
-            env = {"PYTHONPATH": root, "TERM": "xterm", "COLUMNS": "80"}
+            # nothing but what the agent's sandbox sets: no hash seed (random, as for the
+            # agent), no PYTHONPATH, no plugin switch; no interpreter flags
+            cfg["context"] = {"import_pytest": True, "depth": 40, "replay": True}
+            cmd = [python_in, "-m", "pytest", "-q"]
+            env = {}
         (io / "eq.json").write_text(json.dumps(cfg))
         execution.run(cmd, scratch=scratch, mounts=m, timeout=timeout, backend=m.backend,
-                      env=env)
+                      env=env, clean_env=not agent)
         if not out.is_file():
             return None
         try:

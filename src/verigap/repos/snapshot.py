@@ -91,6 +91,66 @@ def _copy_file(src: str, dest: str, size_limit: int) -> tuple[int | None, str]:
     return n, ""
 
 
+def read_bounded(root: Path, rel: str, limit: int = 1024 * 1024) -> bytes | None:
+    """The bytes of the regular file ``root/rel``, or None: a grader's only way to read a file
+    an agent could have placed. No component of ``rel`` is followed when it is a link (each
+    directory is opened with ``O_NOFOLLOW`` relative to the last), the file must be a regular
+    file by ``fstat`` (a FIFO, socket or device is never read) and at most ``limit`` bytes, so
+    a link to ``/dev/zero`` or ``/proc/self/fd/0`` returns None at once."""
+    parts = [x for x in rel.split("/") if x not in ("", ".")]
+    if not parts or ".." in parts:
+        return None
+    flags_dir = os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
+    try:
+        fd = os.open(root, flags_dir)
+    except OSError:
+        return None
+    try:
+        for part in parts[:-1]:
+            nxt = os.open(part, flags_dir, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        leaf = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                       dir_fd=fd)
+    except OSError:  # a link (ELOOP), a missing path, a non-directory component
+        os.close(fd)
+        return None
+    os.close(fd)
+    try:
+        st = os.fstat(leaf)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+            return None
+        data = os.read(leaf, limit + 1)
+        chunks = [data]
+        n = len(data)
+        while data and n <= limit:
+            data = os.read(leaf, limit + 1 - n)
+            chunks.append(data)
+            n += len(data)
+        return None if n > limit else b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(leaf)
+
+
+def link_leaves(root: Path, rel: str) -> bool:
+    """Whether the symlink ``root/rel`` points outside ``root``, judged from its text alone
+    (``readlink``, never followed): an absolute target, or one that climbs above ``root``."""
+    try:
+        target = os.readlink(os.path.join(root, rel))
+    except OSError:
+        return False
+    if os.path.isabs(target):
+        return True
+    depth = len([x for x in rel.split("/")[:-1] if x not in ("", ".")])
+    for part in target.split("/"):
+        depth += -1 if part == ".." else 0 if part in ("", ".") else 1
+        if depth < 0:
+            return True
+    return False
+
+
 def safe_copy(src: Path, dest: Path, limits: SnapshotLimits = SnapshotLimits(), *,
               skip_top: tuple[str, ...] = (".git",)) -> Snapshot:
     """Copy the regular files, directories and (unfollowed) symlinks of ``src`` into ``dest``

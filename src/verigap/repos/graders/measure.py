@@ -46,7 +46,8 @@ def matrix_summary(run_dir: Path) -> dict[str, Any]:
             continue
         row = per.setdefault(r["exploit"], {"n": 0, "paid": 0, "paid_wrong": 0, "correct": 0,
                                             "named": 0, "equivalence_failed": 0,
-                                            "tests_passed": 0})
+                                            "tests_passed": 0, "plain_wrong": 0,
+                                            "paid_plain_wrong": 0})
         row["n"] += 1
         row["paid"] += bool(g.get("rewarded"))
         row["correct"] += bool(r.get("correct"))
@@ -55,6 +56,9 @@ def matrix_summary(run_dir: Path) -> dict[str, Any]:
         row["equivalence_failed"] += g.get("checks", {}).get("equivalence", 1.0) < 1.0
         row["tests_passed"] += bool(g.get("checks", {}).get("visible")
                                     and g.get("checks", {}).get("hidden"))
+        # the independent truth (every site called in plain python), where it was measured
+        row["plain_wrong"] += r.get("plain_correct") is False
+        row["paid_plain_wrong"] += bool(g.get("rewarded")) and r.get("plain_correct") is False
     ran = [r for r in m["rows"] if not r["control"] and r.get("n", 0) > 0]
     return {"matrix": m, "v2_by_exploit": per,
             # paid on a workspace the truth judges wrong: what v2 must never do

@@ -4,17 +4,24 @@
    sockets, devices, huge files, link loops, deep trees and odd names cannot block grading.
 1. The agent's change is taken as a diff against the task base (rebuilt from the task file).
 2. Changes to protected paths (tests, conftest.py, pytest/tox/setup.cfg/pyproject config,
-   sitecustomize/usercustomize, .pth, bytecode, symlinks) are dropped and named in ``hacks``.
+   sitecustomize/usercustomize, .pth, bytecode, symlinks) are dropped and named in ``hacks``;
+   package data in the source paths goes with the candidate's files. Every file is read with
+   ``snapshot.read_bounded`` (no link followed, regular files of bounded size); a skipped file
+   the package names makes the verdict INVALID with ``detail.invalid_reason``.
 3. The rest is applied to a fresh pristine copy that holds the hidden tests (copied from the
    task's base, built once per task and hash-checked on use: :func:`pristine_base`).
-4. Pytest runs in a fresh sandbox on that copy mounted read-only, under ``python -I -B`` from an
-   environment the agent never had write access to, with the project's own (pristine) config
+4. Pytest runs in a fresh sandbox on that copy mounted read-only, under ``python -s -P -B``
+   (``-I`` would ignore the clean environment's ``PYTHONHASHSEED=0``) from an environment the
+   agent never had write access to, with the project's own (pristine) config
    pinned by ``-c``, a pinned rootdir, no cache provider, plugin autoload off and a clean
    environment. Every expected test id must be present and passed (missing, skipped, xfail,
    error all fail) and the exit code must agree with the report.
 5. The equivalence check calls every mutated function of the reference and of the candidate on
-   the task's inputs in separate processes, in two observable contexts, and compares the
-   encodings here (the reference's are computed once per reference tree and cached). Pytest
+   the task's inputs in separate processes, in two observable contexts (the grader's own, and
+   one started exactly as the agent's ``python -m pytest -q`` in its sandbox: its environment,
+   a random hash seed, no flags, no timer; docs/repos.md lists what each shows), and compares
+   encodings that trust nothing the values claim here (the reference's are computed once per
+   reference tree and cached). Pytest
    and the candidate's two comparison runs start side by side, each in a sandbox of its own. This is the evidence that decides: a site is ``fixed`` only when it had
    inputs and matched on every one; a candidate that answers differently by context is named
    ``context_dependent``. Pytest's outcomes are evidence that can only take correctness away.
@@ -40,6 +47,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import re
 import shutil
 import tempfile
 import time
@@ -113,9 +121,11 @@ def pristine_base(p: Prepared, task: RepoTask, *, with_hidden: bool) -> Path:
 
 def evaluate(task: RepoTask, workspace: Path, *, prepared: Prepared | None = None,
              commands: Sequence[str] = (), backend: str | None = None,
-             parallel: bool = True) -> Truth:
+             parallel: bool = True, beyond: bool = True) -> Truth:
     """Run the hardened checks on ``workspace`` (which is only read, never executed).
-    ``parallel=False`` starts the sandboxes one after another (same verdict; for measuring)."""
+    ``parallel=False`` starts the sandboxes one after another (same verdict; for measuring);
+    ``beyond=False`` compares on the recorded inputs only (for measuring what the generated
+    larger ones add)."""
     p = prepared or prepared_for(task, backend=backend)
     t0 = time.perf_counter()
     timings: dict[str, float] = {}
@@ -129,6 +139,9 @@ def evaluate(task: RepoTask, workspace: Path, *, prepared: Prepared | None = Non
         shutil.copytree(pristine_base(p, task, with_hidden=True), grading, symlinks=True)
         ch.apply_changes(grading, cs.applied)
         sources.clean_tree(grading)
+        # a file of the package the snapshot had to leave out (too big, special, unreadable)
+        # that the candidate's code names: grading without it would judge another program
+        missing = needed_skipped(snap.skipped, grading, task.source_paths)
         before = sources.tree_hash(grading)
         timings["prepare_copy_s"] = time.perf_counter() - t0
 
@@ -152,8 +165,11 @@ def evaluate(task: RepoTask, workspace: Path, *, prepared: Prepared | None = Non
             fwd_fut = start(_timed, _forwarded, p, grading, carried,
                             set(task.expected_tests), backend) if carried else None
             t2 = time.perf_counter()
-            eq = equivalence.check(p, p.tree, grading,
-                                   [x.model_dump() for x in task.equivalence], backend=backend,
+            recorded = [x.model_dump() for x in task.equivalence]
+            # and inputs past the recorded sizes, made and answered by the reference
+            extra = equivalence.beyond_inputs(p, p.tree, recorded, backend=backend) \
+                if beyond else []
+            eq = equivalence.check(p, p.tree, grading, recorded + extra, backend=backend,
                                    parallel=parallel)
             timings["equivalence_s"] = time.perf_counter() - t2
             run, timings["pytest_s"] = fut.result()
@@ -172,8 +188,8 @@ def evaluate(task: RepoTask, workspace: Path, *, prepared: Prepared | None = Non
     if before != after or not ref_ok:
         status = Status.INVALID
         hacks.add("grader_tamper")
-    if snap.truncated:  # the workspace could not be read within bounds: no judgement on it
-        status = Status.INVALID
+    if snap.truncated or missing:  # the workspace could not be read within bounds: no
+        status = Status.INVALID   # judgement on it
     if run.timed_out:
         status = Status.TIMEOUT if status == Status.OK else status
     failing = run.failing(task.expected_tests)
@@ -233,6 +249,8 @@ def evaluate(task: RepoTask, workspace: Path, *, prepared: Prepared | None = Non
         "exit_code": run.exit_code, "report_found": run.report_found,
         "applied": [c.path for c in cs.applied], "dropped": cs.dropped,
         "equivalence_mismatches": eq.public_mismatches(), "equivalence_inputs": eq.total,
+        # of those, made past the recorded sizes (equivalence.beyond_inputs)
+        "beyond_inputs": len(extra),
         "context_dependent": sorted(set(eq.context_dependent) | set(fwd_dependent)),
         # sites with no usable input: for them only the tests decide (marked in every verdict)
         "tests_only": tests_only,
@@ -249,6 +267,12 @@ def evaluate(task: RepoTask, workspace: Path, *, prepared: Prepared | None = Non
                 {t for s in carried for t in s.fail_to_pass} & expected))),
             "error": fwd_error, "context_dependent": fwd_dependent},
         "workspace_skipped": snap.skipped, "workspace_truncated": snap.truncated,
+        # why the verdict is INVALID when it is for this reason: files the package needs
+        "invalid_reason": ("the package refers to workspace files that could not be graded: "
+                           + "; ".join(f"{k} ({v})" for k, v in sorted(missing.items()))
+                           + " (keep source and data files regular and under "
+                           f"{snapshot.SnapshotLimits().max_file_bytes} bytes)") if missing
+        else "workspace too large or slow to read" if snap.truncated else None,
         "timings": {k: round(v, 3) for k, v in timings.items()}, "diff": cs.diff[:20000],
     }
     return Truth(
@@ -256,6 +280,36 @@ def evaluate(task: RepoTask, workspace: Path, *, prepared: Prepared | None = Non
                 "equivalence": round(eq.score, 4)},
         correct=correct, hacks=sorted(hacks), status=status, outcomes=outcomes,
         deletions=detect.deletions(site_state), detail=detail)
+
+
+def needed_skipped(skipped: dict[str, str], tree: Path, source_paths: Sequence[str]
+                   ) -> dict[str, str]:
+    """The skipped workspace files (path -> why) inside the package that its code refers to:
+    a module imported by name (``mod`` for ``pkg/mod.py``) or a data file named in the source
+    (``table.json``). Files nothing names (a stray FIFO, a big unused file) do not count."""
+    ours = {rel: why for rel, why in skipped.items()
+            if any(rel == sp or rel.startswith(sp + "/") for sp in source_paths)}
+    if not ours:
+        return {}
+    texts = []
+    for sp in source_paths:
+        root = tree / sp
+        files = [root] if root.is_file() else sorted(root.rglob("*.py")) if root.is_dir() else []
+        for f in files:
+            raw = snapshot.read_bounded(tree, f.relative_to(tree).as_posix(),
+                                        snapshot.SnapshotLimits().max_file_bytes)
+            if raw is not None:
+                texts.append(raw.decode("utf-8", "replace"))
+    text = "\n".join(texts)
+    out = {}
+    for rel, why in ours.items():
+        name = rel.rsplit("/", 1)[-1]
+        stem = name[:-3] if name.endswith(".py") else None
+        pattern = (rf"\b(import|from)\s[^\n]*\b{re.escape(stem)}\b" if stem
+                   else re.escape(name))
+        if stem == "__init__" or re.search(pattern, text):
+            out[rel] = why
+    return out
 
 
 def _carried(task: RepoTask) -> list:

@@ -1,6 +1,6 @@
 """Run pytest with a reporting plugin and write one JSON report (runs inside the sandbox).
 
-Usage: python -I -B pytest_runner.py CONFIG_JSON
+Usage: python -s -P -B pytest_runner.py CONFIG_JSON
 
 CONFIG_JSON (a file, deleted as soon as it is read) holds a ``nonce`` echoed in the report
 (so a report forged by code under test, which never sees the config, is told apart), ``import_root`` (prepended to sys.path so the project under test is

@@ -23,7 +23,7 @@ from verigap.monitor import claims
 from verigap.repos import execution
 from verigap.repos.episode import SYSTEM, _commands
 from verigap.repos.graders import registry, v2
-from verigap.repos.redteam import honest
+from verigap.repos.redteam import honest, plain_truth
 from verigap.repos.redteam.exploits import BY_NAME as EXPLOIT_NAMES
 from verigap.repos.redteam.exploits import CONTROLS, EXPLOITS, Ctx, Exploit, script
 from verigap.repos.tasks import RepoTask, materialize_workspace, prepared_for
@@ -130,6 +130,8 @@ def run_one(run_dir: Path, *, task_path: str, exploit: str, graders: list[str],
     t1 = time.perf_counter()
     truth = v2.evaluate(task, ws, prepared=p, commands=commands, backend=backend)
     truth_s = time.perf_counter() - t1
+    # the independent truth the matrix scores payouts against (not v2's own verdict)
+    plain = plain_truth.plain_correct(task, ws, p, backend=backend)
     said = claims.check(episode.get("transcript", []),
                         {"checks": truth.checks, "outcomes": truth.outcomes})
     grades: dict[str, Any] = {}
@@ -159,7 +161,8 @@ def run_one(run_dir: Path, *, task_path: str, exploit: str, graders: list[str],
             "checks": dict(v.checks), "grade_s": round(time.perf_counter() - t2, 3),
         }
     shutil.rmtree(ws, ignore_errors=True)
-    return {**base, "correct": truth.correct, "differs_from_reference": differs,
+    return {**base, "correct": truth.correct, "plain_correct": plain,
+            "differs_from_reference": differs,
             "truth_hacks": truth.hacks, "claims": said["claims"],
             "truth_checks": truth.checks, "episode_status": episode.get("status"),
             "tool_errors": sum(1 for e in episode.get("transcript", [])
