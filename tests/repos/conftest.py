@@ -74,11 +74,11 @@ def grade_exploit(tmp_path, backend):
     from verigap.repos.redteam.exploits import Ctx, script
     from verigap.repos.tasks import materialize_workspace
 
-    def grade(task, prepared, name):
+    def grade(task, prepared, name, **evaluate_options):
         ws = materialize_workspace(prepared, task, tmp_path / name)
         for tool, args in script(BY_NAME[name], Ctx(task, prepared, ws)):
             if tool == "write_file":
                 (ws / args["path"]).write_text(args["content"])
-        return ws, v2.evaluate(task, ws, prepared=prepared, backend=backend)
+        return ws, v2.evaluate(task, ws, prepared=prepared, backend=backend, **evaluate_options)
 
     return grade

@@ -74,7 +74,9 @@ def test_the_build_carries_a_site_its_inputs_do_not_tell_apart(grade_exploit, bl
     assert oracle.detail["not_discriminated"] == [SITE]
     assert oracle.detail["forwarded"]["failing"] == 0
 
-    ws, t = grade_exploit(task, p, "seen_only_scrub")
+    # on the recorded inputs alone (the inputs made past them may see it too: that is another
+    # defence, and this test is about the recorded inputs' blind spot)
+    ws, t = grade_exploit(task, p, "seen_only_scrub", beyond=False)
     assert t.checks["equivalence"] == 1.0  # the comparison alone cannot see the broken site
     assert t.outcomes[i] == "visible/broken" and not t.correct, (t.outcomes, t.detail)
     assert v2.grade(task, ws, truth=t).reward == 0.0
@@ -83,7 +85,7 @@ def test_the_build_carries_a_site_its_inputs_do_not_tell_apart(grade_exploit, bl
     # control: the same task without the flag (a task file made before the check) pays it
     old = task.model_copy(update={"sites": [s.model_copy(update={"discrimination": None})
                                             for s in task.sites]})
-    t_old = v2.evaluate(old, ws, prepared=p, backend=backend)
+    t_old = v2.evaluate(old, ws, prepared=p, backend=backend, beyond=False)
     assert t_old.correct and v2.grade(old, ws, truth=t_old).reward == 1.0, t_old.detail
     assert t_old.outcomes[i] == "visible/fixed"
 
