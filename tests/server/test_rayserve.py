@@ -5,6 +5,7 @@ the session API and over OpenEnv's WebSocket — get the same verdicts as one pl
 
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 
@@ -15,8 +16,6 @@ from verigap.server import BackgroundServer, Client, ServerConfig, ServerError
 
 pytest.importorskip("ray.serve")
 openenv = pytest.importorskip("openenv.core")
-
-pytestmark = pytest.mark.slow
 
 TRUTH = "serve-evaluator-token-0123"
 OTHER = "serve-other-client-token-01"
@@ -95,6 +94,7 @@ def play(url: str, task: str, edits: dict[str, str], tag: str) -> tuple[list, li
     return seen, truth
 
 
+@pytest.mark.slow
 def test_episodes_through_serve_get_the_verdicts_of_one_process(served, repo_task_dir):
     url, plain = served
     task, edits = oracle_edits(repo_task_dir)
@@ -105,6 +105,7 @@ def test_episodes_through_serve_get_the_verdicts_of_one_process(served, repo_tas
     assert truth_serve[1] == [(task, 1.0, True, False, (), "OK")]
 
 
+@pytest.mark.slow
 def test_sessions_are_spread_over_both_nodes_and_stick_to_their_shard(served):
     import ray
 
@@ -125,6 +126,7 @@ def test_sessions_are_spread_over_both_nodes_and_stick_to_their_shard(served):
     assert len(nodes) == 2 and set(shard_nodes(2)) == nodes
 
 
+@pytest.mark.slow
 def test_credentials_and_ownership_as_on_one_server(served):
     url, _ = served
     with Client(url, token=TRUTH) as mine, Client(url, token=OTHER) as theirs:
@@ -144,6 +146,7 @@ def test_credentials_and_ownership_as_on_one_server(served):
     assert unknown.status_code == 404 and "no session 'nosuch'" in unknown.json()["detail"]
 
 
+@pytest.mark.slow
 def test_openenv_websocket_through_serve_plays_like_one_process(served, repo_task_dir):
     url, plain = served
     task, _ = oracle_edits(repo_task_dir)
@@ -169,3 +172,42 @@ def test_openenv_websocket_through_serve_plays_like_one_process(served, repo_tas
     assert episode(url) == episode(plain)
     with Client(url, token=TRUTH) as c:  # each socket's session closed with it
         assert c.sessions() == []
+
+
+def test_a_session_id_names_its_shard_and_any_other_id_still_meets_a_server(tmp_path):
+    from verigap.server.rayserve import shard_configs, shard_of
+
+    configs = shard_configs(config_for(None, tmp_path), 3)
+    assert [(c.root.name, c.session_prefix) for c in configs] == [
+        ("shard0", "s0-"), ("shard1", "s1-"), ("shard2", "s2-")]
+    assert [shard_of(f"s{i}-0123abcd", 3) for i in range(3)] == [0, 1, 2]
+    for odd in ("s7-0123", "nosuch", "s-1", ""):  # stable, and always a real shard
+        assert shard_of(odd, 3) == shard_of(odd, 3) in (0, 1, 2)
+
+
+def test_fanned_out_answers_merge_and_a_refusal_wins():
+    from verigap.server.rayserve import _merge
+
+    def ok(d):
+        return 200, [], json.dumps(d).encode()
+
+    lists = [ok({"client": "a", "sessions": [{"session_id": "s0-1"}]}),
+             ok({"client": "a", "sessions": [{"session_id": "s1-2"}]})]
+    assert json.loads(_merge("/sessions", "GET", lists)[2])["sessions"] == [
+        {"session_id": "s0-1"}, {"session_id": "s1-2"}]
+    health = _merge("/health", "GET", [ok({"sessions": 2}), ok({"sessions": 3})])
+    assert json.loads(health[2])["sessions"] == 5
+    refused = (401, [], b'{"detail": "wrong bearer token"}')
+    assert _merge("/sessions", "DELETE", [ok({"closed": []}), refused]) == refused
+    missing = (404, [], b'{"detail": "no finished episode"}')
+    assert _merge("/episodes/e/truth", "GET", [missing, ok({"episode_id": "e"})])[0] == 200
+    assert _merge("/episodes/e/truth", "GET", [missing, missing]) == missing
+
+
+def test_cli_refuses_a_shard_count_below_one():
+    from typer.testing import CliRunner
+
+    from verigap.cli import app
+
+    r = CliRunner().invoke(app, ["serve", "--ray-shards", "-1"])
+    assert r.exit_code == 2 and "serve on at least one shard" in r.output
