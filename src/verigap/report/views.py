@@ -238,6 +238,23 @@ def server_load(data: dict[str, Any]) -> str:
             f"{data['load_average_1m_at_end']:.0f} at the end of the run.")
 
 
+@view("server_rayserve_load")
+def server_rayserve_load(data: dict[str, Any]) -> str:
+    """One plain server against the Ray Serve deployment, same episodes in one run: throughput,
+    latency percentiles, problems found, and whether the verdicts agreed episode by episode."""
+    names = {"plain": "one process", "ray_serve": f"Ray Serve ({data['shards']} shards)"}
+    rows = [[names[r["server"]], str(r["episodes"]), f"{r['wall_s']:.1f}",
+             f"{r['episodes_per_s']:.3f}", f"{r['step_ms_p50']:.0f}", f"{r['step_ms_p99']:.0f}",
+             f"{r['submit_ms_p50']:.0f}", f"{r['submit_ms_p99']:.0f}", str(len(r["problems"]))]
+            for r in data["rows"]]
+    table = markdown_table(["server", "episodes", "wall s", "episodes/s", "step p50 ms",
+                            "step p99 ms", "submit p50 ms", "submit p99 ms", "problems"], rows)
+    same = "the same" if data["same_verdicts"] else "NOT the same"
+    return (f"{table}\n\nRay Serve served {data['episodes_per_s_ratio']:.2f}x the episodes per "
+            f"second of one process, with {same} verdicts episode by episode, "
+            f"{data['concurrency']} sessions at a time on a {data['cpus']}-CPU machine.")
+
+
 @view("server_ray_scaling")
 def server_ray_scaling(data: dict[str, Any]) -> str:
     """Ray scaling: per cluster size, wall time, throughput and the rewards (the same at every

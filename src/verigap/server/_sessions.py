@@ -88,6 +88,9 @@ class ServerConfig(BaseModel):
     backend: str = Field("bwrap", description="sandbox backend: bwrap, or unsafe for tests")
     tasks: dict[str, Path] = Field(default_factory=dict, description="repo task id -> task file")
     reveal_truth: bool = Field(False, description="send full verdicts (truth included)")
+    session_prefix: str = Field("", pattern=r"^([a-z0-9]+-)?$", description="prepended to every "
+                                "session id, so a router can tell which server holds a session "
+                                "(the Ray Serve shards: 's0-', 's1-', ...)")
     silentbug_grader: Callable[..., Any] | None = Field(
         None, description="(EpisodeRecord) -> Verdict; default: the silent-bug benchmark's "
         "scorer on the calibration seeds (verigap.server.SilentBugGrader)")
@@ -185,7 +188,7 @@ class SessionManager:
                                       f"limit (--max-sessions {c.max_sessions}); close one with "
                                       "DELETE /sessions/{id} (GET /sessions lists yours) or "
                                       "wait for an idle one to expire")
-            sid = secrets.token_hex(8)
+            sid = c.session_prefix + secrets.token_hex(8)
             workdir = self.root / sid
             workdir.mkdir()
         try:

@@ -37,12 +37,19 @@ def serve(
     max_file_mb: Annotated[int, typer.Option(
         help="Largest file a tool may write (the sandbox's limit) and request-body cap.")
     ] = 256,
+    ray_shards: Annotated[int, typer.Option(
+        help="Serve on Ray Serve across the Ray cluster at RAY_ADDRESS instead: this many "
+             "shards (one server each, --root/shardN, --max-sessions each) behind a router "
+             "that pins each session to its shard. 0: one plain process.")] = 0,
 ) -> None:
     """Serve Patch World, repo tasks and silent bugs over HTTP (OpenEnv-style reset/step/state).
 
     Credentials: --clients FILE (one token per client) and/or the VERIGAP_TOKEN environment
     variable (the client "default"); one of them is required unless the server listens on
     loopback only. OpenEnv clients connect to http://NAME:TOKEN@HOST:PORT (or .../envs/repo).
+
+    Ray Serve (--ray-shards N): start the cluster with `ray start` first and run this on its
+    head node with RAY_ADDRESS set; see docs/serving.md.
 
     Example: verigap serve --tasks tasks/ --port 8000
     """
@@ -61,9 +68,42 @@ def serve(
     except (VerigapError, ValueError) as e:
         console.print(f"[red]error:[/red] {e}")
         raise typer.Exit(2) from None
+    if ray_shards:
+        _serve_on_ray(config, ray_shards, host, port)
+        return
     console.print(f"serving {len(config.tasks)} repo tasks, the silent-bug registry and Patch "
                   f"World on http://{host}:{port} (credentials: {len(config.credentials()) or 'off'})")
     serve_forever(config, host, port)
+
+
+def _serve_on_ray(config: object, shards: int, host: str, port: int) -> None:
+    """Deploy on the running Ray cluster and hold the deployment until Ctrl-C."""
+    import threading
+
+    from verigap.server.rayserve import deploy, shard_configs, shutdown
+
+    try:
+        shard_configs(config, shards)  # type: ignore[arg-type]
+    except VerigapError as e:
+        console.print(f"[red]error:[/red] --ray-shards {shards}: {e}")
+        raise typer.Exit(2) from None
+    try:
+        import ray
+
+        ray.init(address=os.environ.get("RAY_ADDRESS", "auto"), logging_level="ERROR")
+    except (ImportError, ConnectionError) as e:
+        console.print(f"[red]error:[/red] --ray-shards: no Ray cluster to join ({e}); start one "
+                      "with `ray start --head`, set RAY_ADDRESS, and pip install "
+                      "'verigap\\[ray]'")
+        raise typer.Exit(2) from None
+    url = deploy(config, shards, host=host, port=port)  # type: ignore[arg-type]
+    console.print(f"serving on Ray Serve at {url}: {shards} shards (Ctrl-C stops it)")
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        shutdown()
 
 
 def _load_clients(path: Path) -> dict:

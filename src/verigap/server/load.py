@@ -83,8 +83,9 @@ def run_load(url: str, token: str | None, tasks: Sequence[Any], edits: Sequence[
     return records, time.perf_counter() - t0
 
 
-def check(records: Sequence[EpisodeRecord], log_path: Path) -> list[str]:
-    """Every problem found: empty means no lost, crossed or repeated episode."""
+def check(records: Sequence[EpisodeRecord], log_path: Path | Sequence[Path]) -> list[str]:
+    """Every problem found: empty means no lost, crossed or repeated episode. ``log_path``: the
+    server's verdict log, or every shard's log of a sharded deployment."""
     problems = []
     for r in records:
         where = f"episode {r.index} ({r.agent} on {r.task_id})"
@@ -101,9 +102,10 @@ def check(records: Sequence[EpisodeRecord], log_path: Path) -> list[str]:
     if len(set(ids)) != len(ids):
         problems.append(f"repeated episode ids: {ids}")
     logged = {}
-    for line in log_path.read_text().splitlines() if log_path.is_file() else []:
-        d = json.loads(line)
-        logged[d["episode_id"]] = d
+    for path in [log_path] if isinstance(log_path, Path) else log_path:
+        for line in path.read_text().splitlines() if path.is_file() else []:
+            d = json.loads(line)
+            logged[d["episode_id"]] = d
     for r in records:
         d = logged.get(r.episode_id)
         if d is None:
