@@ -99,6 +99,7 @@ def test_no_figure_is_typed_by_hand(doc: str) -> None:
     ("a penalty of −3 cut it by 15 points", ["−3", "15"]),
     ("| 1 | 8 | 189.7 |", ["1", "8", "189.7"]),
     ("measured 2,000 programs", ["2,000"]),
+    ("a drop of -3 and a gain of 4-5 points", ["-3", "4", "5"]),
 ])
 def test_a_typed_number_is_found(text: str, bare: list[str]) -> None:
     assert [n for _, n in bare_numbers(text)] == bare
@@ -113,6 +114,7 @@ def test_a_typed_number_is_found(text: str, bare: list[str]) -> None:
     "a control task (Hewitt & Liang, 2019)",
     "```bash\nverigap pilot --steps 1000\n```",
     "[a link](docs/x2.md)",
+    "an AVX-512 machine, not x86-64, as in SWE-bench #465",
 ])
 def test_names_code_markers_and_quotes_are_not_typed_numbers(text: str) -> None:
     assert bare_numbers(text) == []

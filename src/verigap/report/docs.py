@@ -126,12 +126,15 @@ _ALLOWED = (
     re.compile(r", (19|20)\d\d\)"),
     re.compile(r'"[^"\n]*"'),
 )
-_NUMBER = re.compile(r"(?<![\w.])[-−+]?\d+(?:[.,]\d+)*(?:e-?\d+)?")
+# A digit run hyphened onto a name that starts with a letter (AVX-512, x86-64) or after a ``#``
+# (a pull request's number) is part of a name.
+_NUMBER = re.compile(r"(?<![\w.])(?<![A-Za-z]-)(?<![A-Za-z]\d-)(?<![A-Za-z]\d\d-)(?<!#)"
+                     r"[-−+]?\d+(?:[.,]\d+)*(?:e-?\d+)?")
 
 
 def bare_numbers(text: str) -> list[tuple[int, str]]:
     """(line, number) for every figure typed into ``text``'s prose instead of drawn by a
-    results marker; names that hold digits (E06, v2, p50) are not figures."""
+    results marker; names that hold digits (E06, v2, p50, AVX-512, #465) are not figures."""
     def blank(m: re.Match[str]) -> str:
         return re.sub(r"[^\n]", " ", m.group(0))
 
