@@ -71,6 +71,20 @@ def test_a_block_view_draws_a_table_and_fenced_examples_are_left_alone(repo: Pat
     assert fenced == f"\n{block}\n```\n"
 
 
+def test_a_one_line_view_is_drawn_inline_and_a_table_is_refused_there(repo: Path) -> None:
+    from verigap.report.views import view
+
+    @view("test_docs_share_line")
+    def share_line(data: dict) -> str:
+        return f"{data['true_success']:.0%} correct"
+
+    inline = "| cell | <!-- results results/x.json view:test_docs_share_line -->?<!-- /results --> |"
+    assert regenerate(inline, repo) == inline.replace("?", "31% correct")
+    table = "<!-- results results/x.json view:rollout -->?<!-- /results -->"
+    with pytest.raises(ConfigError, match="draws several lines"):
+        regenerate(table, repo, "doc.md")
+
+
 @pytest.mark.parametrize("args, message", [
     ("results/missing.json view:rollout", "no such results file"),
     ("results/x.json view:nope", "unknown view 'nope'"),
