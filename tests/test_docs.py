@@ -71,6 +71,20 @@ def test_a_block_view_draws_a_table_and_fenced_examples_are_left_alone(repo: Pat
     assert fenced == f"\n{block}\n```\n"
 
 
+def test_a_one_line_view_is_drawn_inline_and_a_table_is_refused_there(repo: Path) -> None:
+    from verigap.report.views import view
+
+    @view("test_docs_share_line")
+    def share_line(data: dict) -> str:
+        return f"{data['true_success']:.0%} correct"
+
+    inline = "| cell | <!-- results results/x.json view:test_docs_share_line -->?<!-- /results --> |"
+    assert regenerate(inline, repo) == inline.replace("?", "31% correct")
+    table = "<!-- results results/x.json view:rollout -->?<!-- /results -->"
+    with pytest.raises(ConfigError, match="draws several lines"):
+        regenerate(table, repo, "doc.md")
+
+
 @pytest.mark.parametrize("args, message", [
     ("results/missing.json view:rollout", "no such results file"),
     ("results/x.json view:nope", "unknown view 'nope'"),
@@ -99,6 +113,7 @@ def test_no_figure_is_typed_by_hand(doc: str) -> None:
     ("a penalty of −3 cut it by 15 points", ["−3", "15"]),
     ("| 1 | 8 | 189.7 |", ["1", "8", "189.7"]),
     ("measured 2,000 programs", ["2,000"]),
+    ("a drop of -3 and a gain of 4-5 points", ["-3", "4", "5"]),
 ])
 def test_a_typed_number_is_found(text: str, bare: list[str]) -> None:
     assert [n for _, n in bare_numbers(text)] == bare
@@ -113,6 +128,7 @@ def test_a_typed_number_is_found(text: str, bare: list[str]) -> None:
     "a control task (Hewitt & Liang, 2019)",
     "```bash\nverigap pilot --steps 1000\n```",
     "[a link](docs/x2.md)",
+    "an AVX-512 machine, not x86-64, as in SWE-bench #465",
 ])
 def test_names_code_markers_and_quotes_are_not_typed_numbers(text: str) -> None:
     assert bare_numbers(text) == []

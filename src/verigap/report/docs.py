@@ -62,11 +62,19 @@ class Marker:
                               "or value:PATH")
         return m
 
-    def render(self, root: Path, where: str) -> str:
+    def render(self, root: Path, where: str, *, inline: bool = False) -> str:
+        """The marker's content; an ``inline`` view (a marker written on one line, for a count
+        or a list inside a sentence or a table cell) must draw a single line."""
         try:
             data = read_result(root / self.path)
             if self.view is not None:
-                return "\n" + get_view(self.view)(data).strip() + "\n"
+                drawn = get_view(self.view)(data).strip()
+                if not inline:
+                    return "\n" + drawn + "\n"
+                if "\n" in drawn:
+                    raise ConfigError(f"view {self.view!r} draws several lines: put its marker "
+                                      "on lines of its own")
+                return drawn
             return fmt(lookup(data, self.value or ""), self.fmt)
         except ConfigError as e:
             raise ConfigError(f"{where}: {e}") from None
@@ -84,7 +92,8 @@ def regenerate(text: str, root: Path, name: str = "<doc>") -> str:
         if any(a <= m.start() < b for a, b in fences):
             return m.group(0)
         where = f"{name}:{_line(text, m.start())}"
-        body = Marker.parse(m.group("args"), where).render(Path(root), where)
+        body = Marker.parse(m.group("args"), where).render(Path(root), where,
+                                                           inline="\n" not in m.group("body"))
         return f"<!-- results {m.group('args')} -->{body}<!-- /results -->"
 
     return MARKER.sub(fill, text)
@@ -104,8 +113,10 @@ def sync(files: list[Path], root: Path, *, write: bool) -> list[Path]:
 
 
 #: Documents in which no figure may be typed by hand: every number comes through a marker.
-NO_HAND_NUMBERS = ("docs/experiments.md", "docs/multiagent.md", "docs/serving.md",
-                   "docs/transformer.md")
+NO_HAND_NUMBERS = ("README.md", "docs/README.md", "docs/detection.md", "docs/experiments.md",
+                   "docs/exploits.md", "docs/mining.md", "docs/multiagent.md", "docs/repos.md",
+                   "docs/results.md", "docs/sandbox_and_agents.md", "docs/sandbox_speed.md",
+                   "docs/serving.md", "docs/silentbug.md", "docs/speed.md", "docs/transformer.md")
 
 # What is not prose: code, comments (and so every marker, with what it draws), link targets.
 _NOT_PROSE = (
@@ -126,12 +137,15 @@ _ALLOWED = (
     re.compile(r", (19|20)\d\d\)"),
     re.compile(r'"[^"\n]*"'),
 )
-_NUMBER = re.compile(r"(?<![\w.])[-−+]?\d+(?:[.,]\d+)*(?:e-?\d+)?")
+# A digit run hyphened onto a name that starts with a letter (AVX-512, x86-64) or after a ``#``
+# (a pull request's number) is part of a name.
+_NUMBER = re.compile(r"(?<![\w.])(?<![A-Za-z]-)(?<![A-Za-z]\d-)(?<![A-Za-z]\d\d-)(?<!#)"
+                     r"[-−+]?\d+(?:[.,]\d+)*(?:e-?\d+)?")
 
 
 def bare_numbers(text: str) -> list[tuple[int, str]]:
     """(line, number) for every figure typed into ``text``'s prose instead of drawn by a
-    results marker; names that hold digits (E06, v2, p50) are not figures."""
+    results marker; names that hold digits (E06, v2, p50, AVX-512, #465) are not figures."""
     def blank(m: re.Match[str]) -> str:
         return re.sub(r"[^\n]", " ", m.group(0))
 

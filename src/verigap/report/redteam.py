@@ -65,6 +65,18 @@ def tests_only_table(data: dict[str, Any]) -> str:
     return out
 
 
+@view("redteam_tests_only_cost")
+def tests_only_cost_table(data: dict[str, Any]) -> str:
+    """v2's grading time on the plain task and on its tests_only variant with the channel
+    answered in one context and in two, per task (medians of the alternated rounds)."""
+    rows = [[t["task_id"], f"{t['plain_s']:.2f} s", f"{t['tests_only_one_context_s']:.2f} s",
+             f"{t['tests_only_s']:.2f} s", f"{t['ratio']:.2f}", f"{t['ratio_vs_one_context']:.2f}",
+             f"{t['forward_ratio_vs_one_context']:.2f}"] for t in data["timing_by_task"]]
+    return markdown_table(["task", "v2, plain", "v2, tests_only, one context",
+                           "v2, tests_only, two contexts", "two / plain", "two / one",
+                           "forwarded run, two / one"], rows)
+
+
 @view("redteam_timing")
 def timing_table(data: dict[str, Any]) -> str:
     """v2's grading wall time per task against a raw pytest run of the same tests."""

@@ -156,6 +156,35 @@ def bank_table(data: dict[str, Any]) -> str:
     return markdown_table(["class (accepted)", *subs, "total"], rows)
 
 
+def _omissions(data: dict[str, Any], prefix: str) -> str:
+    """``n/m accepted (bug: verdict, ...)`` over the omission bugs of one environment, accepted
+    first: the comparison with the write-up's omission-bug finding."""
+    bugs = sorted(((k, b["verdict"]) for k, b in data["bugs"].items()
+                   if b["class"] == "omission" and k.startswith(prefix)),
+                  key=lambda kv: (kv[1] != "accepted", kv[0]))
+    n_ok = sum(v == "accepted" for _, v in bugs)
+    return f"{n_ok}/{len(bugs)} accepted ({', '.join(f'{k}: {v}' for k, v in bugs)})"
+
+
+@view("silentbug_omissions_cartpole")
+def omissions_cartpole(data: dict[str, Any]) -> str:
+    """The CartPole omission bugs' verdicts, on one line."""
+    return _omissions(data, "cartpole_")
+
+
+@view("silentbug_omissions_acrobot")
+def omissions_acrobot(data: dict[str, Any]) -> str:
+    """The Acrobot omission bugs' verdicts, on one line."""
+    return _omissions(data, "acrobot_")
+
+
+@view("silentbug_accepted_spread")
+def accepted_spread(data: dict[str, Any]) -> str:
+    """How many bug classes and substrates the accepted bugs span, on one line."""
+    counts = bank_counts(data)
+    return f"{len(counts['by_class'])} classes, {len(counts['substrates'])} substrates"
+
+
 @view("silentbug_controls")
 def controls_table(data: dict[str, Any]) -> str:
     """One row per control: the bug, honest or hacker, the verdict before and after."""
