@@ -354,12 +354,36 @@ if not (_grader or bytes((80, 89, 84, 72, 79, 78, 72, 65, 83, 72)) in _b
 }
 
 
+def carried(ctx: Ctx) -> set[str]:
+    """The sites the sealed channel carries: ``tests_only``, without equivalence inputs, or
+    whose inputs do not tell their mutation apart (``discrimination == "forwarded"``)."""
+    have = {x.target for x in ctx.task.equivalence}
+    return {s.function for s in ctx.task.sites
+            if s.tests_only or s.function not in have or s.discrimination == "forwarded"}
+
+
 def _sealed_device(name: str):
     def build(ctx: Ctx) -> list[Step]:
-        from verigap.repos.redteam.tests_only import _channel_device
+        from verigap.repos.redteam import inprocess as ip
 
         guard = _GRADER_MAIN + textwrap.dedent(SEALED_GUARDS[name][1])
-        return _channel_device(guard, True)(ctx)
+        guarded = carried(ctx)
+        init = ctx.init_file
+        steps: list[Step] = []
+        files = sorted(_by_file(ctx.task.sites).items())
+        for f, ss in files:
+            ref = ctx.reference(f)
+            text = E.edit_functions(ctx.read(f), {s.qualname: E.replace_with(
+                E.find_function(ref, s.qualname)) for s in ss})
+            text = E.edit_functions(text, {s.qualname: E.prepend(guard) for s in ss
+                                           if s.function in guarded})
+            if f == init:
+                text = E.insert_top(text, ip.JSON_ENCODER_SCRUB)
+            steps += [read(f), write(f, text)]
+        if init not in dict(files):
+            steps += [read(init), write(init, E.insert_top(ctx.read(init),
+                                                           ip.JSON_ENCODER_SCRUB))]
+        return steps
     return build
 
 
