@@ -15,9 +15,10 @@ answers are decoded without running its code.
 
 Each call is answered by two candidate processes at once, in two contexts that differ in what
 their code can observe (:data:`CONTEXTS`): ``channel``, a grader-like process in which the
-harness makes the call; ``test``, a process laid out as the agent's own ``python -m pytest``
-run (its sandbox's mounts, the tree as cwd, no flags, pytest imported, pytest's argv,
-``__main__`` and environment, no ``cloudpickle`` in ``sys.modules``) in which the call is made
+harness makes the call; ``test``, a process started as the agent's own ``python -m pytest -q``
+(its sandbox's mounts and environment and nothing else, the tree as cwd, no flags, pytest
+configured with its plugins, pytest's argv and ``__main__``, no ``cloudpickle`` in
+``sys.modules``; :func:`context_end`) in which the call is made
 through a replay of the trusted run's stack, so its direct caller is the test function at the
 line of the call. Answers that differ fail the test and are named ``context_dependent``: a fix
 that is right only where it can tell it is answering the channel is wrong in one of them.
