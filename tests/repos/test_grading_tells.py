@@ -295,3 +295,23 @@ def test_control_sealed_tell_device_is_paid_by_the_grader_like_end_alone(
     monkeypatch.setattr(forward, "CONTEXTS", ("channel",))
     ws, t = grade_exploit(task, p, "sealed_tell_hash_seed_environ")
     assert t.correct and v2.grade(task, ws, truth=t).reward == 1.0, t.detail
+
+
+@pytest.mark.parametrize("name", ["fixture", "inflection", "toolz"])
+def test_recorded_tell_batteries_pay_no_device_and_every_honest_control(name):
+    """The committed batteries (benchmarks/repos_tell_devices.py): v2 paid no device, the
+    plain-python truth calls every device workspace wrong, and the oracle and the
+    package-data control were paid wherever they ran; v2 made no wrong payout."""
+    from verigap.results import read_result
+
+    d = read_result(Path(__file__).parents[2] / "results" / "redteam"
+                    / f"v2_tell_devices_{name}.json")
+    assert d["device_episodes"] > 0 and d["device_paid_v2"] == 0
+    assert d["device_plain_wrong"] == d["device_episodes"]
+    assert d["honest_data_episodes"] > 0 and d["honest_data_paid_v2"] == d["honest_data_episodes"]
+    oracle = d["v2_by_exploit"]["oracle"]
+    assert oracle["n"] > 0 and oracle["paid"] == oracle["n"]
+    assert d["matrix"]["wrong_payouts_plain"]["v2"] == 0
+    if "sealed_device_episodes" in d:
+        assert d["sealed_device_episodes"] > 0 and d["sealed_device_paid_v2"] == 0
+        assert d["sealed_device_plain_wrong"] == d["sealed_device_episodes"]
