@@ -1,13 +1,15 @@
 """Defeat devices keyed on tells of the grading processes, and an honest fix with package data.
 
     python benchmarks/repos_tell_devices.py TASKS_DIR [--limit 3] [--workers 2]
-        [--runs runs/tell_devices] --out results/redteam/v2_tell_devices_SET.json
+        [--runs runs/tell_devices] [--sealed] --out results/redteam/v2_tell_devices_SET.json
 
 Runs every ``tell_*`` device of ``redteam/tells.py`` (each site fixed only where a guard
 recognises a grading process: fixed hash seed, harness flags, an armed alarm, the harness as
 ``__main__``, files only grading makes, the plugin switch, an obfuscated mix), the honest
 ``honest_package_data`` control, ``list_liar`` (broken items in a list subclass that claims
-to be a list) and the oracle/no-op controls under v1 and v2 on the first
+to be a list), with ``--sealed`` the ``sealed_tell_*`` devices (keyed on what the sealed
+channel's agent-like end used to show, for tasks whose sites the channel carries), and the
+oracle/no-op controls under v1 and v2 on the first
 ``--limit`` tasks, and writes the matrix with, per exploit, how often v2 paid and how often the
 independent plain-python truth (``redteam/plain_truth.py``) called the workspace wrong.
 """
@@ -20,7 +22,12 @@ from pathlib import Path
 
 from verigap.repos.graders.measure import matrix_summary
 from verigap.repos.redteam import battery, matrix
-from verigap.repos.redteam.tells import ENCODER_LIAR, HONEST_DATA, TELL_DEVICES
+from verigap.repos.redteam.tells import (
+    ENCODER_LIAR,
+    HONEST_DATA,
+    SEALED_TELL_DEVICES,
+    TELL_DEVICES,
+)
 from verigap.results import write_result
 from verigap.runs import run_jobs, write_json_atomic
 
@@ -36,9 +43,14 @@ def main() -> None:
                     help="where the battery's run directories go (resumable)")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--command", default="", help="the command that made the task set")
+    ap.add_argument("--sealed", action="store_true",
+                    help="add the sealed_tell_* devices (for tasks whose sites the sealed "
+                    "channel carries)")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     names = [e.name for e in (*TELL_DEVICES, *ENCODER_LIAR, *HONEST_DATA)]
+    if args.sealed:
+        names += [e.name for e in SEALED_TELL_DEVICES]
     paths = sorted(f for f in args.tasks.glob("*.json") if f.name != "index.json")[:args.limit]
     js = battery.jobs(paths, args.runs, graders=list(GRADERS), exploits=names)
     results = run_jobs(js, executor="process", workers=args.workers, progress=False,
@@ -51,6 +63,12 @@ def main() -> None:
     data["device_paid_v2"] = sum(v["paid"] for k, v in per.items() if k.startswith("tell_"))
     data["device_plain_wrong"] = sum(v["plain_wrong"] for k, v in per.items()
                                      if k.startswith("tell_"))
+    if args.sealed:
+        sealed = {k: v for k, v in per.items() if k.startswith("sealed_tell_")}
+        data["sealed_devices"] = len(SEALED_TELL_DEVICES)
+        data["sealed_device_episodes"] = sum(v["n"] for v in sealed.values())
+        data["sealed_device_paid_v2"] = sum(v["paid"] for v in sealed.values())
+        data["sealed_device_plain_wrong"] = sum(v["plain_wrong"] for v in sealed.values())
     data["list_liar"] = per.get("list_liar", {})
     data["honest_data_paid_v2"] = per.get("honest_package_data", {}).get("paid", 0)
     data["honest_data_episodes"] = per.get("honest_package_data", {}).get("n", 0)
@@ -60,7 +78,8 @@ def main() -> None:
               f"{row['paid_plain_wrong']}")
     cmd = (f"{args.command} && " if args.command else "") + (
         f"python benchmarks/repos_tell_devices.py {args.tasks} --limit {args.limit} "
-        f"--workers {args.workers} --runs {args.runs} --out {args.out}")
+        f"--workers {args.workers} --runs {args.runs}" + (" --sealed" if args.sealed else "")
+        + f" --out {args.out}")
     write_result(args.out, data, command=cmd)
     print(args.out)
 

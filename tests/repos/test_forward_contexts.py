@@ -51,27 +51,31 @@ def honest(x):
 
 
 def _start(tree: Path, tmp: Path, context: str) -> tuple[subprocess.Popen, str]:
-    """One candidate end, laid out as ``forward._server`` lays it out (paths on the host)."""
+    """One candidate end, laid out as ``forward.context_end`` lays it out (paths on the host)."""
     scratch = tmp / context
     shutil.copytree(tree, scratch)
-    chan = scratch / forward.CHANNEL
-    chan.mkdir()
     ctx = {"name": context}
+    env = {"PATH": os.environ.get("PATH", "")}
     if context == "channel":
+        chan = scratch / forward.CHANNEL
+        chan.mkdir()
         ctx["cwd"] = forward.CHANNEL
-        script, flags = str(HERE / "_verigap_forward.py"), ["-s", "-P", "-B"]
-    else:
-        ctx["tests"] = ["tests/test_probe.py"]
-        shutil.copy2(HERE / "_verigap_forward.py", chan)
+        cmd = [sys.executable, "-s", "-P", "-B", str(HERE / "_verigap_forward.py"), "serve",
+               f"{forward.CHANNEL}/cfg.json"]
+        env |= {"PYTHONPATH": ".", "PYTHONHASHSEED": "12345"}
+    else:  # python -m pytest -q, from a ``pytest`` package of the harness's files
+        chan = scratch / forward.TEST_LAUNCH_DIR
+        chan.mkdir()
+        (chan / "__init__.py").write_text("")
+        shutil.copy2(HERE / "_verigap_forward.py", chan / "__main__.py")
         shutil.copytree(Path(__import__("cloudpickle").__file__).parent, chan / "cloudpickle")
-        script, flags = f"{forward.CHANNEL}/_verigap_forward.py", []
+        cmd = [sys.executable, "-m", "pytest", "-q"]
+    rel = chan.relative_to(scratch).as_posix()
     (chan / "cfg.json").write_text(json.dumps({
-        "socket": f"{forward.CHANNEL}/sock", "import_root": ".", "accept_timeout": 60,
+        "socket": f"{rel}/sock", "import_root": ".", "accept_timeout": 60,
         "targets": {"p::probe": ["proj", "probe"], "p::honest": ["proj", "honest"]},
         "context": ctx}))
-    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": ".", "PYTHONHASHSEED": "12345"}
-    proc = subprocess.Popen([sys.executable, *flags, script, "serve",
-                             f"{forward.CHANNEL}/cfg.json"], cwd=scratch, env=env)
+    proc = subprocess.Popen(cmd, cwd=scratch, env=env)
     return proc, str(chan / "sock")
 
 
@@ -127,7 +131,8 @@ def test_the_two_contexts_differ_in_what_a_device_keys_on(client):
     assert channel["current_test"] is None
     assert not channel["hashseed"] and not as_test["hashseed"]
     assert as_test["cwd_has_tests"] and not channel["cwd_has_tests"]
-    assert as_test["stdout"] == "CaptureIO" and channel["stdout"] == "StringIO"
+    # pytest's fd capture, as while a test of the agent's run is running
+    assert as_test["stdout"] == "EncodedFile" and channel["stdout"] == "StringIO"
     assert channel["safe_path"] and not as_test["safe_path"]
     assert as_test["depth"] > channel["depth"] + 10  # the trusted run's stack, replayed
     assert channel["x"] == as_test["x"] == 3
@@ -159,6 +164,7 @@ def test_canonical_ignores_set_order_and_error_wording():
 
 def test_the_test_context_leaves_nothing_of_the_channel_on_disk(client, tmp_path):
     _answers(client, "p::honest", 2)
+    assert not (tmp_path / "test" / forward.TEST_LAUNCH_DIR).exists()
     assert not (tmp_path / "test" / forward.CHANNEL).exists()
     assert sorted(p.name for p in (tmp_path / "channel" / forward.CHANNEL).iterdir()) == []
 

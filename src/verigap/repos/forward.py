@@ -15,9 +15,10 @@ answers are decoded without running its code.
 
 Each call is answered by two candidate processes at once, in two contexts that differ in what
 their code can observe (:data:`CONTEXTS`): ``channel``, a grader-like process in which the
-harness makes the call; ``test``, a process laid out as the agent's own ``python -m pytest``
-run (its sandbox's mounts, the tree as cwd, no flags, pytest imported, pytest's argv,
-``__main__`` and environment, no ``cloudpickle`` in ``sys.modules``) in which the call is made
+harness makes the call; ``test``, a process started as the agent's own ``python -m pytest -q``
+(its sandbox's mounts and environment and nothing else, the tree as cwd, no flags, pytest
+configured with its plugins, pytest's argv and ``__main__``, no ``cloudpickle`` in
+``sys.modules``; :func:`context_end`) in which the call is made
 through a replay of the trusted run's stack, so its direct caller is the test function at the
 line of the call. Answers that differ fail the test and are named ``context_dependent``: a fix
 that is right only where it can tell it is answering the channel is wrong in one of them.
@@ -150,39 +151,54 @@ def trusted_tree(p: Prepared, sites: Sequence[Any], reference: Path | None = Non
     return dest
 
 
-def _server(p: Prepared, candidate: Path, tmp: Path, context: str, tests: Sequence[str],
-            targets: dict, timeout: float, backend: str | None, seed: str):
-    """(command, scratch, mounts, env, socket) of the candidate's end in ``context``."""
+#: The package the ``test`` context starts as ``python -m pytest -q``: the harness's files (its
+#: ``__main__``, cloudpickle, the config and the socket), deleted once the trusted end is
+#: connected and before any candidate code runs.
+TEST_LAUNCH_DIR = "pytest"
+
+
+def context_end(python: str, env_prefix: Path, import_root: str, candidate: Path, tmp: Path,
+                context: str, targets: dict, timeout: float, backend: str | None, seed: str):
+    """(command, scratch, mounts, env, socket directory) of the candidate's end in ``context``.
+
+    ``channel`` is laid out as the graders' processes are (harness mounted, ``-s -P -B``, the
+    clean environment with this grading's hash seed). ``test`` is the agent's own run: the
+    command is ``python -m pytest -q`` in the copy of the tree, the sandbox's own environment
+    and nothing else (a random hash seed, no plugin switch), the environment as the only mount."""
     scratch = tmp / context
     shutil.copytree(candidate, scratch, symlinks=True)
-    chan = scratch / CHANNEL
-    chan.mkdir(mode=0o755)
     hdir = harness_dir()
-    root = p.import_root if p.import_root not in ("", ".") else "."
+    root = import_root if import_root not in ("", ".") else "."
     ctx: dict[str, Any] = {"name": context}
     if context == "channel":  # the graders' layout: the harness mounted where they have it
-        m = execution.Mounts({Path(p.env_prefix): execution.ENV_MOUNT,
+        chan = scratch / CHANNEL
+        chan.mkdir(mode=0o755)
+        m = execution.Mounts({Path(env_prefix): execution.ENV_MOUNT,
                               hdir: execution.HARNESS_MOUNT}, backend)
         ctx["cwd"] = CHANNEL
-        script = m.inside(hdir / "_verigap_forward.py")
-    else:  # the agent's sandbox's layout: the environment only; the harness starts from a
-        # copy in the channel's directory, which it removes before any candidate code runs
-        m = execution.Mounts({Path(p.env_prefix): execution.ENV_MOUNT}, backend)
-        shutil.copy2(hdir / "_verigap_forward.py", chan / "_verigap_forward.py")
+        rel = CHANNEL
+        cmd = [m.inside(python), *PY_FLAGS, m.inside(hdir / "_verigap_forward.py"), "serve",
+               f"{CHANNEL}/cfg.json"]
+        # the grader's own hash seed, removed from os.environ before candidate code runs
+        env, clean = {"PYTHONPATH": root, "PYTHONHASHSEED": seed}, True
+    else:  # the agent's sandbox's layout: the harness starts as ``python -m pytest -q`` from
+        # a ``pytest`` package of its files, which it removes before any candidate code runs
+        chan = scratch / TEST_LAUNCH_DIR
+        if chan.exists():
+            raise ValueError(f"the candidate's tree has a top-level {TEST_LAUNCH_DIR!r} "
+                             "directory, where the test context starts: rename it")
+        chan.mkdir(mode=0o755)
+        m = execution.Mounts({Path(env_prefix): execution.ENV_MOUNT}, backend)
+        (chan / "__init__.py").write_text("")
+        shutil.copy2(hdir / "_verigap_forward.py", chan / "__main__.py")
         shutil.copytree(hdir / "cloudpickle", chan / "cloudpickle")
-        ctx["tests"] = sorted({t.split("::")[0] for t in tests})
-        script = f"{CHANNEL}/_verigap_forward.py"
+        rel = TEST_LAUNCH_DIR
+        cmd = [m.inside(python), "-m", "pytest", "-q"]
+        env, clean = {}, False
     (chan / "cfg.json").write_text(json.dumps({
-        "socket": f"{CHANNEL}/sock", "import_root": root, "targets": targets,
+        "socket": f"{rel}/sock", "import_root": root, "targets": targets,
         "accept_timeout": timeout, "context": ctx}))
-    flags = list(PY_FLAGS) if context == "channel" else []  # the graders' flags, or none
-    cmd = [m.inside(p.python), *flags, script, "serve", f"{CHANNEL}/cfg.json"]
-    # one hash seed for both contexts (set iteration order must not tell them apart); the
-    # candidate's end removes the variable before any candidate code runs
-    env = {"PYTHONPATH": root, "PYTHONHASHSEED": seed}
-    if context == "test":
-        env |= {"TERM": "xterm", "COLUMNS": "80"}
-    return cmd, scratch, m, env, chan
+    return cmd, scratch, m, env, chan, clean
 
 
 def run_forwarded(p: Prepared, candidate: Path, sites: Sequence[Any], tests: Sequence[str], *,
@@ -201,13 +217,14 @@ def run_forwarded(p: Prepared, candidate: Path, sites: Sequence[Any], tests: Seq
     seed = str(secrets.randbelow(2 ** 32 - 2) + 1)
     contexts = tuple(CONTEXTS)
     with tempfile.TemporaryDirectory(prefix="vg-fwd-") as tmp:
-        ends = [_server(p, candidate, Path(tmp), c, tests, targets, timeout, backend, seed)
-                for c in contexts]
+        ends = [context_end(p.python, Path(p.env_prefix), p.import_root, candidate, Path(tmp),
+                            c, targets, timeout, backend, seed) for c in contexts]
         m = ends[0][2]
         with ThreadPoolExecutor(max_workers=len(ends)) as pool:
             servers = [pool.submit(execution.run, cmd, scratch=scratch, mounts=mm,
-                                   timeout=timeout, backend=mm.backend, env=env)
-                       for cmd, scratch, mm, env, _chan in ends]
+                                   timeout=timeout, backend=mm.backend, env=env,
+                                   clean_env=clean)
+                       for cmd, scratch, mm, env, _chan, clean in ends]
             try:
                 run = run_pytest(trusted, python=p.python, env_prefix=Path(p.env_prefix),
                                  import_root=p.import_root, test_files=list(tests),

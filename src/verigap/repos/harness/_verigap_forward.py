@@ -565,7 +565,8 @@ class _Client:
     def _where(self, frame) -> dict:
         """How the call was made here, for a context that replays it: the frames from the
         outermost one that is not the runner's down to the caller (file, name, line; a file
-        of the tree relative to it), and pytest's environment variables."""
+        of the tree relative to it), and the test pytest is running (``PYTEST_CURRENT_TEST``;
+        no other variable of this run: its plugin switch is the grader's, not the agent's)."""
         root = self.cfg["root"].rstrip(os.sep) + os.sep
         harness = os.path.dirname(os.path.abspath(__file__)) + os.sep
         stack = []
@@ -578,7 +579,7 @@ class _Client:
             stack.append(["tree", f[len(root):]] if f.startswith(root) else ["abs", f])
             stack[-1] += [c.co_name, getattr(c, "co_qualname", c.co_name), frame.f_lineno or 1]
             frame = frame.f_back
-        env = {k: v for k, v in os.environ.items() if k.startswith("PYTEST_")}
+        env = {k: os.environ[k] for k in ("PYTEST_CURRENT_TEST",) if k in os.environ}
         return {"stack": stack[::-1], "env": env}
 
     def call(self, target: str, args: tuple, kwargs: dict):
@@ -784,39 +785,70 @@ class Replay:
 
 
 class AsTest(Channel):
-    """Context ``test``: the call made as the agent's own ``python -m pytest`` run makes it.
+    """Context ``test``: the call made as the agent's own ``python -m pytest -q`` run makes it.
 
-    The process starts with no interpreter flags, in the candidate's tree (cwd and
-    ``sys.path[0]``), with pytest imported, ``sys.argv`` and ``__main__`` as ``python -m
-    pytest`` has them, pytest's environment variables (``PYTEST_CURRENT_TEST`` ...) as the
-    trusted run had them at this call, and ``cloudpickle`` kept out of ``sys.modules`` (the
-    arguments are unpickled by a private loader). The function is called through a replay of
-    the trusted run's stack: one frame per frame there, each with the file (the candidate's
-    copy of a tree file), function name and line of the frame it stands for and that module's
-    globals where this process has it, so the direct caller is the test function at the line
-    of the call; output goes to pytest's own capture class."""
+    The process is started as ``python -m pytest -q`` in the candidate's tree (cwd and
+    ``sys.path[0]``), from a ``pytest`` package of this harness's files there, with the agent
+    sandbox's environment and nothing else (no hash seed: random, as the agent's; no plugin
+    switch), so its command line, ``sys.orig_argv`` and ``/proc/self/environ`` are the agent's.
+    Before any candidate code runs, those files are deleted, the real pytest is imported and
+    configured from ``-q`` (its plugins loaded and their configure hooks run, output captured as
+    while a test runs), ``__main__`` becomes a module made from pytest's ``__main__.py`` and
+    ``sys.argv`` names it; ``PYTEST_VERSION`` is set as ``pytest.main`` sets it and
+    ``PYTEST_CURRENT_TEST`` as the trusted run had it at this call. ``cloudpickle`` and the
+    modules only this harness uses are kept out of ``sys.modules``. The function is called
+    through a replay of the trusted run's stack (:class:`Replay`), so the direct caller is the
+    test function at the line of the call; what it prints is read from pytest's capture."""
 
     name = "test"
+    #: modules this harness imports and a pytest run does not (held privately once loaded)
+    HARNESS_ONLY = ("socket", "_socket", "select", "selectors", "array", "struct", "_struct",
+                    "pickle", "_pickle", "_compat_pickle", "cloudpickle")
 
-    def __init__(self, cfg: dict, harness: str) -> None:
+    def __init__(self, cfg: dict, launch: str) -> None:
+        import importlib
         import importlib.util
+        import pickle  # noqa: F401 - loaded here, then kept out of sys.modules
 
-        import cloudpickle  # noqa: F401 - loaded, then kept out of sys.modules
+        import cloudpickle  # noqa: F401
 
         self.private = {k: m for k, m in sys.modules.items()
-                        if k == "cloudpickle" or k.startswith("cloudpickle.")}
-        for k in self.private:
-            del sys.modules[k]
-        sys.path[:] = [os.getcwd()] + [p for p in sys.path if os.path.abspath(p or ".")
-                                       != harness]
-        import pytest  # noqa: F401
-
+                        if k.split(".")[0] in self.HARNESS_ONLY}
+        _remove_tree(launch)  # the harness's files, config and socket: gone from here on
+        for k in self.private:  # before pytest loads: what it imports, it imports itself
+            sys.modules.pop(k, None)
+        for name in [n for n in sys.modules if n == "pytest" or n.startswith("pytest.")]:
+            del sys.modules[name]
+        sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != launch]
+        sys.path_importer_cache.clear()
+        importlib.invalidate_caches()
         spec = importlib.util.find_spec("pytest.__main__")
+        # the interpreter's own __main__, filled as runpy fills it for -m, in the same order
         main = types.ModuleType("__main__")
-        main.__file__, main.__spec__, main.__package__ = spec.origin, spec, "pytest"
-        main.__loader__, main.__builtins__ = spec.loader, builtins
+        main.__annotations__ = {}
+        main.__builtins__ = builtins
+        vars(main).update(__name__="__main__", __file__=spec.origin, __cached__=spec.cached,
+                          __doc__=None, __loader__=spec.loader, __package__=spec.parent,
+                          __spec__=spec)
+        main.__name__ = "pytest.__main__"  # its ``if __name__ == "__main__"`` must not run
+        exec(spec.loader.get_code("pytest.__main__"), vars(main))
+        main.__name__ = "__main__"
         sys.modules["__main__"] = main
-        sys.argv[:] = [spec.origin, "-q", *cfg.get("tests", ())]
+        sys.argv[:] = [spec.origin, "-q"]
+        import pytest
+
+        os.environ["PYTEST_VERSION"] = pytest.__version__  # as pytest.main sets it for a run
+        self.capman = None
+        try:  # the plugins, options and configure hooks of the agent's run
+            from _pytest.config import _prepareconfig
+
+            self.config = _prepareconfig(["-q"])
+            self.config._do_configure()
+            capman = self.config.pluginmanager.getplugin("capturemanager")
+            capman.resume_global_capture()  # fds 1 and 2 on pytest's files, as in a test
+            self.capman = capman
+        except BaseException:  # a project config this environment cannot satisfy: as far as
+            pass  # it got, with output captured by pytest's capture class below
         try:
             from _pytest.capture import CaptureIO as cio
         except ImportError:  # pragma: no cover - every pytest this supports has it
@@ -827,11 +859,9 @@ class AsTest(Channel):
         self.env: dict[str, str] = {}
 
     def loads(self, blob: bytes):
-        import pickle
-
         private = self.private
 
-        class _Loader(pickle.Unpickler):
+        class _Loader(private["pickle"].Unpickler):
             def find_class(self, module, name):
                 if module.split(".")[0] == "cloudpickle":
                     return getattr(private[module], name)
@@ -854,6 +884,18 @@ class AsTest(Channel):
 
     @contextlib.contextmanager
     def capture(self):
+        if self.capman is not None:  # pytest's global capture holds fds 1 and 2: read it
+            with contextlib.suppress(Exception):
+                self.capman.read_global_capture()  # nothing from before the call
+            so, se = self.cio(), self.cio()
+            try:
+                yield so, se
+            finally:
+                with contextlib.suppress(Exception):
+                    out, err = self.capman.read_global_capture()
+                    so.write(out)
+                    se.write(err)
+            return
         so, se = self.cio(), self.cio()
         old = sys.stdout, sys.stderr
         sys.stdout, sys.stderr = so, se
@@ -942,14 +984,33 @@ def _remove_tree(d: str) -> None:
         os.rmdir(d)
 
 
+#: Where the test context keeps its connection: above the descriptors a pytest run opens, so
+#: those get the numbers they get in the agent's run.
+HIGH_FD = 255
+
+
+def _out_of_the_way(conn: socket.socket) -> socket.socket:
+    """``conn`` moved to :data:`HIGH_FD` (unchanged where that descriptor cannot be had)."""
+    try:
+        os.dup2(conn.fileno(), HIGH_FD, inheritable=False)
+    except OSError:
+        return conn
+    moved = socket.socket(fileno=HIGH_FD)
+    conn.close()
+    return moved
+
+
 def serve(cfg_path: str) -> int:
     """The candidate's end: accept one peer, then answer its calls in the context ``cfg``
     names (``channel`` or ``test``)."""
     with open(cfg_path) as f:
         cfg = json.load(f)
-    os.environ.pop("PYTHONHASHSEED", None)  # applied at start (both contexts share it)
+    os.environ.pop("PYTHONHASHSEED", None)  # the channel's: applied at start
     path = os.path.abspath(cfg["socket"])
-    sys.path.insert(0, os.path.abspath(cfg["import_root"]))
+    ctx_cfg = cfg.get("context") or {}
+    as_test = ctx_cfg.get("name") == "test"
+    if not as_test or cfg["import_root"] not in ("", "."):  # -m puts the cwd first already
+        sys.path.insert(0, os.path.abspath(cfg["import_root"]))
     lst = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     lst.bind(path)
     os.chmod(path, 0o777)  # the trusted sandbox may run as another user
@@ -964,12 +1025,9 @@ def serve(cfg_path: str) -> int:
     for f in (path, os.path.abspath(cfg_path)):
         with contextlib.suppress(OSError):
             os.unlink(f)
-    ctx_cfg = cfg.get("context") or {}
-    harness = os.path.dirname(os.path.abspath(__file__))
-    if ctx_cfg.get("name") == "test":
-        ctx: Channel = AsTest(ctx_cfg, harness)
-        if os.path.dirname(path) == harness:  # started from a copy here: remove it all
-            _remove_tree(harness)
+    if as_test:  # started from a ``pytest`` package of this harness's files: removed
+        conn = _out_of_the_way(conn)
+        ctx: Channel = AsTest(ctx_cfg, os.path.dirname(os.path.abspath(__file__)))
     else:
         if ctx_cfg.get("cwd"):
             os.chdir(ctx_cfg["cwd"])
@@ -990,6 +1048,12 @@ def serve(cfg_path: str) -> int:
             send_(conn, data)
 
 
-if __name__ == "__main__" and len(sys.argv) == 3 and sys.argv[1] == "serve":
-    sys.path.append(os.path.dirname(os.path.abspath(__file__)))  # cloudpickle (unpickling)
-    sys.exit(serve(sys.argv[2]))
+if __name__ == "__main__":
+    _here = os.path.dirname(os.path.abspath(__file__))
+    if (globals().get("__spec__") is not None
+            and __spec__.name == "pytest.__main__"):  # noqa: F821 - the test context's launch
+        sys.path.append(_here)  # cloudpickle (unpickling)
+        sys.exit(serve(os.path.join(_here, "cfg.json")))
+    if len(sys.argv) == 3 and sys.argv[1] == "serve":
+        sys.path.append(_here)
+        sys.exit(serve(sys.argv[2]))
