@@ -51,3 +51,17 @@ def test_committed_results_are_named_by_what_they_are():
     bad = [p.relative_to(root).as_posix() for p in root.rglob("*")
            if re.search(r"issue\d|wave\d|(^|[_/])p\d\d([_.]|$)", p.relative_to(root).as_posix())]
     assert bad == [], f"rename these by what they hold: {bad}"
+
+
+def test_a_reproduction_leaves_the_file_untouched_and_a_change_rewrites_it(tmp_path):
+    """Rerunning a job that reproduces its numbers (only times differ) must not dirty the
+    checkout; any other difference is a new result and is written."""
+    path = tmp_path / "r.json"
+    write_result(path, {"x": 0.5, "runs": [{"seed": 0, "wall_s": 1.0}]}, command="make a")
+    before = path.read_bytes()
+    write_result(path, {"x": 0.5, "runs": [{"seed": 0, "wall_s": 9.0}]}, command="make a")
+    assert path.read_bytes() == before
+    write_result(path, {"x": 0.25, "runs": [{"seed": 0, "wall_s": 9.0}]}, command="make b")
+    assert read_result(path)["x"] == 0.25 and read_meta(path)["command"] == "make b"
+    write_result(path, {"x": 0.25, "runs": [{"seed": 1, "wall_s": 9.0}]}, command="make b")
+    assert read_result(path)["runs"][0]["seed"] == 1

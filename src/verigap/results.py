@@ -83,15 +83,39 @@ def make_meta(command: str) -> dict[str, Any]:
     }
 
 
+#: Keys whose values measure the run, not the result (time, load): a rerun that changes only
+#: these reproduced the file, so the committed file is kept as it is.
+VOLATILE_KEYS = frozenset({"wall_s", "cpu_s", "load", "load_average", "written_at"})
+
+
+def without_volatile(value: Any) -> Any:
+    """``value`` with every :data:`VOLATILE_KEYS` entry dropped, at any depth."""
+    if isinstance(value, dict):
+        return {k: without_volatile(v) for k, v in value.items() if k not in VOLATILE_KEYS}
+    if isinstance(value, list | tuple):
+        return [without_volatile(v) for v in value]
+    return value
+
+
 def write_result(path: str | Path, data: Any, *, command: str) -> Path:
     """Write ``data`` with its provenance to ``path`` (atomically, strict JSON, sorted keys).
 
-    ``command`` is the shell command a person runs to reproduce the file.
+    ``command`` is the shell command a person runs to reproduce the file. When ``path``
+    already holds the same data up to :data:`VOLATILE_KEYS` (a reproduction), the file is left
+    untouched: rerunning a job must not dirty a checkout whose numbers it reproduced.
     """
     if not command.strip():
         raise ConfigError("write_result needs the command that reproduces the result")
     _check_finite(data, "")
     path = Path(path)
+    if path.exists():
+        try:
+            old = json.loads(path.read_text())["data"]
+        except (OSError, ValueError, KeyError, TypeError):
+            old = None
+        fresh = json.loads(json.dumps(data, sort_keys=True))  # as it would read back
+        if old is not None and without_volatile(old) == without_volatile(fresh):
+            return path
     write_json_atomic(path, {"meta": make_meta(command), "data": data})
     return path
 
