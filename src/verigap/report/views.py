@@ -28,6 +28,7 @@ VIEW_MODULES: list[str] = [
     "verigap.experiments.render",
     "verigap.silentbug.views",
     "verigap.repos.views",
+    "verigap.agents.views",
 ]
 
 
