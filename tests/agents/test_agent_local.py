@@ -133,3 +133,23 @@ def test_tokenizer_without_chat_template_is_refused() -> None:
     tok.chat_template = None
     with pytest.raises(ConfigError, match="chat template"):
         LocalClient(model, tok)
+
+
+def test_local_spec_loads_a_saved_model_directory(tmp_path) -> None:
+    """``local:/path/dir``: the same loader a GGUF file or the smollm2 package goes through."""
+    model, tok = tiny_chat_model(seed=3)
+    model.save_pretrained(tmp_path / "m")
+    tok.save_pretrained(tmp_path / "m")
+    a = client_from_spec(f"local:{tmp_path / 'm'}", max_new_tokens=6)
+    b = LocalClient(model, tok, max_new_tokens=6)
+    msgs = [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}]
+    assert a.generate_text(a.prompt_ids(msgs, []))[0] == b.generate_text(b.prompt_ids(msgs, []))[0]
+    assert client_from_spec(f"local:{tmp_path / 'm'}").model is a.model  # loaded once
+    with pytest.raises(ConfigError, match="must be .gguf"):
+        resolve_weights(str(tmp_path / "m" / "config.json"))
+
+
+def test_max_new_tokens_default_comes_from_the_environment(monkeypatch) -> None:
+    model, tok = tiny_chat_model()
+    monkeypatch.setenv("VERIGAP_LOCAL_MAX_NEW_TOKENS", "3")
+    assert LocalClient(model, tok).max_new_tokens == 3
