@@ -153,3 +153,13 @@ def test_max_new_tokens_default_comes_from_the_environment(monkeypatch) -> None:
     model, tok = tiny_chat_model()
     monkeypatch.setenv("VERIGAP_LOCAL_MAX_NEW_TOKENS", "3")
     assert LocalClient(model, tok).max_new_tokens == 3
+
+
+def test_families_accept_local_specs() -> None:
+    from verigap.repos import episode
+    from verigap.silentbug import evaluate
+
+    assert episode.parse_agent("local:smollm2") == ("local", "smollm2")
+    assert evaluate.parse_agent("local:/models/x.gguf") == ("local", "/models/x.gguf")
+    with pytest.raises(ConfigError, match="local:smollm2"):
+        episode.parse_agent("local:")

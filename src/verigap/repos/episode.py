@@ -3,7 +3,7 @@
 Agents: ``scripted:oracle|noop|careless`` (the baselines, driven through the standard tools by a
 scripted client so they leave a transcript like any model), ``scripted:NAME`` for any red-team
 exploit, honest control or liar (``verigap redteam``) and any impossible-task agent
-(``reporter``, ``fixer``, ``cheater``), ``openai:MODEL`` and ``anthropic:MODEL`` (real models
+(``reporter``, ``fixer``, ``cheater``), ``openai:MODEL``, ``anthropic:MODEL`` and ``local:WEIGHTS`` (real models
 through the P3 episode loop, in a bubblewrap sandbox whose only extra mount is the prepared
 environment, read-only). Each episode is a run directory holding the workspace,
 ``transcript.json``, ``verdict.json`` and ``result.json``.
