@@ -157,6 +157,17 @@ def load_model(path: Path) -> tuple[Any, Any]:
         kw, where = {"gguf_file": path.name}, path.parent
     tok = AutoTokenizer.from_pretrained(where, **kw)
     model = AutoModelForCausalLM.from_pretrained(where, dtype="float32", **kw)
+    if path.is_file():
+        # transformers dequantises GGUF tensors at load time, but the model keeps a GGUF
+        # "quantizer" marker that makes its Trainer refuse training: move the float32 weights
+        # into a plain model of the same config
+        config = model.config
+        if hasattr(config, "quantization_config"):
+            del config.quantization_config
+        plain = AutoModelForCausalLM.from_config(config, dtype=model.dtype)
+        plain.load_state_dict(model.state_dict())
+        plain.generation_config = model.generation_config
+        model = plain
     model.eval()
     return model, tok
 
