@@ -147,8 +147,6 @@ def main(argv: list[str] | None = None) -> None:
     torch.manual_seed(0)
     torch.set_num_threads(torch_threads)
     data: dict[str, Any] = {}
-    if a.out.exists():
-        data = json.loads(a.out.read_text())["data"]
     t0 = time.time()
     load = time.perf_counter()
     client_from_spec(a.model)  # loads the weights once; every family below reuses them
@@ -168,7 +166,10 @@ def main(argv: list[str] | None = None) -> None:
         data[fam] = {**runners[fam](), "wall_s": round(time.perf_counter() - started, 1),
                      "command": "nice -n 10 python " + " ".join(sys.argv)}
         print(fam, json.dumps(data[fam])[:400], flush=True)
-        write_result(a.out, data, command="nice -n 10 python " + " ".join(sys.argv))
+        # reread before writing: families measured by other invocations meanwhile are kept
+        merged = json.loads(a.out.read_text())["data"] if a.out.exists() else {}
+        merged.update({**{k: v for k, v in data.items() if k not in runners}, fam: data[fam]})
+        write_result(a.out, merged, command="nice -n 10 python " + " ".join(sys.argv))
     print(f"done in {time.time() - t0:.0f}s -> {a.out}")
 
 
