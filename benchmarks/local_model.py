@@ -162,8 +162,9 @@ def main(argv: list[str] | None = None) -> None:
     for fam in [f.strip() for f in a.families.split(",") if f.strip()]:
         if fam not in runners:
             sys.exit(f"--families: unknown family {fam!r}; choose from {', '.join(runners)}")
-        started = time.perf_counter()
+        started, load_avg = time.perf_counter(), round(os.getloadavg()[0], 2)
         data[fam] = {**runners[fam](), "wall_s": round(time.perf_counter() - started, 1),
+                     "load_avg_1min_at_start": load_avg,
                      "command": "nice -n 10 python " + " ".join(sys.argv)}
         print(fam, json.dumps(data[fam])[:400], flush=True)
         # reread before writing: families measured by other invocations meanwhile are kept
