@@ -27,17 +27,20 @@ from verigap.results import write_result
 
 
 class StepClock(TrainerCallback):
-    """Wall time of each optimizer step (generation, rewards, forward and backward)."""
+    """Wall time of each optimizer step (generation, rewards, forward and backward); calls
+    ``on_step`` after each, so a measurement stopped early keeps the steps it finished."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_step) -> None:  # noqa: ANN001
         self.times: list[float] = []
         self._t = 0.0
+        self.on_step = on_step
 
     def on_step_begin(self, args, state, control, **kw):  # noqa: ANN001 - TRL's signature
         self._t = time.perf_counter()
 
     def on_step_end(self, args, state, control, **kw):  # noqa: ANN001
         self.times.append(round(time.perf_counter() - self._t, 2))
+        self.on_step(self.times, state.log_history)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -55,23 +58,24 @@ def main(argv: list[str] | None = None) -> None:
     cfg = vt.LMExperimentConfig(model=a.model, steps=a.steps)
     work = Path(tempfile.mkdtemp(prefix="verigap-lm-grpo-"))
     trainer = vt.grpo_trainer(model, tok, cfg, work, log_path=work / "m.jsonl")
-    clock = StepClock()
-    trainer.add_callback(clock)
+    def write(times: list[float], history: list[dict]) -> None:
+        per_step = sorted(times)[len(times) // 2]
+        planned_steps = 3 * 3 * 200
+        data = {"model": a.model, "load_s": round(load_s, 1), "steps": len(times),
+                "prompts_per_step": cfg.prompts_per_step, "group": cfg.group,
+                "max_completion_length": cfg.max_completion_length, "lora_r": cfg.lora_r,
+                "beta": cfg.beta, "step_s": times, "median_step_s": per_step,
+                "load_avg_1min": round(os.getloadavg()[0], 2),
+                "trl_log": [{k: v for k, v in r.items()
+                             if k.startswith(("reward", "kl", "loss", "completions/mean"))}
+                            for r in history if "loss" in r],
+                "plan": {"runs": 9, "grpo_steps": planned_steps,
+                         "grpo_cpu_hours": round(planned_steps * per_step / 3600, 1)}}
+        write_result(a.out, data, command="nice -n 10 python " + " ".join(sys.argv))
+        print(times, data["plan"], flush=True)
+
+    trainer.add_callback(StepClock(write))
     trainer.train()
-    per_step = sorted(clock.times)[len(clock.times) // 2]
-    planned_steps = 3 * 3 * 200
-    data = {"model": a.model, "load_s": round(load_s, 1), "steps": a.steps,
-            "prompts_per_step": cfg.prompts_per_step, "group": cfg.group,
-            "max_completion_length": cfg.max_completion_length, "lora_r": cfg.lora_r,
-            "beta": cfg.beta, "step_s": clock.times, "median_step_s": per_step,
-            "load_avg_1min_at_end": round(os.getloadavg()[0], 2),
-            "trl_log": [{k: v for k, v in r.items() if k.startswith(("reward", "kl", "loss",
-                                                                      "completions/mean"))}
-                        for r in trainer.state.log_history if "loss" in r],
-            "plan": {"runs": 9, "grpo_steps": planned_steps,
-                     "grpo_cpu_hours": round(planned_steps * per_step / 3600, 1)}}
-    write_result(a.out, data, command="nice -n 10 python " + " ".join(sys.argv))
-    print(data["step_s"], data["plan"])
 
 
 if __name__ == "__main__":
