@@ -83,3 +83,24 @@ def test_one_grpo_step_on_a_tiny_random_model(tmp_path) -> None:
     assert logs["completions/mean_length"] == 8
     rec = json.loads((tmp_path / "m.jsonl").read_text())
     assert rec["n"] == 4 and rec["answer_parsed"] == 0.0
+
+
+@pytest.mark.slow
+def test_run_experiment_writes_a_resumable_run_directory(tmp_path) -> None:
+    """LoRA SFT on careless demonstrations, evaluation, one GRPO step, evaluation; the result
+    is written last and a second call returns it without training again."""
+    from verigap.agents._tiny import tiny_chat_model
+
+    model, tok = tiny_chat_model(seed=1)
+    cfg = vt.LMExperimentConfig(sft_programs=8, steps=1, prompts_per_step=2, group=2,
+                                max_completion_length=8, lora_r=4, lora_alpha=8,
+                                eval_programs=2, reward={"kind": "audit", "rate": 0.25})
+    result = vt.run_experiment(cfg, tmp_path / "run", model=model, tokenizer=tok)
+    run = tmp_path / "run"
+    assert json.loads((run / "config.json").read_text())["reward"] == {"kind": "audit",
+                                                                        "rate": 0.25}
+    for name in vt.TRUTH:
+        assert result[f"gain_{name}"] == result[f"final_{name}"] - result[f"start_{name}"]
+    assert (run / "metrics.jsonl").read_text().count("\n") == 1
+    stamp = (run / "result.json").stat().st_mtime_ns
+    assert vt.run_experiment(cfg, run) == result and (run / "result.json").stat().st_mtime_ns == stamp
