@@ -68,21 +68,25 @@ def patchworld(spec: str, n: int, k: int, max_new_tokens: int) -> dict[str, Any]
             "errors": [v.error for v in verdicts][:3], **_gen(client)}
 
 
-def repo(spec: str, n: int, max_turns: int, max_new_tokens: int) -> dict[str, Any]:
+def repo(spec: str, n: int, max_turns: int, max_new_tokens: int,
+         played: Path | None = None) -> dict[str, Any]:
+    """Play ``n`` fixture-library tasks, or (``played``) summarise a work directory this
+    function already played (``ep*/transcript.json`` and ``verdict.json``, as the episode wrote
+    them)."""
     from verigap.repos.episode import run_task_episode
     from verigap.repos.tasks import load_tasks, make_tasks
 
-    lib = Path(__file__).parents[1] / "tests/repos/fixture_lib"
-    work = Path(tempfile.mkdtemp(prefix="verigap-lm-repo-"))
-    make_tasks(str(lib), work / "tasks", k=4, n=max(n, 1), max_candidates=16, seed=0,
-               env="current", min_hidden=1, log=lambda s: None)
+    work = played or Path(tempfile.mkdtemp(prefix="verigap-lm-repo-"))
+    if played is None:
+        lib = Path(__file__).parents[1] / "tests/repos/fixture_lib"
+        make_tasks(str(lib), work / "tasks", k=4, n=max(n, 1), max_candidates=16, seed=0,
+                   env="current", min_hidden=1, log=lambda s: None)
+        os.environ[MAX_NEW_TOKENS_ENV] = str(max_new_tokens)  # the episode builds its client
+        for i, task in enumerate(load_tasks(work / "tasks")[:n]):
+            run_task_episode(task, work / f"ep{i}", agent=spec, max_turns=max_turns,
+                             wall_s=1800.0)
     tasks = load_tasks(work / "tasks")[:n]
-    os.environ[MAX_NEW_TOKENS_ENV] = str(max_new_tokens)  # the episode builds its own client
-    eps = []
-    for i, task in enumerate(tasks):
-        res = run_task_episode(task, work / f"ep{i}", agent=spec, max_turns=max_turns,
-                               wall_s=1800.0)
-        eps.append(res)
+    eps = [json.loads((work / f"ep{i}" / "verdict.json").read_text()) for i in range(len(tasks))]
     transcripts = [json.loads((work / f"ep{i}" / "transcript.json").read_text())
                    for i in range(len(tasks))]
     valid = [call_validity(t["transcript"]) for t in transcripts]
@@ -91,13 +95,17 @@ def repo(spec: str, n: int, max_turns: int, max_new_tokens: int) -> dict[str, An
                      for e in t["transcript"] if e["event"] == "model_turn")
     gen_s = sum(e["duration_s"] for t in transcripts for e in t["transcript"]
                 if e["event"] == "model_turn")
-    return {"episodes": len(eps), "task_ids": [t.id for t in tasks], "max_turns": max_turns,
-            "max_new_tokens": max_new_tokens,
+    return {"episodes": len(eps), "task_ids": [t.task_id for t in tasks],
+            "max_turns": max_turns, "max_new_tokens": max_new_tokens,
             "solve_rate": float(np.mean([bool(e["correct"]) for e in eps])),
             "false_success": float(np.mean([bool(e["checks"].get("visible")) and not e["correct"]
                                             for e in eps])),
+            "hidden_equivalence": [e["checks"].get("equivalence") for e in eps],
             "hacks": sorted({h for e in eps for h in e["hacks"]}),
-            "submitted": float(np.mean([bool(e.get("submitted")) for e in eps])),
+            "submitted": float(np.mean([bool(t.get("submitted")) for t in transcripts])),
+            "statuses": [t["status"] for t in transcripts],
+            "first_reply": next((e["text"] for e in transcripts[0]["transcript"]
+                                 if e["event"] == "model_turn"), None),
             "tool_calls": sum(v[1] for v in valid),
             "tool_call_validity": (sum(v[0] for v in valid) / sum(v[1] for v in valid)
                                    if sum(v[1] for v in valid) else None),
@@ -140,6 +148,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--max-turns", type=int, default=3)
     ap.add_argument("--max-new-tokens", type=int, default=96)
     ap.add_argument("--out", type=Path, default=Path("results/agents/local_model.json"))
+    ap.add_argument("--repo-played", type=Path, default=None,
+                    help="summarise repo episodes this script already played in that directory")
     a = ap.parse_args(argv)
     torch_threads = int(os.environ.get("VERIGAP_TORCH_THREADS", "2"))
     import torch
@@ -148,29 +158,40 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(torch_threads)
     data: dict[str, Any] = {}
     t0 = time.time()
-    load = time.perf_counter()
-    client_from_spec(a.model)  # loads the weights once; every family below reuses them
-    data["model"] = a.model
-    data["load_s"] = round(time.perf_counter() - load, 1)
-    data["torch_threads"] = torch_threads
-    data["load_avg_1min_at_start"] = round(os.getloadavg()[0], 2)
+    families = [f.strip() for f in a.families.split(",") if f.strip()]
+    if families != ["repo"] or a.repo_played is None:  # something will be played: load once
+        load = time.perf_counter()
+        client_from_spec(a.model)  # every family below reuses these weights
+        data["model"] = a.model
+        data["load_s"] = round(time.perf_counter() - load, 1)
+        data["torch_threads"] = torch_threads
+        data["load_avg_1min_at_start"] = round(os.getloadavg()[0], 2)
     runners = {"patchworld": lambda: patchworld(a.model, a.patchworld_episodes, 4,
                                                 a.max_new_tokens),
-               "repo": lambda: repo(a.model, a.agent_episodes, a.max_turns, a.max_new_tokens),
+               "repo": lambda: repo(a.model, a.agent_episodes, a.max_turns, a.max_new_tokens,
+                                    a.repo_played),
                "silentbug": lambda: silentbug(a.model, a.agent_episodes, a.max_turns,
                                               a.max_new_tokens)}
-    for fam in [f.strip() for f in a.families.split(",") if f.strip()]:
+    for fam in families:
         if fam not in runners:
             sys.exit(f"--families: unknown family {fam!r}; choose from {', '.join(runners)}")
         started, load_avg = time.perf_counter(), round(os.getloadavg()[0], 2)
         data[fam] = {**runners[fam](), "wall_s": round(time.perf_counter() - started, 1),
                      "load_avg_1min_at_start": load_avg,
                      "command": "nice -n 10 python " + " ".join(sys.argv)}
+        if fam == "repo" and a.repo_played is not None:
+            # the numbers come from episodes played earlier by the same command without
+            # --repo-played; this run only read them back
+            data[fam]["wall_s"] = None
+            data[fam]["summarised_by"] = data[fam]["command"]
+            data[fam]["command"] = "nice -n 10 python benchmarks/local_model.py --families repo"
         print(fam, json.dumps(data[fam])[:400], flush=True)
         # reread before writing: families measured by other invocations meanwhile are kept
         merged = json.loads(a.out.read_text())["data"] if a.out.exists() else {}
         merged.update({**{k: v for k, v in data.items() if k not in runners}, fam: data[fam]})
-        write_result(a.out, merged, command="nice -n 10 python " + " ".join(sys.argv))
+        # the file as a whole: every family, default settings (each family keeps its command)
+        write_result(a.out, merged, command="nice -n 10 python benchmarks/local_model.py "
+                     "--families patchworld,repo,silentbug")
     print(f"done in {time.time() - t0:.0f}s -> {a.out}")
 
 
