@@ -47,6 +47,8 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="local:smollm2")
     ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--prompts-per-step", type=int, default=4)
+    ap.add_argument("--group", type=int, default=8)
     ap.add_argument("--out", type=Path, default=Path("results/agents/lm_grpo_speed.json"))
     a = ap.parse_args(argv)
     import torch
@@ -55,9 +57,12 @@ def main(argv: list[str] | None = None) -> None:
     t0 = time.perf_counter()
     model, tok = load_model(resolve_weights(a.model.partition(":")[2]))
     load_s = time.perf_counter() - t0
-    cfg = vt.LMExperimentConfig(model=a.model, steps=a.steps)
+    cfg = vt.LMExperimentConfig(model=a.model, steps=a.steps, group=a.group,
+                                prompts_per_step=a.prompts_per_step)
     work = Path(tempfile.mkdtemp(prefix="verigap-lm-grpo-"))
     trainer = vt.grpo_trainer(model, tok, cfg, work, log_path=work / "m.jsonl")
+    scale = (4 * 8) / (cfg.prompts_per_step * cfg.group)
+
     def write(times: list[float], history: list[dict]) -> None:
         per_step = sorted(times)[len(times) // 2]
         planned_steps = 3 * 3 * 200
@@ -70,7 +75,11 @@ def main(argv: list[str] | None = None) -> None:
                              if k.startswith(("reward", "kl", "loss", "completions/mean"))}
                             for r in history if "loss" in r],
                 "plan": {"runs": 9, "grpo_steps": planned_steps,
-                         "grpo_cpu_hours": round(planned_steps * per_step / 3600, 1)}}
+                         # the registered step has 4 x 8 completions; a smaller measured step
+                         # is scaled by the completion count (generation and backward are
+                         # both linear in it)
+                         "scale_to_registered_step": scale,
+                         "grpo_cpu_hours": round(planned_steps * per_step * scale / 3600, 1)}}
         write_result(a.out, data, command="nice -n 10 python " + " ".join(sys.argv))
         print(times, data["plan"], flush=True)
 

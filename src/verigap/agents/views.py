@@ -41,5 +41,8 @@ def lm_grpo_speed_table(data: dict[str, Any]) -> str:
     rows = [[str(data["steps"]), f"{data['prompts_per_step']} x {data['group']}",
              str(data["max_completion_length"]), ", ".join(f"{s:.0f}" for s in data["step_s"]),
              f"{data['median_step_s']:.0f}", f"{data['plan']['grpo_cpu_hours']:.1f}"]]
+    scale = data["plan"].get("scale_to_registered_step", 1)
+    note = ("" if scale == 1 else f"\n\nThe registered step (4 x 8) is {scale:g} times this "
+            "one's completions; the hours scale the measured step by that factor.")
     return markdown_table(["steps", "prompts x group", "max tokens", "seconds per step",
-                           "median s/step", "hours for 9 runs x 200 steps"], rows)
+                           "median s/step", "hours for 9 runs x 200 steps"], rows) + note
