@@ -43,6 +43,6 @@ def lm_grpo_speed_table(data: dict[str, Any]) -> str:
              f"{data['median_step_s']:.0f}", f"{data['plan']['grpo_cpu_hours']:.1f}"]]
     scale = data["plan"].get("scale_to_registered_step", 1)
     note = ("" if scale == 1 else f"\n\nThe registered step (4 x 8) is {scale:g} times this "
-            "one's completions; the hours scale the measured step by that factor.")
+            "one's completions; the hours scale the measured step by that factor (wall time on the loaded machine, not an idle one).")
     return markdown_table(["steps", "prompts x group", "max tokens", "seconds per step",
-                           "median s/step", "hours for 9 runs x 200 steps"], rows) + note
+                           "median s/step", "wall hours for 9 runs x 200 steps at this load"], rows) + note
