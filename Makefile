@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 CORE_STAMP := $(VENV)/.installed-core
 TEST_STAMP := $(VENV)/.installed-test
-TEST_EXTRAS := dev,torch,agents,repos
+TEST_EXTRAS := dev,torch,agents,repos,llm
 
 .PHONY: install system-deps test test-fast pilot rollout results docs site lint bench clean
 

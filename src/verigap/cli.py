@@ -31,7 +31,8 @@ from verigap.silentbug.cli import app as silentbug_app
 #: Optional packages and the extra (pyproject.toml) that installs each.
 EXTRAS = {"libcst": "repos", "hypothesis": "repos", "torch": "torch", "openai": "agents",
           "anthropic": "agents", "ray": "ray", "fastapi": "server", "uvicorn": "server",
-          "httpx": "server"}
+          "httpx": "server", "transformers": "llm", "tokenizers": "llm", "gguf": "llm",
+          "accelerate": "llm", "peft": "llm", "trl": "llm", "datasets": "llm"}
 
 
 def missing_extra_message(name: str) -> str:

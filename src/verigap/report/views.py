@@ -29,6 +29,7 @@ VIEW_MODULES: list[str] = [
     "verigap.experiments.auditors",
     "verigap.silentbug.views",
     "verigap.repos.views",
+    "verigap.agents.views",
 ]
 
 

@@ -122,7 +122,7 @@ def make_tasks(
 def run(
     tasks: Annotated[Path, typer.Argument(help="A task file or a directory of them.")],
     agent: Annotated[list[str] | None, typer.Option(
-        help="scripted:oracle|noop|careless, openai:MODEL, anthropic:MODEL (repeatable; "
+        help="scripted:oracle|noop|careless, openai:MODEL, anthropic:MODEL, local:smollm2 (repeatable; "
              "default scripted:oracle).")] = None,
     grader: Annotated[list[str] | None, typer.Option(
         help="v1 or v2 (repeatable; default v2).")] = None,

@@ -3,7 +3,7 @@
 Agents: ``scripted:oracle|noop|careless`` (the baselines, driven through the standard tools by a
 scripted client so they leave a transcript like any model), ``scripted:NAME`` for any red-team
 exploit, honest control or liar (``verigap redteam``) and any impossible-task agent
-(``reporter``, ``fixer``, ``cheater``), ``openai:MODEL`` and ``anthropic:MODEL`` (real models
+(``reporter``, ``fixer``, ``cheater``), ``openai:MODEL``, ``anthropic:MODEL`` and ``local:WEIGHTS`` (real models
 through the P3 episode loop, in a bubblewrap sandbox whose only extra mount is the prepared
 environment, read-only). Each episode is a run directory holding the workspace,
 ``transcript.json``, ``verdict.json`` and ``result.json``.
@@ -64,12 +64,14 @@ def parse_agent(agent: str) -> tuple[str, str]:
     kind, _, name = agent.partition(":")
     if kind == "scripted" and name in scripted_agents():
         return kind, name
-    if kind in ("openai", "anthropic") and name:
+    from verigap.agents import is_model_spec
+
+    if is_model_spec(agent):
         return kind, name
     raise ConfigError(f"--agent {agent!r}: use scripted:oracle, scripted:noop, scripted:careless, "
                       "scripted:NAME for any red-team or impossible-task agent (e.g. "
                       "scripted:honest_rename, scripted:claim_unrun, scripted:reporter), "
-                      "openai:MODEL or anthropic:MODEL")
+                      "openai:MODEL, anthropic:MODEL or local:smollm2 (a local model)")
 
 
 def _scripted_steps(task: RepoTask, ws: Path, name: str, contract: Any) -> list[Any]:
@@ -216,23 +218,14 @@ def _act(task: RepoTask, ws: Path, agent: str, *, backend: str | None, max_turns
 
 def _loop(task: RepoTask, ws: Path, box: Any, kind: str, name: str, *, python: str,
           max_turns: int, wall_s: float, contract: Any) -> dict[str, Any]:
-    from verigap.agents import (
-        AnthropicClient,
-        Budget,
-        OpenAIClient,
-        ScriptedClient,
-        run_episode,
-        standard_tools,
-    )
+    from verigap.agents import Budget, ScriptedClient, client_from_spec, run_episode, standard_tools
 
     if kind == "scripted":
         steps = _scripted_steps(task, ws, name, contract)
         client: Any = ScriptedClient(steps)
         max_turns = len(steps)
-    elif kind == "openai":
-        client = OpenAIClient(name)
     else:
-        client = AnthropicClient(name)
+        client = client_from_spec(f"{kind}:{name}")
     ep = run_episode(client, standard_tools(box), SYSTEM.format(python=python), task.prompt,
                      Budget(max_turns=max_turns, wall_s=wall_s))
     return ep.to_dict()

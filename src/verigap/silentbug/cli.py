@@ -196,7 +196,7 @@ def substrates(as_json: bool = JSON) -> None:
 
 
 @app.command("eval")
-def eval_(agent: str = typer.Option(..., help="scripted:NAME | openai:MODEL | anthropic:MODEL"),
+def eval_(agent: str = typer.Option(..., help="scripted:NAME | openai:MODEL | anthropic:MODEL | local:smollm2"),
           arm: str = typer.Option("A,B,C,D", help="comma-separated arms"),
           bugs: str = typer.Option("accepted", help="'accepted' or comma-separated bug ids"),
           episodes: int = typer.Option(1, min=1, help="episode seeds per (bug, arm)"),

@@ -37,17 +37,17 @@ from verigap.silentbug.scripted import AGENTS, scripted_client
 from verigap.silentbug.substrate import pristine_files
 from verigap.verdict import Verdict
 
-PROVIDERS = ("scripted", "openai", "anthropic")
+PROVIDERS = ("scripted", "openai", "anthropic", "local")
 METRICS = ("reward", "outcome", "localized", "component_strict", "component_set", "correct",
            "invalid", "hacked")
 
 
 def parse_agent(spec: str) -> tuple[str, str]:
-    """``scripted:NAME``, ``openai:MODEL`` or ``anthropic:MODEL``."""
+    """``scripted:NAME``, ``openai:MODEL``, ``anthropic:MODEL`` or ``local:WEIGHTS``."""
     provider, _, name = spec.partition(":")
     if provider not in PROVIDERS or not name:
         raise ConfigError(f"unknown agent {spec!r}; use scripted:NAME ({', '.join(AGENTS)}), "
-                          "openai:MODEL or anthropic:MODEL")
+                          "openai:MODEL, anthropic:MODEL or local:smollm2")
     if provider == "scripted" and name not in AGENTS:
         raise ConfigError(f"unknown scripted agent {name!r}; choose from {', '.join(AGENTS)}")
     return provider, name
@@ -111,11 +111,9 @@ def make_client(cfg: EvalConfig, bug: Bug, arm: str, seed: int) -> ModelClient:
     provider, name = parse_agent(cfg.agent)
     if provider == "scripted":
         return scripted_client(name, bug, arm, seed, cfg.budget)
-    from verigap.agents import AnthropicClient, OpenAIClient
+    from verigap.agents import client_from_spec
 
-    if provider == "openai":
-        return OpenAIClient(name, base_url=cfg.base_url, temperature=0.0)
-    return AnthropicClient(name, base_url=cfg.base_url, temperature=0.0)
+    return client_from_spec(cfg.agent, base_url=cfg.base_url, temperature=0.0, seed=seed)
 
 
 def check_run_dir(run_dir: Path, cfg: EvalConfig) -> None:

@@ -1,0 +1,106 @@
+"""verigap.trl: reward schemes as TRL reward functions, and one GRPO step on a tiny random model."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("trl")
+
+from verigap import trl as vt  # noqa: E402
+from verigap.patchworld import rules, text  # noqa: E402
+from verigap.patchworld.programs import generate  # noqa: E402
+from verigap.rewards import Audit, DeletionPenalty, Oracle, Visible  # noqa: E402
+
+
+def _batch():
+    """Three programs and, per program, a correct answer and an all-delete answer."""
+    progs = generate(4, 3, seed=5)
+    rows = [text.program_record(progs[i]) for i in range(3)]
+    good = [text.format_answer(progs[i], progs[i].at_order("reference")[0]) for i in range(3)]
+    bad = [text.format_answer(progs[i], np.full(4, rules.DELETE)) for i in range(3)]
+    return progs, rows, good, bad
+
+
+def test_scheme_rewards_match_the_shared_grader_and_truth_is_separate(tmp_path) -> None:
+    progs, rows, good, bad = _batch()
+    completions = [[{"role": "assistant", "content": a}] for a in good + bad + ["nonsense"]]
+    program = rows + rows + rows[:1]
+    funcs, weights = vt.reward_functions(Visible(), log_path=tmp_path / "log.jsonl")
+    assert weights == [1.0, 0.0, 0.0, 0.0, 0.0]
+    assert [f.__name__ for f in funcs] == ["visible", *vt.TRUTH]
+    paid = funcs[0](None, completions, program)
+    g = rules.grade(progs, np.full((3, 4), rules.DELETE))
+    assert paid == [1.0] * 3 + [float(p) for p in g.passed] + [0.0]
+    assert funcs[2](None, completions, program) == [1.0] * 3 + [0.0] * 4  # true_success
+    fs = funcs[3](None, completions, program)
+    assert fs[3:6] == [float(p) for p in g.passed] and fs[6] == 0.0
+    assert funcs[4](None, completions, program)[-1] == 0.0  # nonsense does not parse
+    logged = json.loads((tmp_path / "log.jsonl").read_text())
+    assert logged["n"] == 7 and logged["true_success"] == pytest.approx(3 / 7)
+
+
+def test_penalty_oracle_and_audit_schemes() -> None:
+    _, rows, good, bad = _batch()
+    assert vt.SchemeReward(DeletionPenalty(per_deletion=0.5))(None, bad, rows)[0] <= -1.0
+    assert vt.SchemeReward(Oracle())(None, good + bad, rows + rows) == [1.0] * 3 + [0.0] * 3
+    a = vt.SchemeReward(Audit(rate=1.0, penalty=-1.0))(None, bad, rows)
+    assert all(r in (-1.0, 0.0) for r in a)  # every visible pass on deletions is caught
+    assert vt.SchemeReward(Audit(rate=0.5), seed=3)(None, bad, rows) == \
+        vt.SchemeReward(Audit(rate=0.5), seed=3)(None, bad, rows)
+
+
+def test_datasets_carry_prompts_programs_and_demonstrations() -> None:
+    ds = vt.prompt_dataset(4, seed=1)
+    assert ds.column_names == ["prompt", "program"] and len(ds) == 4
+    assert ds[0]["prompt"][1]["content"] == text.render_prompt(text.program_from_record(ds[0]["program"]))
+    sft = vt.sft_dataset(3, seed=1)
+    assert [m["role"] for m in sft[0]["messages"]] == ["system", "user", "assistant"]
+
+
+@pytest.mark.slow
+def test_one_grpo_step_on_a_tiny_random_model(tmp_path) -> None:
+    """TRL's GRPOTrainer with a LoRA adapter and a KL penalty takes one step; the truth metrics
+    are logged beside the reward. (A random model writes no answer that parses, so every
+    reward is 0 and the group advantage, and with it the update, is zero: TRL reports it.)"""
+    from peft import PeftModel
+
+    from verigap.agents._tiny import tiny_chat_model
+
+    model, tok = tiny_chat_model(seed=0)
+    cfg = vt.LMExperimentConfig(steps=1, prompts_per_step=2, group=2, max_completion_length=8,
+                                lora_r=4, lora_alpha=8, beta=0.04)
+    trainer = vt.grpo_trainer(model, tok, cfg, tmp_path / "grpo", log_path=tmp_path / "m.jsonl")
+    assert isinstance(trainer.model, PeftModel)
+    trainer.train()
+    assert trainer.state.global_step == 1
+    logs = trainer.state.log_history[0]
+    for name in ("visible", *vt.TRUTH):
+        assert f"rewards/{name}/mean" in logs
+    assert "kl" in logs and logs["frac_reward_zero_std"] == 1.0
+    assert logs["completions/mean_length"] == 8
+    rec = json.loads((tmp_path / "m.jsonl").read_text())
+    assert rec["n"] == 4 and rec["answer_parsed"] == 0.0
+
+
+@pytest.mark.slow
+def test_run_experiment_writes_a_resumable_run_directory(tmp_path) -> None:
+    """LoRA SFT on careless demonstrations, evaluation, one GRPO step, evaluation; the result
+    is written last and a second call returns it without training again."""
+    from verigap.agents._tiny import tiny_chat_model
+
+    model, tok = tiny_chat_model(seed=1)
+    cfg = vt.LMExperimentConfig(sft_programs=8, steps=1, prompts_per_step=2, group=2,
+                                max_completion_length=8, lora_r=4, lora_alpha=8,
+                                eval_programs=2, reward={"kind": "audit", "rate": 0.25})
+    result = vt.run_experiment(cfg, tmp_path / "run", model=model, tokenizer=tok)
+    run = tmp_path / "run"
+    assert json.loads((run / "config.json").read_text())["reward"] == {"kind": "audit",
+                                                                        "rate": 0.25}
+    for name in vt.TRUTH:
+        assert result[f"gain_{name}"] == result[f"final_{name}"] - result[f"start_{name}"]
+    assert (run / "metrics.jsonl").read_text().count("\n") == 1
+    stamp = (run / "result.json").stat().st_mtime_ns
+    assert vt.run_experiment(cfg, run) == result and (run / "result.json").stat().st_mtime_ns == stamp
