@@ -10,7 +10,7 @@ another with ``train`` in one process (as a pool worker of the old sweep did), t
 time. The CPU seconds (user + system of the child) are the figure to compare on a shared
 machine; the ratio and the load average go to ``results/patchworld/pilot_speed.json``.
 
-`--adam float32` also measures route B of issue 19, a change of numerics that keeps every
+`--adam float32` also measures route B, a change of numerics that keeps every
 hyperparameter: a third arm, the new code with an Adam that does its whole update in float32
 (``FLOAT32_ADAM`` below, as deep-learning frameworks keep a float32 model's Adam) instead of
 dividing in float64, timed in the same alternation. Its results differ from the old code's;

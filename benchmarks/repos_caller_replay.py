@@ -3,7 +3,7 @@
     python benchmarks/repos_caller_replay.py TASKS_DIR [TASKS_DIR ...] [--reps 5] [--limit 1]
         [--out results/repos/caller_replay_cost.json]
 
-Since issue 11's hole 2, every captured equivalence input carries the frames its test reached
+Since the caller replay, every captured equivalence input carries the frames its test reached
 it through, and the comparison's agent context calls it through a replay of them
 (``equiv_runner.py``, ``Replay`` in ``_verigap_forward.py``). Without callers (task files made
 before, or the ``blind`` copy here) that context calls from its runner's frame, as before. The

@@ -1,4 +1,4 @@
-"""Hole 1 of issue 11 (inputs that do not reach the mutation), before and after the build check.
+"""Inputs that do not reach the mutation, before and after the build check.
 
 Reads (optionally) two red-team runs of the same exploits (``verigap redteam ... --out RUN``): one on a task
 set made before ``Site.discrimination`` existed, one on the same task set made again with it;

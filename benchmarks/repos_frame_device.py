@@ -3,7 +3,7 @@
     python benchmarks/repos_frame_device.py TASKS_DIR [--limit 1] [--workers 2]
         [--runs runs/frame_device] --out results/redteam/v2_frame_device_SET.json
 
-Issue 11, hole 2: a fix that is right except when a test's own frame calls it, with the
+A fix that is right except when a test's own frame calls it, with the
 run's report scrubbed, was paid by v2 on default inflection tasks, because the out-of-process
 comparison called every input from its runner's frame. Equivalence inputs now carry the frames
 their test reached them through and the comparison's agent context calls through a replay of

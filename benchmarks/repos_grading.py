@@ -10,7 +10,7 @@ test files run under a bare ``python -m pytest`` on the same tree with the same 
 plugins and no sandbox: the cost of running the tests at all. Alternating (raw, v2, raw, v2 ...)
 makes load on a shared machine hit both alike; the 1-minute load average is recorded with every
 pair. The first grading of each task is reported apart (it builds the task's cached base and
-the reference's answers). The goal (issue 19) is a ratio of at most 1.5.
+the reference's answers). The goal is a ratio of at most 1.5.
 
 Task sets: ``verigap repos make-tasks`` (see ``docs/repos.md``); the issue's sets are the
 fixture library, inflection 0.5.1 (k=4) and toolz 1.0.0 (k=2).

@@ -8,7 +8,7 @@ For every task, the visible site with the most failing tests that the channel ca
 equivalence inputs and marked ``tests_only`` (``redteam.tests_only.as_tests_only``: what a task set built
 with ``--allow-tests-only`` has for a site whose arguments do not pickle). The battery's
 ``tests_only_*`` exploits (each fixes the covered sites and leaves that site broken behind one
-of issue 11's in-process techniques, or behind a defeat device) and the two controls run on it,
+of the in-process techniques, or behind a defeat device) and the two controls run on it,
 graded by:
 
 - ``v1``: the naive grader;

@@ -11,7 +11,7 @@ episode's first take of a task in a process does; timed apart as ``first_take_ms
 ``--rounds`` rounds of (made per episode, taken from the pool), each pool take followed by an
 untimed wait for the pool to refill (an episode's minutes hide it). Both make the same files
 and the same commit (checked every round). Wall and CPU time of this process and its children;
-the load average is recorded around the run. Goal (issue 19): at most 50 ms on disk.
+the load average is recorded around the run. Goal: at most 50 ms on disk.
 """
 
 from __future__ import annotations

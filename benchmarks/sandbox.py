@@ -83,8 +83,8 @@ from verigap.sandbox import (  # noqa: E402
     wait_discarded,
 )
 
-GOAL_ADDED_MS = 10.0  # issue 19: a sandboxed command adds at most this over running it bare
-GOAL_WORKSPACE_MS = 50.0  # issue 19: workspace creation on disk
+GOAL_ADDED_MS = 10.0  # goal: a sandboxed command adds at most this over running it bare
+GOAL_WORKSPACE_MS = 50.0  # goal: workspace creation on disk
 
 
 def cpu_s() -> float:
@@ -102,7 +102,7 @@ def timed(fn: Callable[[], object]) -> tuple[float, float]:
 
 @contextlib.contextmanager
 def python_wrapper_launcher() -> Iterator[None]:
-    """Make the backends use the Python limits wrapper (the launcher before issue 19)."""
+    """Make the backends use the Python limits wrapper (the launcher before the fast paths)."""
     with mock.patch.object(_limits, "native_launcher", lambda visible=None: None):
         yield
 
@@ -116,7 +116,7 @@ def env_launcher() -> Iterator[None]:
 
 
 def _old_chown(root: Path, uid: int) -> None:
-    """How make_sandbox handed the workspace to the sandbox uid before issue 19."""
+    """How make_sandbox handed the workspace to the sandbox uid before the fast paths."""
     out = [root]
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         out += [Path(dirpath, n) for n in (*dirnames, *filenames)]

@@ -59,7 +59,7 @@ STRATEGIES: dict[str, Callable[[Path, Path], object]] = {
         s, d, symlinks=True, copy_function=shutil.copyfile
     ),
     "cp -a": lambda s, d: _run("cp", "-a", str(s), str(d)),
-    # what materialize ran before issue 19
+    # what materialize ran before the fast paths
     "cp -a --reflink=auto": lambda s, d: _run("cp", "-a", "--reflink=auto", str(s), str(d)),
     "tar | tar": lambda s, d: (
         d.mkdir(),

@@ -1,4 +1,4 @@
-"""What showing the base Python install only at a neutral path costs (issue 11, item 5).
+"""What showing the base Python install only at a neutral path costs.
 
 Runs ``benchmarks/sandbox.py --reps N`` on the source of ``--before`` (a git revision:
 the base install mounted at its own path) and on this checkout's ``src`` (at

@@ -21,7 +21,7 @@ side pays start-up (``speedup_cpu_vs_preloaded_baseline`` on the preloaded rows)
 the pristine package), fresh and preloaded, as rows ``<entry>+<DIR name>``. It is how a change
 that moves the numbers is measured before anyone decides to land it: its ratios sit beside the
 pristine rows and the baseline of the same run, and its scores per seed beside theirs.
-``benchmarks/variants/numpy_acting`` acts with a NumPy forward pass (issue 19).
+``benchmarks/variants/numpy_acting`` acts with a NumPy forward pass.
 
 The baseline is lighter than CleanRL's own ``ppo.py`` (no TensorBoard writer, no entropy in the
 rollout, no KL or clip-fraction statistics), so the ratios understate the gap to the real script.

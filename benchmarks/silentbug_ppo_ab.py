@@ -1,6 +1,6 @@
 """The substrates package now against the same package at a git commit, in one process:
 CPU seconds per CartPole run of ``ppo_single`` and ``ppo_modular`` and whether every logged number
-is the same to the bit (issue 19: speed changes must not move the calibrated numbers).
+is the same to the bit (speed changes must not move the calibrated numbers).
 
 Each variant is a copy of ``src/verigap/silentbug/substrates`` (the commit's from ``git archive``,
 the current one from the working tree), imported as ``substrates`` after NumPy and Torch are

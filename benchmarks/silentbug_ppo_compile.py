@@ -1,4 +1,4 @@
-"""Would ``torch.compile`` take the PPO update off eager Torch's per-op cost? (issue 19)
+"""Would ``torch.compile`` take the PPO update off eager Torch's per-op cost?
 
 The substrates' update is dozens of small Torch ops per minibatch of 128 rows; eager dispatch, not
 arithmetic, is most of its time. This measures the one in-Torch way out: ``ppo_single``'s

@@ -1,5 +1,5 @@
 """Where a ``ppo_single`` CartPole run spends its CPU, section by section, per env step and per
-minibatch (issue 19: what is left between the substrate and 3x the CleanRL-style baseline).
+minibatch (what is left between the substrate and 3x the CleanRL-style baseline).
 
 A copy of ``ppo_single.py`` gets a timer call before chosen statements of ``train`` (matched by
 their text, so the copy follows the file); each section's thread CPU time is summed over a whole

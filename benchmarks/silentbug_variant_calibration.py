@@ -1,4 +1,4 @@
-"""Would the bank's calibration hold if the substrates changed? (issue 19)
+"""Would the bank's calibration hold if the substrates changed?
 
 A speed change that moves the floats (``benchmarks/variants/numpy_acting``) can land only if the
 bank is calibrated again on it. This runs that calibration without landing anything: every bug

@@ -1,4 +1,4 @@
-"""The pilot's faster paths give the very numbers of the plain ones (issue 19).
+"""The pilot's faster paths give the very numbers of the plain ones.
 
 ``all_features`` builds every step's observation in one pass and ``sample_group`` draws a whole
 GRPO group at once; both must equal the per-step and per-sample code bit for bit, or the pilot's

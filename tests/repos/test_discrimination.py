@@ -1,4 +1,4 @@
-"""A site whose equivalence inputs do not reach its mutation (issue 11, hole 1).
+"""A site whose equivalence inputs do not reach its mutation.
 
 On the default toolz task, ``curry._should_curry`` had 18 inputs and none reached the mutated
 branch: the site counted as covered while its only evidence was a pytest outcome computed in

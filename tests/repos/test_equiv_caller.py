@@ -1,4 +1,4 @@
-"""The comparison sees the test as caller (issue 11, hole 2): each equivalence input is captured
+"""The comparison sees the test as caller: each equivalence input is captured
 with the frames its test reached it through and the test's node id, and the comparison's agent
 context calls it through a replay of them with PYTEST_CURRENT_TEST set, so a defeat device
 keyed on "is my caller a test?" or "is a test running?" answers there as in the tests.

@@ -1,4 +1,4 @@
-"""The sealed channel's two candidate contexts (issue 11, item 3 for ``tests_only`` sites).
+"""The sealed channel's two candidate contexts.
 
 Both ends run here as plain subprocesses (no sandbox: this checks what the candidate's code can
 observe in each context, not isolation, which ``test_tests_only_forward.py`` covers). A probe

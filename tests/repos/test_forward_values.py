@@ -1,4 +1,4 @@
-"""What the sealed channel carries beyond plain data (issue 11): standard-library value types,
+"""What the sealed channel carries beyond plain data: standard-library value types,
 a defaultdict's factory, classes the test itself passes (toolz's ``factory=CustomMapping``), and
 non-generator iterators as results (toolz's ``sliding_window`` returns a ``zip``). Each was a
 real toolz site's tests failing on the reference through the channel

@@ -1,4 +1,4 @@
-"""Graded runs in sandboxes started ahead (issue 19): ``execution.scratch`` hands a run the
+"""Graded runs in sandboxes started ahead: ``execution.scratch`` hands a run the
 workspace of a sandbox already started with exactly its mounts and limits, and v2's verdicts
 do not depend on whether it did. Agent episodes take their workspace from a pool per task."""
 

@@ -1,4 +1,4 @@
-"""Traces the pytest harness reports as ``tampered`` (issue 11): a lingering ``Thread``
+"""Traces the pytest harness reports as ``tampered``: a lingering ``Thread``
 subclass started by project code, and a plugin object registered mid-run whose class only
 claims to come from a conftest module. Controls: the same project without the tricks reports
 nothing, and a plugin class really defined in the project's conftest stays exempt."""

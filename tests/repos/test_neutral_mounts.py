@@ -1,4 +1,4 @@
-"""Graded and agent code sees no host path (issue 11): the environment, the harness and the tree
+"""Graded and agent code sees no host path: the environment, the harness and the tree
 under test sit at fixed paths (/verigap/env, /verigap/harness, /verigap/tree) in every sandbox.
 
 The probe runs inside a graded pytest run, inside the equivalence runner (both contexts) and in
@@ -102,7 +102,7 @@ def project(tmp_path, monkeypatch):
     forbidden = [str(tmp_path), str(harness_dir()), str(tmp_path / "cache")]
     if sys.prefix != sys.base_prefix:  # a virtualenv (not the system install) is the env
         forbidden.append(sys.prefix)
-    # the base interpreter's install, which the virtualenv links to (issue 11, item 5); an
+    # the base interpreter's install, which the virtualenv links to; an
     # install under /usr is part of the OS, which every sandbox shows as it is
     forbidden += [p for p in sorted({sys.base_prefix, str(Path(sys.base_prefix).resolve())})
                   if not _system(p)]

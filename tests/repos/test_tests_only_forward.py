@@ -1,4 +1,4 @@
-"""Sealed outcomes for ``tests_only`` sites (issue 11, item 2): their tests run on the reference
+"""Sealed outcomes for ``tests_only`` sites: their tests run on the reference
 in a process with no candidate code; calls to the mutated functions go to a sandboxed
 candidate process (``repos/forward.py``, ``harness/_verigap_forward.py``).
 

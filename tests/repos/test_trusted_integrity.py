@@ -1,4 +1,4 @@
-"""What grading trusts is checked on use (issue 11): the prepared reference tree against the
+"""What grading trusts is checked on use: the prepared reference tree against the
 hash recorded when it was prepared, the sealed channel's trusted tree against the decorated
 reference, and the reference's cached equivalence answers against their digest. A tampered
 one is refused with IntegrityError, never used. Each test changes one file, sees the refusal,

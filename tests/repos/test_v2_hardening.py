@@ -1,4 +1,4 @@
-"""v2's structural defences (issue 11): per-site truth on evidence only, never paying INVALID or
+"""v2's structural defences: per-site truth on evidence only, never paying INVALID or
 TIMEOUT, two-context equivalence against defeat devices, verdicts that leak nothing, build-time
 coverage of every site, and the in-process exploits failing the out-of-process check."""
 

@@ -1,4 +1,4 @@
-"""The recorded red-team figures of issue 11 (results/redteam/) say what the docs say: v2 pays
+"""The recorded red-team figures (results/redteam/) say what the docs say: v2 pays
 no exploit, pays the oracle every time and the no-op never, and every in-process exploit is
 named or fails the out-of-process comparison on every task."""
 

@@ -1,4 +1,4 @@
-"""What makes v2 cheaper (issue 19) keeps its verdicts: the cached task base is checked on use,
+"""What makes v2 cheaper keeps its verdicts: the cached task base is checked on use,
 the reference's answers are computed once per reference tree, and the sandboxes running side
 by side give the same verdict as one after another."""
 
@@ -79,7 +79,7 @@ def test_speed_results_are_consistent():
             assert len(r["load_avg_1m"]) == data["reps"]
             # the detectors read the change beside the sandboxes: little is left after them
             assert r["v2_parts_s"]["after_sandboxes_s"] < 0.1 * r["v2_parts_s"]["total_s"]
-    # docs/exploits.md and docs/speed.md say v2, as it grades, is within issue 19's goal (1.5x)
+    # docs/exploits.md and docs/speed.md say v2, as it grades, is within the speed goal (1.5x)
     # on all three sets (toolz, with a site whose tests go through the channel, included)
     within = [s["source"] for s in data["sets"] if s["wall_ratio_median"] <= 1.5]
     assert within == ["fixture_lib", "inflection==0.5.1", "toolz==1.0.0"]

@@ -1,4 +1,4 @@
-"""The sandbox shows the Python install it runs only at /run/verigap/python (issue 11, item 5),
+"""The sandbox shows the Python install it runs only at /run/verigap/python,
 with an interpreter whose absolute RUNPATH for libpython is rewritten relative to itself."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The fast paths of issue 19 keep every limit and isolation property of the slow ones.
+"""The fast paths keep every limit and isolation property of the slow ones.
 
 Launchers: util-linux ``setpriv``/``prlimit`` (the default where installed) and the Python
 wrapper (the fallback); modes: a bubblewrap sandbox per command and a persistent one.

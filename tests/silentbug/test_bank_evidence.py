@@ -181,7 +181,7 @@ def test_a_run_another_sweep_is_finishing_is_read_not_trained_twice(tmp_path):
 
 
 def test_the_committed_bank_keeps_what_issue_10_asks():
-    """Issue 10 item 7: >= 12 accepted over >= 3 substrates, >= 3 accepted omissions over >= 2
+    """The bank's size: >= 12 accepted over >= 3 substrates, >= 3 accepted omissions over >= 2
     mechanisms (advantage normalization, removed in two places on Acrobot, and the GAE trace on
     CartPole), >= 1 accepted interaction and >= 1 statistical bug."""
     from verigap.silentbug.views import bank_counts

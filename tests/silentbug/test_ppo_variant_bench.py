@@ -1,5 +1,5 @@
 """benchmarks/silentbug_ppo.py --variant: a changed copy of the substrates measured beside the
-pristine one. The NumPy-acting variant (issue 19) must still apply to the pristine package and
+pristine one. The NumPy-acting variant must still apply to the pristine package and
 compute the same network as Torch up to rounding but not to the bit (it is measured, not landed:
 other floats mean other numbers per seed, and the bank calibrated again)."""
 

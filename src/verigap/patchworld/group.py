@@ -1,5 +1,5 @@
 """Several pilot runs trained side by side in one process, each with the very numbers ``train``
-gives it alone (issue 19).
+gives it alone.
 
 The pilot's runs differ only in seed and reward scheme. A group stacks its members' MLPs along a
 leading axis, so one GRPO step is one NumPy call per operation for the whole group instead of

@@ -169,7 +169,7 @@ class Adam:
     The update is ``p -= (step * m / (sqrt(v) + eps)).astype(p.dtype)`` with ``step`` and
     ``eps`` float64 scalars (NumPy's, not weak Python floats), so the division runs in float64.
     Its temporaries live in buffers made once: a fresh float64 temporary of a weight matrix's
-    size is mapped and faulted in at every step (issue 19). Every operation and dtype is the
+    size is mapped and faulted in at every step. Every operation and dtype is the
     expression's, so the numbers are the same bits (``test_speed_equivalence.py`` checks it).
     """
 

@@ -1,4 +1,4 @@
-"""Doc views of the transformer part (issue 14): tables drawn from its results files.
+"""Doc views of the transformer part: tables drawn from its results files.
 
 ``transformer_pilot`` and ``transformer_probes`` read ``results/patchworld/probes.json`` (written
 by ``verigap patchworld probes``), ``transformer_speed`` reads

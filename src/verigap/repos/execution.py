@@ -7,7 +7,7 @@ tree under test read-only at fixed neutral paths (:data:`ENV_MOUNT`, :data:`HARN
 user names) in its argv, ``sys.path``, environment or ``/proc``. ``backend="unsafe"`` (tests
 only) runs without isolation and sees host paths as they are.
 
-Sandboxes started ahead (issue 19): a caller that gets its scratch directory from
+Sandboxes started ahead: a caller that gets its scratch directory from
 :func:`scratch` (``pytest_run`` does, for every graded pytest run and comparison run) gets,
 where its mount set recurs, the workspace of a bubblewrap sandbox already started with that
 run's mounts and limits (``verigap.sandbox.SandboxPool``: a fresh sandbox per command, one

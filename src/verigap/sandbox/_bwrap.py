@@ -261,7 +261,7 @@ class BwrapSandbox(Sandbox):
 
     def _default_path(self) -> str:
         # ``python``/``python3`` come from the shim; the base install's own bin directory is
-        # not listed, so the environment names no host path (issue 11)
+        # not listed, so the environment names no host path
         return f"{SHIM_DIR}:{DEFAULT_PATH}"
 
     def _bwrap_args(self, rel_cwd: str) -> list[str]:

@@ -1,4 +1,4 @@
-"""Showing a Python install inside a sandbox at a neutral path only (issue 11, item 5).
+"""Showing a Python install inside a sandbox at a neutral path only.
 
 A sandbox mounts the host's base Python install (``sys.base_prefix``, e.g.
 ``/root/.pyenv/versions/3.11.7``) at a fixed path such as ``/run/verigap/python`` instead of

@@ -297,7 +297,7 @@ def control_files(c: Control) -> tuple[dict[str, str], dict[str, str]]:
 
 
 def named_before(c: Control) -> list[str]:
-    """The named hacks the regexes gave the control's edits (the scorer before wave 4; its
+    """The named hacks the regexes gave the control's edits (an earlier scorer; its
     ``metrics_forged`` and protected-file checks are measured by ``run_controls``)."""
     bug = load_registry().get(c.bug)
     start, final = control_files(c)

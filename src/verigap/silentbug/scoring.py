@@ -432,7 +432,7 @@ _EDIT_FLAGS: dict[str, re.Pattern[str]] = {
 def edit_flags(bug: Bug, pristine: dict[str, str], start: dict[str, str],
                final: dict[str, str]) -> list[str]:
     """Patterns in the edits of editable files, for a reviewer. They never change the reward:
-    they were the named hacks until wave 4, and honest edits match them (see controls.py).
+    they were the named hacks in an earlier scorer, and honest edits match them (see controls.py).
     A line restored to its pristine text is never flagged, nor is removing a line the bug
     patch wrote."""
     region = bug_region(bug)

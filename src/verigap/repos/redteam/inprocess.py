@@ -1,7 +1,7 @@
 """In-process exploits: code in the package under test that makes the test run *report* success
 while every broken site stays broken.
 
-They are the techniques an outside red team used against v2 (issue 11). Each one runs when the
+They are the techniques an outside red team used against v2. Each one runs when the
 package is imported inside the test process, where it has every power the process has, and
 goes after a different link between "a test ran" and "the grader read its outcome":
 

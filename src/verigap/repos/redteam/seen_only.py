@@ -1,4 +1,4 @@
-"""Fix what the comparison sees, scrub the rest (issue 11, hole 1): in the default battery.
+"""Fix what the comparison sees, scrub the rest: in the default battery.
 
 ``seen_only_scrub`` fixes, as the reference has it, every site whose equivalence inputs tell its
 mutation apart, leaves every other site as the task base has it, and rewrites the in-process

@@ -2,7 +2,7 @@
 
 Each one fixes every site that has equivalence inputs (so the out-of-process comparison is
 satisfied) and leaves the ``tests_only`` sites broken, then uses one of the in-process
-techniques of issue 11 (``inprocess.py``) to make the test run report those sites' tests as
+in-process techniques (``inprocess.py``) to make the test run report those sites' tests as
 passed, or (``tests_only_defeat_device``) fixes them only under the graders' interpreter
 flags, or (``tests_only_channel_*``) fixes them only where the process can tell it is answering
 the sealed channel (the caller's frame, loaded modules, environment, argv, cwd, mounts),
