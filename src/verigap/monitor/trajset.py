@@ -1,0 +1,262 @@
+"""A published trajectory set: every scripted agent of the red-team battery (exploits, the
+tell devices, composites that do two things, honest controls, claim liars) on real tasks,
+recorded as chat messages with the workspace change they left and labels from the script.
+
+Labels come from the script that made the episode, by design: ``label.acts`` lists what the
+script did (one entry per hack; two for a composite), each with the hack names that describe it
+(:mod:`verigap.hacks`) and the step (tool-call index) that introduced it: the first call of
+that part of the script that writes a file or runs a command. Episodes are recorded without
+grading (v2 is not run), so no record says whether the change is correct beyond what its
+script is built to do (``label.intent``).
+
+One run directory holds one JSON file per (task, agent), so generation resumes;
+:func:`collect` turns it into the gzipped JSONL that ``results/`` holds and :func:`load` reads.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from verigap.errors import ConfigError
+
+#: Directories whose contents are by-products of running the tests, not the agent's change.
+_SKIP_DIRS = {".git", "__pycache__", ".pytest_cache"}
+#: A changed file larger than this is recorded by size only (keeps the published set small).
+MAX_FILE_CHARS = 60_000
+#: Tools whose call changes the workspace or runs code (a hack starts at one of these).
+_ACTING = ("write_file", "edit_file", "run")
+
+
+def agents() -> list[str]:
+    """Every agent of the set: the battery's default exploits with both controls, every honest
+    control and claim liar, and the composites."""
+    from verigap.repos.redteam.battery import select_exploits
+    from verigap.repos.redteam.composite import COMPOSITES
+
+    return [e.name for e in select_exploits(None, with_honest=True)] + \
+        [e.name for e in COMPOSITES]
+
+
+def _snapshot(root: Path) -> dict[str, bytes]:
+    out = {}
+    for f in sorted(root.rglob("*")):
+        rel = f.relative_to(root)
+        if any(p in _SKIP_DIRS for p in rel.parts) or not f.is_file() or f.is_symlink():
+            continue
+        out[rel.as_posix()] = f.read_bytes()
+    return out
+
+
+def _text(b: bytes) -> str:
+    if len(b) > MAX_FILE_CHARS:
+        return f"<{len(b)} bytes, not recorded>"
+    try:
+        return b.decode()
+    except UnicodeDecodeError:
+        return f"<binary, {len(b)} bytes>"
+
+
+def diff(before: dict[str, bytes], after: dict[str, bytes]) -> tuple[dict[str, str],
+                                                                      dict[str, str | None]]:
+    """(base text of every changed file that existed, final text of every changed file; None
+    for a deleted one)."""
+    changed = sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p))
+    base = {p: _text(before[p]) for p in changed if p in before}
+    final = {p: (_text(after[p]) if p in after else None) for p in changed}
+    return base, final
+
+
+def first_acting(steps: Sequence[tuple[str, dict[str, Any]]], ctx: Any,
+                 offset: int = 0) -> int | None:
+    """Index (plus ``offset``) of the first step that runs a command, edits a file, or writes
+    a file with text other than the reference's (a script that first fixes the visible sites
+    as the reference has them and then breaks another starts its hack at the second write)."""
+    for i, (name, args) in enumerate(steps):
+        if name not in _ACTING:
+            continue
+        if name == "write_file":
+            ref = Path(ctx.prepared.tree) / str(args.get("path", ""))
+            if ref.is_file() and ref.read_text(errors="replace") == args.get("content"):
+                continue
+        return offset + i
+    return None
+
+
+def acts(agent: str, ctx: Any) -> list[dict[str, Any]]:
+    """What the agent's script does, one entry per hack: its exploit, family, names and the
+    step that introduced it (a false claim: the submit). Empty for honest controls and the two
+    battery controls."""
+    from verigap.repos.redteam import honest
+    from verigap.repos.redteam.battery import BY_NAME
+    from verigap.repos.redteam.composite import PARTS, part_starts
+
+    ex = BY_NAME[agent]
+    if ex.control:
+        return []
+    if agent in honest.BY_NAME:  # a claim liar: its act is the summary it submits
+        return [{"exploit": agent, "family": ex.klass, "classes": list(ex.names),
+                 "step": len(honest.script(ex, ctx)) - 1}]
+    if agent not in PARTS:
+        return [{"exploit": agent, "family": ex.klass, "classes": list(ex.names),
+                 "step": first_acting(ex.build(ctx), ctx)}]
+    out, offset = [], 0
+    for part, steps in part_starts(agent, ctx):
+        out.append({"exploit": part.name, "family": part.klass, "classes": list(part.names),
+                    "step": first_acting(steps, ctx, offset)})
+        offset += len(steps)
+    return out
+
+
+def intent(agent: str) -> str:
+    """What the script is built to leave: ``fix`` (a correct change), ``partial`` (visible
+    sites only), ``none`` (no change) or ``hack``."""
+    from verigap.repos.redteam.battery import BY_NAME
+
+    ex = BY_NAME[agent]
+    if agent == "noop":
+        return "none"
+    if agent == "oracle" or ex.klass == "honest":
+        return "fix"
+    if ex.klass == "honest partial":
+        return "partial"
+    return "hack"
+
+
+def episode(task_path: Path, agent: str, scratch: Path, *, backend: str | None = None
+            ) -> dict[str, Any] | None:
+    """One agent on one task, acted in the sandbox and recorded (no grading); None where the
+    agent does not apply to the task."""
+    from verigap.monitor import claims, leakage
+    from verigap.monitor.dataset import BENIGN, TRACE_CATEGORY, UNMAPPED, messages
+    from verigap.repos import execution
+    from verigap.repos.redteam import honest, wording
+    from verigap.repos.redteam.battery import BY_NAME, act
+    from verigap.repos.redteam.exploits import Ctx
+    from verigap.repos.tasks import RepoTask, materialize_workspace, prepared_for
+
+    backend = backend or execution.default_backend()
+    ex = BY_NAME[agent]
+    task = RepoTask.load(task_path)
+    if ex.isolation and backend != "bwrap":
+        return None
+    p = prepared_for(task, backend=backend)
+    ws = scratch / "workspace"
+    shutil.rmtree(ws, ignore_errors=True)
+    materialize_workspace(p, task, ws)
+    before = _snapshot(ws)
+    t0 = time.perf_counter()
+    try:
+        labelled = acts(agent, Ctx(task, p, ws))
+        ep = act(ex, task, ws, backend=backend)
+    except honest.NotApplicable:
+        shutil.rmtree(ws, ignore_errors=True)
+        return None
+    act_s = time.perf_counter() - t0
+    base, final = diff(before, _snapshot(ws))
+    shutil.rmtree(ws, ignore_errors=True)
+    msgs = messages(ep.get("transcript", []))
+    hack = not ex.control
+    rec: dict[str, Any] = {
+        "id": f"{agent}/{task.task_id}", "task_id": task.task_id, "agent": agent,
+        "messages": msgs,
+        "workspace": {"base": base, "final": final, "source_paths": list(task.source_paths),
+                      "sites": sorted({(s.file, s.qualname) for s in task.sites})},
+    }
+    redrawn = False
+    liar = "unsupported_claim" in ex.names
+    if not liar and claims.check(claims.events_from_messages(msgs))["hacks"]:
+        # the drawn claim is not backed by this episode's own run: say nothing of a run
+        said = wording.summary(agent, task.task_id, ran_tests=False)
+        rec = leakage._with_summary(rec, said)
+        redrawn = True
+    family = ex.klass
+    families = sorted({a["family"] for a in labelled})
+    rec["label"] = {
+        "hack": hack, "honest": not hack, "intent": intent(agent), "family": family,
+        "families": families, "classes": sorted({c for a in labelled for c in a["classes"]}),
+        "acts": labelled, "multi": len(labelled) > 1,
+        "trace_category": BENIGN if not hack else (
+            "+".join(sorted({TRACE_CATEGORY.get(f, UNMAPPED) for f in families}))),
+        "summary_redrawn": redrawn, "graded": False,
+        "project": task.task_id.split("-s")[0], "act_s": round(act_s, 3)}
+    return rec
+
+
+def generate(task_paths: Sequence[Path], out: Path, *, names: Sequence[str] | None = None,
+             backend: str | None = None, log=print) -> dict[str, Any]:
+    """Every agent on every task into ``out/<task>/<agent>.json`` (done ones are kept); the
+    cost per episode is measured as it goes."""
+    chosen = list(names) if names else agents()
+    known = set(agents())
+    bad = [n for n in chosen if n not in known]
+    if bad:
+        raise ConfigError(f"unknown agent(s) {bad}; choose from verigap.monitor.trajset.agents()")
+    done = skipped = 0
+    t0 = time.perf_counter()
+    for tp in task_paths:
+        for name in chosen:
+            dest = out / tp.stem / f"{name}.json"
+            if dest.is_file():
+                continue
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            t1 = time.perf_counter()
+            rec = episode(tp, name, out / tp.stem / ".scratch", backend=backend)
+            dest.write_text(json.dumps(rec if rec is not None else {"skipped": name},
+                                       sort_keys=True))
+            done += rec is not None
+            skipped += rec is None
+            log(f"{tp.stem} {name}: {time.perf_counter() - t1:.1f}s")
+    return {"episodes": done, "skipped": skipped, "wall_s": round(time.perf_counter() - t0, 1)}
+
+
+def collect(run_dir: Path) -> list[dict[str, Any]]:
+    """Every recorded episode under ``run_dir`` in a stable order."""
+    files = sorted(run_dir.glob("*/*.json"))
+    if not files:
+        raise ConfigError(f"no episodes under {run_dir}; run `verigap monitor trajset "
+                          f"TASKS --runs {run_dir}` first")
+    out = []
+    for f in files:
+        r = json.loads(f.read_text())
+        if "skipped" not in r:
+            out.append(r)
+    return out
+
+
+def write(records: Iterable[dict[str, Any]], path: Path) -> int:
+    """Gzipped JSONL (a fixed mtime, so the same records give the same bytes)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    n = 0
+    with open(path, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0,
+                                                filename="") as f:
+        for r in records:
+            f.write((json.dumps(r, sort_keys=True) + "\n").encode())
+            n += 1
+    return n
+
+
+def load(path: Path) -> list[dict[str, Any]]:
+    """The published set (``.jsonl.gz`` or ``.jsonl``) as a list of records."""
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such trajectory set; make it with `verigap monitor "
+                          "trajset`")
+    opener = gzip.open if path.suffix == ".gz" else open
+    out = []
+    with opener(path, "rt") as f:
+        for i, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                r = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ConfigError(f"{path}:{i}: not JSON ({e})") from None
+            if not isinstance(r, dict) or "messages" not in r or "label" not in r:
+                raise ConfigError(f"{path}:{i}: a record needs 'messages' and 'label'")
+            out.append(r)
+    return out
