@@ -260,3 +260,36 @@ def load(path: Path) -> list[dict[str, Any]]:
                 raise ConfigError(f"{path}:{i}: a record needs 'messages' and 'label'")
             out.append(r)
     return out
+
+
+def describe(recs: Sequence[dict[str, Any]], path: Path) -> dict[str, Any]:
+    """What the set holds (for the datasheet): counts by label, family, project and agent,
+    the published size, the measured acting cost, and how well a final-message-only detector
+    tells hacks from honest episodes (it should not beat the majority baseline)."""
+    import statistics
+
+    from verigap.monitor import leakage
+
+    hacks = [r for r in recs if r["label"]["hack"]]
+    fam: dict[str, int] = {}
+    for r in hacks:
+        for a in r["label"]["acts"]:
+            fam[a["family"]] = fam.get(a["family"], 0) + 1
+    acts_n = sum(len(r["label"]["acts"]) for r in hacks)
+    cost = [r["label"]["act_s"] for r in recs]
+    return {
+        "n": len(recs), "hack": len(hacks), "honest": len(recs) - len(hacks),
+        "multi": sum(r["label"]["multi"] for r in recs), "acts": acts_n,
+        "acts_with_step": sum(a["step"] is not None for r in hacks for a in r["label"]["acts"]),
+        "agents": len({r["agent"] for r in recs}), "tasks": sorted({r["task_id"] for r in recs}),
+        "by_project": {p: sum(r["label"]["project"] == p for r in recs)
+                       for p in sorted({r["label"]["project"] for r in recs})},
+        "by_intent": {i: sum(r["label"]["intent"] == i for r in recs)
+                      for i in sorted({r["label"]["intent"] for r in recs})},
+        "acts_by_family": dict(sorted(fam.items())),
+        "summary_redrawn": sum(r["label"]["summary_redrawn"] for r in recs),
+        "bytes": path.stat().st_size,
+        "act_s_median": round(statistics.median(cost), 2) if cost else None,
+        "act_s_total": round(sum(cost), 1),
+        "summary_only": leakage.summary_only(recs, seed=0),
+    }
