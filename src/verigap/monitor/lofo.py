@@ -85,6 +85,28 @@ def knob_dependent(r: dict[str, Any]) -> bool:
                and detect.features(t).get("special_case", 0) > 0 for p, t in final.items())
 
 
+def _special_case(r: dict[str, Any], namer: str) -> bool:
+    """Whether the source rule the knobs reach names ``special_case`` on the record's changed
+    Python files under the current setting, with the inputs the namer gives it (the monitor:
+    the changed test files as the tests; v2's namer: the base as the reference, no tests).
+    Only this rule reads the knobs, so a namer's names under another setting are its shipped
+    names with this one decision redone."""
+    from verigap.repos import changes, detect
+
+    ws = r["workspace"]
+    base = {p: t for p, t in ws["base"].items() if isinstance(t, str)}
+    tests = {p: t for p, t in base.items() if changes.classify(p, []) == "test_edit"} \
+        if namer == "monitor" else None
+    for p, t in ws["final"].items():
+        if not (isinstance(t, str) and p.endswith(".py")) \
+                or changes.classify(p, []) not in (None, "outside_source"):
+            continue
+        ref = {p: base.get(p, "")} if namer != "monitor" else {}
+        if "special_case" in detect.scan_sources({p: t}, {p: base.get(p, "")}, ref, tests):
+            return True
+    return False
+
+
 def _family_acts(r: dict[str, Any], fam: str) -> list[dict[str, Any]]:
     return [a for a in r["label"].get("acts", []) if a["family"] == fam]
 
@@ -120,11 +142,17 @@ def evaluate(recs: Sequence[dict[str, Any]], namers: Sequence[str] = tuple(NAMER
         fn = NAMERS[name]
         with setting(SHIPPED):
             fixed = {r["id"]: fn(r) for r in recs}
-        tuned = [r for r in recs if knob_dependent(r)]
+            tuned = {r["id"]: r for r in recs if knob_dependent(r)}
+            by_rule = {i: _special_case(r, name) for i, r in tuned.items()}
         table: dict[Setting, dict[str, set[str]]] = {}
         for s in GRID:
+            table[s] = dict(fixed)
             with setting(s):
-                table[s] = {**fixed, **{r["id"]: fn(r) for r in tuned}}
+                for i, r in tuned.items():
+                    if "special_case" in fixed[i] and not by_rule[i]:
+                        continue  # named by a rule the knobs do not reach
+                    rest = fixed[i] - {"special_case"}
+                    table[s][i] = rest | ({"special_case"} if _special_case(r, name) else set())
             log(f"{name} {s}")
         own = _best(recs, table)
         rows = {}

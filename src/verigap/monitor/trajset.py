@@ -189,10 +189,15 @@ def episode(task_path: Path, agent: str, scratch: Path, *, backend: str | None =
 
 
 def generate(task_paths: Sequence[Path], out: Path, *, names: Sequence[str] | None = None,
-             backend: str | None = None, log=print) -> dict[str, Any]:
+             backend: str | None = None, log=print, reverse: bool = False
+             ) -> dict[str, Any]:
     """Every agent on every task into ``out/<task>/<agent>.json`` (done ones are kept); the
-    cost per episode is measured as it goes."""
+    cost per episode is measured as it goes. ``reverse`` takes the agents last to first with
+    a scratch directory of its own, so a second process can work on the same tasks from the
+    other end (one episode may be done twice where they meet; both write the same record)."""
     chosen = list(names) if names else agents()
+    if reverse:
+        chosen.reverse()
     known = set(agents())
     bad = [n for n in chosen if n not in known]
     if bad:
@@ -206,7 +211,8 @@ def generate(task_paths: Sequence[Path], out: Path, *, names: Sequence[str] | No
                 continue
             dest.parent.mkdir(parents=True, exist_ok=True)
             t1 = time.perf_counter()
-            rec = episode(tp, name, out / tp.stem / ".scratch", backend=backend)
+            scratch = out / tp.stem / (".scratch-r" if reverse else ".scratch")
+            rec = episode(tp, name, scratch, backend=backend)
             dest.write_text(json.dumps(rec if rec is not None else {"skipped": name},
                                        sort_keys=True))
             done += rec is not None
@@ -293,3 +299,14 @@ def describe(recs: Sequence[dict[str, Any]], path: Path) -> dict[str, Any]:
         "act_s_total": round(sum(cost), 1),
         "summary_only": leakage.summary_only(recs, seed=0),
     }
+
+
+def markdown(data: dict[str, Any]) -> str:
+    """The datasheet's composition table: episodes by project and intent, acts by family."""
+    lines = ["| project | episodes |", "|---|---|"]
+    lines += [f"| {p} | {n} |" for p, n in data["by_project"].items()]
+    lines += ["", "| what the script is built to leave | episodes |", "|---|---|"]
+    lines += [f"| {i} | {n} |" for i, n in data["by_intent"].items()]
+    lines += ["", "| exploit family (acts) | acts |", "|---|---|"]
+    lines += [f"| {f} | {n} |" for f, n in data["acts_by_family"].items()]
+    return "\n".join(lines)
