@@ -271,6 +271,8 @@ def trajset_cmd(
     made_with: Annotated[list[str] | None, typer.Option(
         help="The commands that made TASKS (repeatable); recorded in the summary's meta.")
     ] = None,
+    collect_only: Annotated[bool, typer.Option(
+        help="Act nothing: write the set from the episodes the run directory holds.")] = False,
     backend: str | None = None,
 ) -> None:
     """Every scripted agent of the battery (exploits, composites, honest controls, claim
@@ -286,7 +288,9 @@ def trajset_cmd(
     try:
         if not paths:
             raise VerigapError(f"no task files in {tasks}; run `verigap repos make-tasks` first")
-        cost = trajset.generate(paths, runs, backend=backend, log=console.print)
+        if not collect_only:
+            cost = trajset.generate(paths, runs, backend=backend, log=console.print)
+            console.print(f"acted {cost['episodes']} new episode(s) in {cost['wall_s']}s")
         recs = trajset.collect(runs)
         n = trajset.write(recs, out)
     except VerigapError as e:
@@ -296,9 +300,10 @@ def trajset_cmd(
     if summary:
         from verigap.results import write_result
 
-        data = {**trajset.describe(recs, out), "generation": cost}
+        data = trajset.describe(recs, out)
         write_result(summary, data, command=" && ".join([*(made_with or []), _command(
-            "trajset", *tasks, runs=runs, out=out, summary=summary, backend=backend)]))
+            "trajset", *tasks, runs=runs, out=out, summary=summary, backend=backend)
+            + (" --collect-only" if collect_only else "")]))
 
 
 @app.command("lofo")
