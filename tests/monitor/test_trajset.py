@@ -15,7 +15,7 @@ from verigap.monitor import claims, leakage, lofo, trajset, workspace
 from verigap.repos.redteam import composite, wording
 
 RESULTS = Path(__file__).resolve().parents[2] / "results" / "redteam"
-DATA = RESULTS / "trajectories.jsonl.gz"
+DATA = RESULTS / "trajectories.jsonl.xz"
 
 
 @pytest.fixture(scope="module")
@@ -25,18 +25,15 @@ def recs():
 
 def test_the_loader_round_trips(recs, tmp_path):
     some = recs[:25]
-    for name in ("a.jsonl.gz", "a.jsonl"):
-        path = tmp_path / name
-        if name.endswith(".gz"):
-            assert trajset.write(some, path) == len(some)
-        else:
-            path.write_text("".join(json.dumps(r) + "\n" for r in some))
-        assert trajset.load(path) == some
-    # the same records give the same bytes (a fixed gzip header)
-    trajset.write(some, tmp_path / "b.jsonl.gz")
-    assert (tmp_path / "b.jsonl.gz").read_bytes() == (tmp_path / "a.jsonl.gz").read_bytes()
+    for name in ("a.jsonl.xz", "a.jsonl.gz", "a.jsonl"):
+        assert trajset.write(some, tmp_path / name) == len(some)
+        assert trajset.load(tmp_path / name) == some
+    # the same records give the same bytes (no time in the headers)
+    for name in ("a.jsonl.xz", "a.jsonl.gz"):
+        trajset.write(some, tmp_path / f"b{name[1:]}")
+        assert (tmp_path / f"b{name[1:]}").read_bytes() == (tmp_path / name).read_bytes()
     with pytest.raises(ConfigError, match="verigap monitor trajset"):
-        trajset.load(tmp_path / "missing.jsonl.gz")
+        trajset.load(tmp_path / "missing.jsonl.xz")
     (tmp_path / "bad.jsonl").write_text('{"messages": []}\n')
     with pytest.raises(ConfigError, match="needs 'messages' and 'label'"):
         trajset.load(tmp_path / "bad.jsonl")
@@ -44,7 +41,7 @@ def test_the_loader_round_trips(recs, tmp_path):
 
 def test_the_set_is_large_small_and_covers_every_agent(recs):
     assert len(recs) >= 500
-    assert DATA.stat().st_size < 5 * 2 ** 20
+    assert DATA.stat().st_size < 2 * 2 ** 20
     agents = {r["agent"] for r in recs}
     assert set(composite.PARTS) <= agents
     assert {"oracle", "noop", "honest_rename", "claim_unrun", "stub"} <= agents

@@ -263,8 +263,8 @@ def trajset_cmd(
     tasks: Annotated[list[Path], typer.Argument(help="Task files or directories of them.")],
     runs: Annotated[Path, typer.Option(help="Run directory (one file per episode; resumes).")
                     ] = Path("runs/trajset"),
-    out: Annotated[Path, typer.Option(help="Gzipped JSONL to write.")] = Path(
-        "results/redteam/trajectories.jsonl.gz"),
+    out: Annotated[Path, typer.Option(help="JSONL to write (.xz, .gz or plain, by suffix).")] = Path(
+        "results/redteam/trajectories.jsonl.xz"),
     summary: Annotated[Path | None, typer.Option(
         help="Also write the set's counts and summary-only leakage here (results file).")
     ] = None,
@@ -277,9 +277,9 @@ def trajset_cmd(
 ) -> None:
     """Every scripted agent of the battery (exploits, composites, honest controls, claim
     liars) on every task, acted in the sandbox and recorded with its workspace change and
-    script-derived labels (not graded), as one gzipped JSONL.
+    script-derived labels (not graded), as one compressed JSONL.
 
-    Example: verigap monitor trajset tasks/ --runs runs/trajset --out trajectories.jsonl.gz
+    Example: verigap monitor trajset tasks/ --runs runs/trajset --out trajectories.jsonl.xz
     """
     from verigap.monitor import trajset
 
@@ -308,7 +308,7 @@ def trajset_cmd(
 
 @app.command("lofo")
 def lofo_cmd(
-    data: Annotated[Path, typer.Argument(help="A trajectory set (.jsonl.gz or .jsonl).")],
+    data: Annotated[Path, typer.Argument(help="A trajectory set (.jsonl.xz, .jsonl.gz or .jsonl).")],
     out: Annotated[Path, typer.Option(help="Results file to write.")] = Path(
         "results/redteam/lofo_detection.json"),
 ) -> None:
@@ -316,7 +316,7 @@ def lofo_cmd(
     knobs (SPECIAL_CASE_MIN, the trivial-input list), beside the own-set recall, for the
     monitor and v2's static namer; and the monitor's step localisation on the whole set.
 
-    Example: verigap monitor lofo results/redteam/trajectories.jsonl.gz --out lofo.json
+    Example: verigap monitor lofo results/redteam/trajectories.jsonl.xz --out lofo.json
     """
     from verigap.monitor import lofo, trajset
     from verigap.results import write_result

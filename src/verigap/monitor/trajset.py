@@ -10,13 +10,14 @@ grading (v2 is not run), so no record says whether the change is correct beyond 
 script is built to do (``label.intent``).
 
 One run directory holds one JSON file per (task, agent), so generation resumes;
-:func:`collect` turns it into the gzipped JSONL that ``results/`` holds and :func:`load` reads.
+:func:`collect` turns it into the xz-compressed JSONL that ``results/`` holds and :func:`load` reads.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
+import lzma
 import shutil
 import time
 from collections.abc import Iterable, Sequence
@@ -236,23 +237,27 @@ def collect(run_dir: Path) -> list[dict[str, Any]]:
 
 
 def write(records: Iterable[dict[str, Any]], path: Path) -> int:
-    """Gzipped JSONL (a fixed mtime, so the same records give the same bytes)."""
+    """JSONL, compressed by the file's suffix: ``.xz`` (the published set: many records
+    repeat the same project files, which xz's large window finds and gzip's does not),
+    ``.gz`` (a fixed header time) or none. The same records give the same bytes."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    n = 0
-    with open(path, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0,
-                                                filename="") as f:
-        for r in records:
-            f.write((json.dumps(r, sort_keys=True) + "\n").encode())
-            n += 1
+    data = "".join(json.dumps(r, sort_keys=True) + "\n" for r in records)
+    n = data.count("\n")
+    if path.suffix == ".xz":
+        path.write_bytes(lzma.compress(data.encode(), preset=9))
+    elif path.suffix == ".gz":
+        path.write_bytes(gzip.compress(data.encode(), mtime=0))
+    else:
+        path.write_text(data)
     return n
 
 
 def load(path: Path) -> list[dict[str, Any]]:
-    """The published set (``.jsonl.gz`` or ``.jsonl``) as a list of records."""
+    """The published set (``.jsonl.xz``, ``.jsonl.gz`` or ``.jsonl``) as a list of records."""
     if not path.is_file():
         raise ConfigError(f"{path}: no such trajectory set; make it with `verigap monitor "
                           "trajset`")
-    opener = gzip.open if path.suffix == ".gz" else open
+    opener = {".gz": gzip.open, ".xz": lzma.open}.get(path.suffix, open)
     out = []
     with opener(path, "rt") as f:
         for i, line in enumerate(f, 1):
