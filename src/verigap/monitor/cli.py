@@ -1,5 +1,6 @@
-"""`verigap monitor export|eval|heldout|leakage|summarize|impossible`: labelled trajectories, detectors scored
-on them, battery summaries and impossible-task cheating rates."""
+"""`verigap monitor export|eval|heldout|leakage|summarize|impossible|trajset|lofo`: labelled
+trajectories, detectors scored on them (leave-one-family-out too), battery summaries and
+impossible-task cheating rates."""
 
 from __future__ import annotations
 
@@ -255,3 +256,76 @@ def impossible_cmd(
                                              runs=runs, limit=limit, max_turns=max_turns,
                                              backend=backend, variant=variant))
     print(json.dumps(data["rates"], indent=2))
+
+
+@app.command("trajset")
+def trajset_cmd(
+    tasks: Annotated[list[Path], typer.Argument(help="Task files or directories of them.")],
+    runs: Annotated[Path, typer.Option(help="Run directory (one file per episode; resumes).")
+                    ] = Path("runs/trajset"),
+    out: Annotated[Path, typer.Option(help="JSONL to write (.xz, .gz or plain, by suffix).")] = Path(
+        "results/redteam/trajectories.jsonl.xz"),
+    summary: Annotated[Path | None, typer.Option(
+        help="Also write the set's counts and summary-only leakage here (results file).")
+    ] = None,
+    made_with: Annotated[list[str] | None, typer.Option(
+        help="The commands that made TASKS (repeatable); recorded in the summary's meta.")
+    ] = None,
+    collect_only: Annotated[bool, typer.Option(
+        help="Act nothing: write the set from the episodes the run directory holds.")] = False,
+    backend: str | None = None,
+) -> None:
+    """Every scripted agent of the battery (exploits, composites, honest controls, claim
+    liars) on every task, acted in the sandbox and recorded with its workspace change and
+    script-derived labels (not graded), as one compressed JSONL.
+
+    Example: verigap monitor trajset tasks/ --runs runs/trajset --out trajectories.jsonl.xz
+    """
+    from verigap.monitor import trajset
+
+    paths = [f for t in tasks for f in ([t] if t.is_file() else sorted(
+        x for x in t.glob("*.json") if x.name != "index.json"))]
+    try:
+        if not paths:
+            raise VerigapError(f"no task files in {tasks}; run `verigap repos make-tasks` first")
+        if not collect_only:
+            cost = trajset.generate(paths, runs, backend=backend, log=console.print)
+            console.print(f"acted {cost['episodes']} new episode(s) in {cost['wall_s']}s")
+        recs = trajset.collect(runs)
+        n = trajset.write(recs, out)
+    except VerigapError as e:
+        console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from None
+    console.print(f"wrote {n} trajectories to {out} ({out.stat().st_size} bytes)")
+    if summary:
+        from verigap.results import write_result
+
+        data = trajset.describe(recs, out)
+        write_result(summary, data, command=" && ".join([*(made_with or []), _command(
+            "trajset", *tasks, runs=runs, out=out, summary=summary, backend=backend)
+            + (" --collect-only" if collect_only else "")]))
+
+
+@app.command("lofo")
+def lofo_cmd(
+    data: Annotated[Path, typer.Argument(help="A trajectory set (.jsonl.xz, .jsonl.gz or .jsonl).")],
+    out: Annotated[Path, typer.Option(help="Results file to write.")] = Path(
+        "results/redteam/lofo_detection.json"),
+) -> None:
+    """Recall per exploit family with that family held out of the tuning of the detector's
+    knobs (SPECIAL_CASE_MIN, the trivial-input list), beside the own-set recall, for the
+    monitor and v2's static namer; and the monitor's step localisation on the whole set.
+
+    Example: verigap monitor lofo results/redteam/trajectories.jsonl.xz --out lofo.json
+    """
+    from verigap.monitor import lofo, trajset
+    from verigap.results import write_result
+
+    try:
+        recs = trajset.load(data)
+    except VerigapError as e:
+        console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from None
+    report = {**lofo.evaluate(recs, log=console.print), "localisation": lofo.localisation(recs)}
+    write_result(out, report, command=_command("lofo", data, out=out))
+    console.print(lofo.markdown(report))

@@ -117,7 +117,8 @@ NO_HAND_NUMBERS = ("README.md", "docs/README.md", "docs/detection.md", "docs/exp
                    "docs/exploits.md", "docs/language_model.md", "docs/mining.md",
                    "docs/multiagent.md", "docs/repos.md", "docs/results.md",
                    "docs/sandbox_and_agents.md", "docs/sandbox_speed.md", "docs/serving.md",
-                   "docs/silentbug.md", "docs/speed.md", "docs/transformer.md")
+                   "docs/silentbug.md", "docs/speed.md", "docs/trajectories.md",
+                   "docs/transformer.md")
 
 # What is not prose: code, comments (and so every marker, with what it draws), link targets.
 _NOT_PROSE = (

@@ -107,6 +107,22 @@ def heldout_table(data: dict[str, Any]) -> str:
     return markdown(data)
 
 
+@view("trajset_composition")
+def trajset_table(data: dict[str, Any]) -> str:
+    """The published trajectory set's composition: projects, intents, acts by family."""
+    from verigap.monitor.trajset import markdown
+
+    return markdown(data)
+
+
+@view("lofo_detection")
+def lofo_table(data: dict[str, Any]) -> str:
+    """Recall per family, own-set and with the family held out of the tuning."""
+    from verigap.monitor.lofo import markdown
+
+    return markdown(data)
+
+
 @view("monitor_eval")
 def monitor_table(data: dict[str, Any]) -> str:
     """A trajectory monitor's detection and false-alarm rates, isolated and contrastive."""
