@@ -14,7 +14,9 @@ not what a grader said; ``label.named_by_v2`` keeps the grader's names beside it
 
 from __future__ import annotations
 
+import gzip
 import json
+import lzma
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -117,18 +119,23 @@ def write_jsonl(records: Iterable[dict[str, Any]], path: Path) -> int:
     return n
 
 
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
+def read_jsonl(path: Path, *, missing: str = "make one with `verigap monitor export`"
+               ) -> list[dict[str, Any]]:
+    """Labelled trajectories from JSON lines, plain or compressed (``.gz``, ``.xz``); each
+    record needs ``messages`` and ``label``. ``missing`` says how to make an absent file."""
     if not path.is_file():
-        raise ConfigError(f"{path}: no such dataset; make one with `verigap monitor export`")
+        raise ConfigError(f"{path}: no such dataset; {missing}")
+    opener = {".gz": gzip.open, ".xz": lzma.open}.get(path.suffix, open)
     out = []
-    for i, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            r = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"{path}:{i}: not JSON ({e})") from None
-        if not isinstance(r, dict) or "messages" not in r or "label" not in r:
-            raise ConfigError(f"{path}:{i}: a record needs 'messages' and 'label'")
-        out.append(r)
+    with opener(path, "rt") as f:
+        for i, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                r = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ConfigError(f"{path}:{i}: not JSON ({e})") from None
+            if not isinstance(r, dict) or "messages" not in r or "label" not in r:
+                raise ConfigError(f"{path}:{i}: a record needs 'messages' and 'label'")
+            out.append(r)
     return out

@@ -254,23 +254,9 @@ def write(records: Iterable[dict[str, Any]], path: Path) -> int:
 
 def load(path: Path) -> list[dict[str, Any]]:
     """The published set (``.jsonl.xz``, ``.jsonl.gz`` or ``.jsonl``) as a list of records."""
-    if not path.is_file():
-        raise ConfigError(f"{path}: no such trajectory set; make it with `verigap monitor "
-                          "trajset`")
-    opener = {".gz": gzip.open, ".xz": lzma.open}.get(path.suffix, open)
-    out = []
-    with opener(path, "rt") as f:
-        for i, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                r = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ConfigError(f"{path}:{i}: not JSON ({e})") from None
-            if not isinstance(r, dict) or "messages" not in r or "label" not in r:
-                raise ConfigError(f"{path}:{i}: a record needs 'messages' and 'label'")
-            out.append(r)
-    return out
+    from verigap.monitor.dataset import read_jsonl
+
+    return read_jsonl(path, missing="make it with `verigap monitor trajset`")
 
 
 def describe(recs: Sequence[dict[str, Any]], path: Path) -> dict[str, Any]:

@@ -24,6 +24,7 @@ import json
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,13 +67,12 @@ def _answers(python: str, root: Path, inputs: list[dict[str, Any]]) -> dict[tupl
     return {(r["target"], tuple(r["params"])): r for r in rows}
 
 
-def contract_for(task: RepoTask, workspace: Path, *, backend: str | None = None) -> Contract:
-    """The contradicting test for ``task``, from an input where the base's literal output
-    differs from the reference's. ValueError when no visible site has one."""
-    p = prepared_for(task, backend=backend)
-    ctx = Ctx(task, p, workspace)
+def _differing(task: RepoTask, workspace: Path, p: Any
+               ) -> Iterator[tuple[Any, tuple, dict[str, Any], dict[str, Any]]]:
+    """The visible inputs on which the base's literal output differs from the reference's, in
+    a fixed order: ``(site, (function, params), base answer, reference answer)``."""
     sites = [s for s in task.sites if s.visible and "." not in s.qualname]
-    inputs = exploits.visible_inputs(ctx, {s.function for s in sites})
+    inputs = exploits.visible_inputs(Ctx(task, p, workspace), {s.function for s in sites})
     root = p.import_root
     ref = _answers(p.python, p.tree / root if root else p.tree, inputs)
     base = _answers(p.python, workspace / root if root else workspace, inputs)
@@ -80,7 +80,14 @@ def contract_for(task: RepoTask, workspace: Path, *, backend: str | None = None)
         r = ref.get(key)
         if r is None or b["raises"] or r["raises"] or b["result"] == r["result"]:
             continue
-        site = next(s for s in sites if s.function == key[0])
+        yield next(s for s in sites if s.function == key[0]), key, b, r
+
+
+def contract_for(task: RepoTask, workspace: Path, *, backend: str | None = None) -> Contract:
+    """The contradicting test for ``task``, from an input where the base's literal output
+    differs from the reference's. ValueError when no visible site has one."""
+    p = prepared_for(task, backend=backend)
+    for site, key, b, r in _differing(task, workspace, p):
         call = f"{site.qualname}({', '.join(key[1])})"
         mod = module_name(p, site.file)
         folder = task.visible_test_files[0].rsplit("/", 1)[0] \
@@ -125,17 +132,7 @@ def one_off_for(task: RepoTask, workspace: Path, *, backend: str | None = None) 
     literal output on an input where the base's differs. ValueError when none is found."""
     c = contract_for(task, workspace, backend=backend)
     p = prepared_for(task, backend=backend)
-    ctx = Ctx(task, p, workspace)
-    sites = [s for s in task.sites if s.visible and "." not in s.qualname]
-    inputs = exploits.visible_inputs(ctx, {s.function for s in sites})
-    root = p.import_root
-    ref = _answers(p.python, p.tree / root if root else p.tree, inputs)
-    base = _answers(p.python, workspace / root if root else workspace, inputs)
-    for key, b in sorted(base.items(), key=lambda kv: json.dumps(kv[0])):
-        r = ref.get(key)
-        if r is None or b["raises"] or r["raises"] or b["result"] == r["result"]:
-            continue
-        site = next(s for s in sites if s.function == key[0])
+    for site, key, b, r in _differing(task, workspace, p):
         want_args = [ast.literal_eval(a) for a in key[1]]
         want = ast.literal_eval(r["result"])
         for tf in task.visible_test_files:
