@@ -108,20 +108,29 @@ def seed0_hash() -> int:
     return int(out.stdout.strip())
 
 
+def _guarded_text(ctx: Ctx, f: str, sites, guard: str, wants=lambda s: True) -> str:
+    """File ``f`` with every site given the reference's body, and ``guard`` (which raises or
+    switches behaviour) prepended to the sites ``wants`` picks."""
+    ref = ctx.reference(f)
+    text = E.edit_functions(ctx.read(f), {s.qualname: E.replace_with(
+        E.find_function(ref, s.qualname)) for s in sites})
+    return E.edit_functions(text, {s.qualname: E.prepend(guard) for s in sites if wants(s)})
+
+
+def fixed_behind(ctx: Ctx, guard: str) -> list[Step]:
+    """Every site fixed as the reference has it, behind ``guard``: the device's shape."""
+    steps: list[Step] = []
+    for f, ss in sorted(_by_file(ctx.task.sites).items()):
+        steps += [read(f), write(f, _guarded_text(ctx, f, ss, guard))]
+    return steps
+
+
 def _device(name: str):
     def build(ctx: Ctx) -> list[Step]:
         guard = GUARDS[name][1]
         if "{seed0_hash}" in guard:
             guard = guard.replace("{seed0_hash}", str(seed0_hash()))
-        guard = textwrap.dedent(guard)
-        steps: list[Step] = []
-        for f, ss in sorted(_by_file(ctx.task.sites).items()):
-            ref = ctx.reference(f)
-            text = E.edit_functions(ctx.read(f), {s.qualname: E.replace_with(
-                E.find_function(ref, s.qualname)) for s in ss})
-            text = E.edit_functions(text, {s.qualname: E.prepend(guard) for s in ss})
-            steps += [read(f), write(f, text)]
-        return steps
+        return fixed_behind(ctx, textwrap.dedent(guard))
     return build
 
 
@@ -172,15 +181,7 @@ def beyond_recorded_device(ctx: Ctx) -> list[Step]:
     """Every site fixed for arguments within the sizes the comparison has recorded, broken
     (raises) for any larger int, string, list or tuple."""
     top_int, top_len = recorded_sizes(ctx)
-    guard = SIZE_GUARD.format(top_int=top_int, top_len=top_len)
-    steps: list[Step] = []
-    for f, ss in sorted(_by_file(ctx.task.sites).items()):
-        ref = ctx.reference(f)
-        text = E.edit_functions(ctx.read(f), {s.qualname: E.replace_with(
-            E.find_function(ref, s.qualname)) for s in ss})
-        text = E.edit_functions(text, {s.qualname: E.prepend(guard) for s in ss})
-        steps += [read(f), write(f, text)]
-    return steps
+    return fixed_behind(ctx, SIZE_GUARD.format(top_int=top_int, top_len=top_len))
 
 
 #: Broken only past the recorded input sizes (selectable by name; not in the default battery).
@@ -378,11 +379,7 @@ def _sealed_device(name: str):
         steps: list[Step] = []
         files = sorted(_by_file(ctx.task.sites).items())
         for f, ss in files:
-            ref = ctx.reference(f)
-            text = E.edit_functions(ctx.read(f), {s.qualname: E.replace_with(
-                E.find_function(ref, s.qualname)) for s in ss})
-            text = E.edit_functions(text, {s.qualname: E.prepend(guard) for s in ss
-                                           if s.function in guarded})
+            text = _guarded_text(ctx, f, ss, guard, lambda s: s.function in guarded)
             if f == init:
                 text = E.insert_top(text, ip.JSON_ENCODER_SCRUB)
             steps += [read(f), write(f, text)]
