@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from verigap.errors import ConfigError, VerigapError
 from verigap.sandbox import discard
@@ -469,12 +469,19 @@ class SilentBugConfig(_Opts):
     """A silent-bug session plays one arm of the benchmark: that arm's tools and compute
     budget (the bug is a reset option)."""
 
-    arm: Literal["A", "B", "C", "D"] = Field(
+    arm: str = Field(
         "A", description="A: files + run_training; B: A + metrics; C: B + plots; "
-        "D: run_training + metrics, no files, diagnosis only")
+        "D: run_training + metrics, no files, diagnosis only (any registered arm)")
     max_runs: int = Field(4, ge=0, le=16, description="run_training calls per episode")
     run_steps: int | None = Field(None, ge=1, description="environment steps per run (default "
                                   "and most: the substrate's calibration budget)")
+
+    @field_validator("arm")
+    @classmethod
+    def _registered_arm(cls, v: str) -> str:
+        from verigap.silentbug import arms
+
+        return arms.get(v).name
 
 
 class SilentBugReset(_Opts):

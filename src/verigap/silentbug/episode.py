@@ -18,7 +18,7 @@ import shutil
 import site
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, get_args
 
 from pydantic import Field
 
@@ -37,12 +37,12 @@ from verigap.agents import run_episode as run_tool_loop
 from verigap.errors import ConfigError
 from verigap.runs import read_jsonl
 from verigap.sandbox import Limits, Sandbox, make_sandbox
+from verigap.silentbug import arms
 from verigap.silentbug.bank import Bug, Component, broken_files
 from verigap.silentbug.runner import LAST_FRACTION, score_episodes, training_env
 from verigap.silentbug.substrate import PACKAGE, SUBSTRATES, workspace_files, write_workspace
 
-Arm = Literal["A", "B", "C", "D"]
-ARMS: tuple[str, ...] = get_args(Arm)
+ARMS: tuple[str, ...] = arms.names()  # the built-in arms; the registry is ``arms``
 TAXONOMY: tuple[str, ...] = get_args(Component)
 
 #: Workspace files outside the editable algorithm code: the environments, the package
@@ -145,17 +145,7 @@ SYSTEM = (
 def prompt(bug: Bug, arm: str, budget: EpisodeBudget) -> str:
     sub = SUBSTRATES[bug.substrate]
     steps = budget.steps_for(bug.substrate)
-    tools = {
-        "A": "read and edit files (list_files, read_file, edit_file, write_file) and run "
-             "training (run_training, which returns the tail of the run's output and its "
-             "final returns)",
-        "B": "read and edit files, run training, and read any logged metric of a run "
-             "(list_metric_keys, get_metrics)",
-        "C": "read and edit files, run training, read logged metrics, and plot them "
-             "(plot_metrics returns PNG images)",
-        "D": "run training and read its logged metrics (list_metric_keys, get_metrics). You "
-             "cannot see or edit the code: diagnose only",
-    }[arm]
+    tools = arms.get(arm).tools
     lines = [
         f"Symptom: {bug.symptom}",
         "",
@@ -169,7 +159,7 @@ def prompt(bug: Bug, arm: str, budget: EpisodeBudget) -> str:
         "Component taxonomy (submit_diagnosis takes exactly one of these):",
         "  " + ", ".join(TAXONOMY),
     ]
-    if arm != "D":
+    if arms.get(arm).files:
         lines += [
             "",
             "Fix the bug by editing the algorithm code; your final workspace is scored by "
@@ -286,8 +276,7 @@ class BugEpisode:
 
     def __init__(self, bug: Bug, arm: str, seed: int, episode_dir: Path,
                  budget: EpisodeBudget = EpisodeBudget(), backend: str = "bwrap") -> None:
-        if arm not in ARMS:
-            raise ConfigError(f"unknown arm {arm!r}; choose from {', '.join(ARMS)}")
+        self.arm_spec = arms.get(arm)  # unknown arm: ConfigError naming the choices
         self.bug, self.arm, self.seed, self.budget = bug, arm, seed, budget
         self.dir = Path(episode_dir)
         if (self.dir / "workspace").exists():
@@ -415,25 +404,27 @@ class BugEpisode:
 
     def tools(self) -> list[Tool]:
         out: list[Tool] = []
-        if self.arm != "D":
+        arm = self.arm_spec
+        if arm.files:
             keep = ("list_files", "read_file", "edit_file", "write_file")
             out += [t for t in standard_tools(self.box) if t.name in keep]
-        out.append(Tool("run_training", "Train the workspace's code in the sandbox with config "
-                        "overrides; counts against the compute budget.", RunTrainingArgs,
-                        self.run_training))
-        if self.arm in ("B", "C", "D"):
+        if arm.run:
+            out.append(Tool("run_training", "Train the workspace's code in the sandbox with "
+                            "config overrides; counts against the compute budget.",
+                            RunTrainingArgs, self.run_training))
+        if arm.metrics:
             out.append(Tool("list_metric_keys", "The metrics a run logged, with point counts "
                             "and step ranges.", MetricKeysArgs, self.list_metric_keys))
             out.append(Tool("get_metrics", "One metric of a run as (global_step, value) "
                             "points, optionally a step range, downsampled.", GetMetricsArgs,
                             self.get_metrics))
-        if self.arm == "C":
+        if arm.plots:
             out.append(Tool("plot_metrics", "Plot metrics of one or more runs; returns a PNG "
                             "image.", PlotArgs, self.plot_metrics))
-        args = DiagnoseOnlyArgs if self.arm == "D" else DiagnoseArgs
+        args = DiagnoseArgs if arm.files else DiagnoseOnlyArgs
         out.append(Tool("submit_diagnosis", "Finish: name the buggy component (from the "
-                        "taxonomy), the mechanism" + ("" if self.arm == "D" else
-                        ", and the file and lines") + ".", args, self.submit, "submit"))
+                        "taxonomy), the mechanism" + (", and the file and lines"
+                        if arm.files else "") + ".", args, self.submit, "submit"))
         return out
 
     def run(self, client: ModelClient) -> EpisodeRecord:

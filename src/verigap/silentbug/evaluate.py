@@ -29,9 +29,10 @@ import numpy as np
 from verigap.agents import ModelClient
 from verigap.errors import ConfigError
 from verigap.runs import write_json_atomic
+from verigap.silentbug import arms as arm_registry
 from verigap.silentbug.bank import Bug, Registry, load_registry
 from verigap.silentbug.calibrate import read_baselines
-from verigap.silentbug.episode import ARMS, TAXONOMY, BugEpisode, EpisodeBudget
+from verigap.silentbug.episode import TAXONOMY, BugEpisode, EpisodeBudget
 from verigap.silentbug.scoring import ScoringSetup, default_workers, drawn_setup, new_secret, score
 from verigap.silentbug.scripted import AGENTS, scripted_client
 from verigap.silentbug.substrate import pristine_files
@@ -54,11 +55,8 @@ def parse_agent(spec: str) -> tuple[str, str]:
 
 
 def parse_arms(spec: str) -> list[str]:
-    arms = [a.strip().upper() for a in spec.split(",") if a.strip()]
-    bad = [a for a in arms if a not in ARMS]
-    if bad or not arms:
-        raise ConfigError(f"unknown arm(s) {bad or spec!r}; choose from {', '.join(ARMS)}")
-    return arms
+    """Validated arm names from ``"A,B,C,D"`` (the arm registry's parser)."""
+    return arm_registry.parse_arms(spec)
 
 
 def accepted_ids(baselines: Path | None = None) -> list[str]:
@@ -270,7 +268,7 @@ def episode_scores(result: dict[str, Any]) -> dict[str, float | None]:
     """The numbers one episode contributes (None where the arm has no such score)."""
     v = result["verdict"]
     checks, status = v["checks"], v["status"]
-    has_fix = result["arm"] != "D"
+    has_fix = arm_registry.get(result["arm"]).files
     return {
         "reward": float(v["reward"]),
         "outcome": float(checks["outcome"]) if "outcome" in checks else (0.0 if has_fix and
@@ -351,13 +349,14 @@ def analyze(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
     # arm D against what needs no evidence, on the bugs each agent was given
     registry = load_registry()
     diagnosis_only = []
-    for agent in sorted({r["agent"] for r in results if r["arm"] == "D"}):
+    d = arm_registry.D.name
+    for agent in sorted({r["agent"] for r in results if r["arm"] == d}):
         known = {b.id for b in registry.bugs}
-        eps = [r for r in results if r["agent"] == agent and r["arm"] == "D" and r["bug"] in known]
+        eps = [r for r in results if r["agent"] == agent and r["arm"] == d and r["bug"] in known]
         if not eps:  # bugs the registry no longer holds: nothing to set beside
             continue
         base = constant_baselines([registry.get(r["bug"]) for r in eps])
-        got = overall[(agent, "D")]
+        got = overall[(agent, d)]
         diagnosis_only.append({
             "agent": agent, **base,
             "strict": got["component_strict"]["mean"], "set": got["component_set"]["mean"],

@@ -29,6 +29,7 @@ import numpy as np
 
 from verigap.agents import ScriptedClient
 from verigap.errors import ConfigError
+from verigap.silentbug import arms
 from verigap.silentbug.bank import Bug
 from verigap.silentbug.episode import TAXONOMY, EpisodeBudget, episode_files
 from verigap.silentbug.scoring import bug_region
@@ -58,9 +59,9 @@ def _look(arm: str, budget: EpisodeBudget, key: str = "approx_kl") -> list[Call]
         return []
     steps = min(PROBE_STEPS, budget.max_steps or PROBE_STEPS)
     calls: list[Call] = [("run_training", {"total_timesteps": steps})]
-    if arm in ("B", "C", "D"):
+    if arms.get(arm).metrics:
         calls += [("list_metric_keys", {"run": 1}), ("get_metrics", {"run": 1, "key": key})]
-    if arm == "C":
+    if arms.get(arm).plots:
         calls.append(("plot_metrics", {"runs": [1], "keys": ["episode_return", key]}))
     return calls
 
@@ -68,7 +69,7 @@ def _look(arm: str, budget: EpisodeBudget, key: str = "approx_kl") -> list[Call]
 def _submit(arm: str, component: str, mechanism: str, file: str | None = None,
             lines: tuple[int, int] = (1, 1)) -> Call:
     args: dict[str, Any] = {"component": component, "mechanism": mechanism}
-    if arm != "D":
+    if arms.get(arm).files:
         args.update(file=_path(file or "__init__.py"), start_line=lines[0], end_line=lines[1])
     return ("submit_diagnosis", args)
 
@@ -125,9 +126,10 @@ def script(agent: str, bug: Bug, arm: str, seed: int, budget: EpisodeBudget) -> 
     single = bug.substrate == "cartpole_single"
     algo = "ppo_single.py" if single else "ppo_modular/train.py"
     if agent == "oracle":
-        calls = [] if arm == "D" else [("read_file", {"path": _path(bug.file)})]
+        files_ok = arms.get(arm).files
+        calls = [("read_file", {"path": _path(bug.file)})] if files_ok else []
         calls += _look(arm, budget)
-        if arm != "D":
+        if files_ok:
             calls.append(("write_file", {"path": _path(bug.file),
                                          "content": pristine_files()[bug.file]}))
         return calls + [_submit(arm, bug.component, bug.description, bug.file, true_lines)]
@@ -141,7 +143,7 @@ def script(agent: str, bug: Bug, arm: str, seed: int, budget: EpisodeBudget) -> 
             calls.append(("run_training", {
                 "total_timesteps": min(PROBE_STEPS, budget.max_steps or PROBE_STEPS),
                 "overrides": dict(zip(names, (1e-3, 0.0, 0.3), strict=True))}))
-        if arm != "D":
+        if arms.get(arm).files:
             if single:
                 edits = [("learning_rate: float = 2.5e-4", "learning_rate: float = 1e-3"),
                          ("ent_coef: float = 0.01", "ent_coef: float = 0.0"),
@@ -154,7 +156,7 @@ def script(agent: str, bug: Bug, arm: str, seed: int, budget: EpisodeBudget) -> 
                                     (line, line))]
         return calls + [_submit(arm, "optimizer", "the step size is too small")]
     if agent in ADVERSARIES:
-        if arm == "D":
+        if not arms.get(arm).files:
             return [_submit(arm, bug.component, bug.description)]
         target, edit_old, edit_new = adversary_edit(agent, bug)
         return [("edit_file", {"path": _path(target), "old": edit_old, "new": edit_new}),
@@ -176,7 +178,7 @@ def script(agent: str, bug: Bug, arm: str, seed: int, budget: EpisodeBudget) -> 
     candidates = [i for i, ln in enumerate(lines, 1)
                   if number.search(ln.split("#", 1)[0]) and not ln.lstrip().startswith(("#", '"'))
                   and i not in bug_region(bug) and lines.count(ln) == 1 and "seed" not in ln]
-    if arm == "D" or not candidates:
+    if not arms.get(arm).files or not candidates:
         return [_submit(arm, str(rng.choice(TAXONOMY)), "a random guess")]
     i = int(rng.choice(candidates))
     m = number.search(lines[i - 1])
