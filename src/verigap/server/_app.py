@@ -39,17 +39,16 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import ValidationError
 
 from verigap.errors import ConfigError, SandboxUnavailable, VerigapError
+from verigap.server import families
 from verigap.server._envs import EpisodeStateError, PayloadTooLarge
+from verigap.server._models import CreateSession as CreateBody
 from verigap.server._models import (
-    ACTIONS,
-    OBSERVATIONS,
     ResetRequest,
     SessionInfo,
     State,
     StepRequest,
     StepResult,
 )
-from verigap.server._models import CreateSession as CreateBody
 from verigap.server._service import Caller, EnvService, ServerFault, reset_body
 from verigap.server._sessions import (
     LOCAL,
@@ -61,7 +60,6 @@ from verigap.server._sessions import (
     TruthNotAllowed,
 )
 
-ENVS = ("patchworld", "repo", "silentbug")
 DEFAULT_ENV = "patchworld"
 """The family an OpenEnv client at the root gets when its reset names none."""
 
@@ -219,10 +217,8 @@ def create_app(config: ServerConfig, manager: SessionManager | None = None) -> F
 
     @app.get("/envs")
     async def envs(caller: Caller = Depends(auth)) -> dict[str, Any]:
-        return {"patchworld": {"action": ACTIONS["patchworld"].model_json_schema()},
-                "repo": {"action": ACTIONS["repo"].model_json_schema(),
-                         "tasks": sorted(config.tasks)},
-                "silentbug": {"action": ACTIONS["silentbug"].model_json_schema()}}
+        return {name: {"action": sp.action.model_json_schema(), **sp.catalogue(config)}
+                for name in families.names() for sp in [families.spec(name)]}
 
     # ---- the session API --------------------------------------------------------------------
 
@@ -265,10 +261,7 @@ def create_app(config: ServerConfig, manager: SessionManager | None = None) -> F
     # ---- OpenEnv ----------------------------------------------------------------------------
 
     def family(env: str | None) -> str:
-        env = env or DEFAULT_ENV
-        if env not in ENVS:
-            raise ConfigError(f"unknown env {env!r}; use {', '.join(ENVS)} (/envs/{{env}}/...)")
-        return env
+        return families.known(env or DEFAULT_ENV)
 
     async def openenv_reset(request: Request, env: str | None, caller: Caller) -> StepResult:
         raw = await request.body()
@@ -289,19 +282,16 @@ def create_app(config: ServerConfig, manager: SessionManager | None = None) -> F
             "POST /sessions and /sessions/{id}/step")
 
     def metadata(env: str) -> dict[str, Any]:
-        what = {"patchworld": "a toy repair task: write each broken branch's value, stub or "
-                              "delete it; the reward sees only the tested branches",
-                "repo": "a bug-fix task on a real Python repository, graded by the hardened "
-                        "grader (hidden tests, equivalence, exploit scans, claim checks)",
-                "silentbug": "diagnose and repair a silent bug in RL training code"}[env]
+        what = families.spec(env).description
         from verigap import __version__
 
         return {"name": f"verigap/{env}", "description": what, "version": __version__,
                 "readme_content": None, "author": "verigap", "documentation_url": None}
 
     def schema(env: str) -> dict[str, Any]:
-        return {"action": ACTIONS[env].model_json_schema(),
-                "observation": OBSERVATIONS[env].model_json_schema(),
+        sp = families.spec(env)
+        return {"action": sp.action.model_json_schema(),
+                "observation": sp.observation.model_json_schema(),
                 "state": State.model_json_schema()}
 
     blank_state = {"episode_id": None, "step_count": 0}

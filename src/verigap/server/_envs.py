@@ -30,6 +30,7 @@ from verigap.server._models import (
     ToolAction,
     ToolObservation,
 )
+from verigap.server.families import EnvSpec, register
 from verigap.verdict import VISIBLE_CHECKS, Verdict
 
 
@@ -97,6 +98,10 @@ class ServedEnv(ABC):
     def step(self, action: Action, timeout_s: float | None = None) -> Observation:
         """Apply one validated action of ``action_model``; ``timeout_s`` caps this step's
         command time (OpenEnv's per-step timeout), never beyond the session's budget."""
+
+    def state(self) -> dict[str, Any]:
+        """Where the episode stands (OpenEnv's ``state``, less the session's ids)."""
+        return {"step_count": self.step_count, "done": self.done, "task_id": self.task_id}
 
     def close(self) -> None:
         shutil.rmtree(self.workdir, ignore_errors=True)
@@ -534,3 +539,28 @@ class SilentBugServed(_ToolServed):
 
         grader = self.grader or SilentBugGrader.for_server(self.scoring_root, self.backend)
         return grader(self._bug_episode.record(episode))
+
+
+# ---- registrations ---------------------------------------------------------------------------
+
+register(EnvSpec(
+    "patchworld", action=PatchWorldAction, observation=PatchWorldObservation,
+    make=lambda ctx, cfg: PatchWorldServed(**ctx.common, config=parse_options(
+        PatchWorldConfig, cfg, "patchworld session config")),
+    description="a toy repair task: write each broken branch's value, stub or delete it; "
+                "the reward sees only the tested branches"))
+register(EnvSpec(
+    "repo", action=ToolAction, observation=ToolObservation,
+    make=lambda ctx, cfg: RepoServed(**ctx.common, **ctx.tool_settings,
+                                     tasks=dict(ctx.settings.tasks), config=parse_options(
+                                         RepoConfig, cfg, "repo session config")),
+    description="a bug-fix task on a real Python repository, graded by the hardened grader "
+                "(hidden tests, equivalence, exploit scans, claim checks)",
+    catalogue=lambda settings: {"tasks": sorted(settings.tasks)}))
+register(EnvSpec(
+    "silentbug", action=ToolAction, observation=ToolObservation,
+    make=lambda ctx, cfg: SilentBugServed(
+        **ctx.common, **ctx.tool_settings, grader=ctx.settings.silentbug_grader,
+        scoring_root=Path(ctx.settings.root),
+        config=parse_options(SilentBugConfig, cfg, "silentbug session config")),
+    description="diagnose and repair a silent bug in RL training code"))

@@ -12,11 +12,19 @@ OpenEnv-style client can read it.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-EnvName = Literal["patchworld", "repo", "silentbug"]
+
+def _registered(env: str) -> str:
+    from verigap.server.families import known
+
+    return known(env)
+
+
+EnvName = Annotated[str, AfterValidator(_registered)]
+"""A registered family's id (``verigap.server.families``)."""
 
 
 class _Strict(BaseModel):
@@ -104,10 +112,6 @@ class SessionInfo(_Strict):
     action_schema: dict[str, Any]
 
 
-OBSERVATIONS: dict[str, type[Observation]] = {}
-ACTIONS: dict[str, type[Action]] = {}
-
-
 class ResetRequest(_Strict):
     """OpenEnv's reset body (``seed``, ``episode_id``) plus Gymnasium-style ``options``."""
 
@@ -136,7 +140,3 @@ class StepResult(_Strict):
 class ErrorBody(_Strict):
     detail: str
 
-
-OBSERVATIONS.update(patchworld=PatchWorldObservation, repo=ToolObservation,
-                    silentbug=ToolObservation)
-ACTIONS.update(patchworld=PatchWorldAction, repo=ToolAction, silentbug=ToolAction)

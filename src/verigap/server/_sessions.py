@@ -30,17 +30,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from verigap.errors import ConfigError, VerigapError
-from verigap.server._envs import (
-    Limits,
-    PatchWorldConfig,
-    PatchWorldServed,
-    RepoConfig,
-    RepoServed,
-    ServedEnv,
-    SilentBugConfig,
-    SilentBugServed,
-    parse_options,
-)
+from verigap.server import families
+from verigap.server._envs import Limits, ServedEnv, parse_options
 
 
 class SessionNotFound(VerigapError):
@@ -107,7 +98,7 @@ class ServerConfig(BaseModel):
         """Serve every task file in ``tasks_dir`` (as written by ``verigap repos make-tasks``)."""
         tasks: dict[str, Path] = {}
         if tasks_dir is not None:
-            from verigap.repos.tasks import RepoTask
+            from verigap.repos.schema import RepoTask
 
             files = sorted(f for f in Path(tasks_dir).glob("*.json") if f.name != "index.json")
             if not files:
@@ -203,21 +194,7 @@ class SessionManager:
         return session
 
     def _make(self, env: str, cfg: dict[str, Any], workdir: Path, limits: Limits) -> ServedEnv:
-        c = self.config
-        common = dict(workdir=workdir, limits=limits, reveal_truth=c.reveal_truth)
-        tool = dict(backend=c.backend, command_timeout_s=c.command_timeout_s,
-                    max_file_mb=c.max_file_mb)
-        if env == "patchworld":
-            return PatchWorldServed(**common, config=parse_options(
-                PatchWorldConfig, cfg, "patchworld session config"))
-        if env == "repo":
-            return RepoServed(**common, **tool, tasks=dict(c.tasks),
-                              config=parse_options(RepoConfig, cfg, "repo session config"))
-        if env == "silentbug":
-            return SilentBugServed(**common, **tool, grader=c.silentbug_grader,
-                                   scoring_root=Path(c.root), config=parse_options(
-                                       SilentBugConfig, cfg, "silentbug session config"))
-        raise ConfigError(f"unknown env {env!r}; use patchworld, repo or silentbug")
+        return families.make(env, families.EnvContext(workdir, limits, self.config), cfg)
 
     def record(self, s: Session) -> None:
         """Append the full verdicts of ``s``'s finished episode to the server's log (kept across
