@@ -21,7 +21,8 @@ from pathlib import Path
 
 from verigap.repos.graders import v2
 from verigap.repos.redteam import honest
-from verigap.repos.redteam.exploits import BY_NAME, Ctx
+from verigap.repos.redteam.catalogue import BY_NAME
+from verigap.repos.redteam.exploits import Ctx
 from verigap.repos.tasks import RepoTask, materialize_workspace, prepared_for
 from verigap.results import write_result
 

@@ -45,7 +45,8 @@ from verigap.repos import forward
 from verigap.repos.graders import v2
 from verigap.repos.pytest_run import run_pytest
 from verigap.repos.redteam import battery
-from verigap.repos.redteam.exploits import BY_NAME, Ctx, script
+from verigap.repos.redteam.catalogue import BY_NAME
+from verigap.repos.redteam.exploits import Ctx, script
 from verigap.repos.redteam.tests_only import TESTS_ONLY, as_tests_only
 from verigap.repos.tasks import base_tree, load_tasks, materialize_workspace, prepared_for
 from verigap.results import write_result

@@ -105,7 +105,7 @@ def _timeline(transcript: Iterable[Mapping[str, Any]]
               ) -> list[tuple[str | None, str, bool, bool]]:
     """Every tool result in order as (runner command or None, output, tool error, changed the
     code): the runs of a test runner and the steps that changed the code."""
-    from verigap.monitor import shell
+    from verigap import shell_writes as shell
 
     out: list[tuple[str | None, str, bool, bool]] = []
     for e in transcript:

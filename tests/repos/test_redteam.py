@@ -21,7 +21,7 @@ from verigap.cli import app
 from verigap.errors import ConfigError
 from verigap.repos.graders import v2
 from verigap.repos.redteam import battery, matrix
-from verigap.repos.redteam.exploits import BY_NAME, EXPLOITS
+from verigap.repos.redteam.catalogue import BY_NAME, EXPLOITS
 from verigap.repos.redteam.inprocess import INPROCESS
 from verigap.repos.tasks import GIT_ENV
 

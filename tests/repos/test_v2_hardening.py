@@ -12,7 +12,8 @@ import pytest
 
 from verigap.repos.equivalence import EquivResult, coverage
 from verigap.repos.graders import v2
-from verigap.repos.redteam.exploits import BY_NAME, Ctx, script
+from verigap.repos.redteam.catalogue import BY_NAME
+from verigap.repos.redteam.exploits import Ctx, script
 from verigap.repos.tasks import build_task, materialize_workspace
 from verigap.repos.validate import ValidMutation
 from verigap.rewards import Audit, DeletionPenalty, Oracle, Visible

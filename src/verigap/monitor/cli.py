@@ -215,7 +215,7 @@ def impossible_cmd(
     Example: verigap monitor impossible tasks/ --out impossible.json
     """
     from verigap.repos import episode, impossible
-    from verigap.repos.tasks import RepoTask
+    from verigap.repos.schema import RepoTask
     from verigap.results import write_result
 
     names = [a.strip() for a in agents.split(",") if a.strip()]

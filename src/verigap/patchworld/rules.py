@@ -3,7 +3,7 @@
 An episode acts on each broken branch in ascending order (horizon k). An action is an integer:
 ``0..N_VALUES-1`` writes that value, ``STUB`` stubs the branch, ``DELETE`` deletes it.
 
-Checks (DESIGN.md vocabulary):
+Checks (the vocabulary of docs/architecture.md):
 - build: fails if any written value is off by more than 1, or a stub lands on a strict branch;
   a deletion always builds; an off-by-one value builds.
 - visible: every tested branch returns its reference value (a deleted, stubbed or off-by-one
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from verigap import hacks
 from verigap.patchworld.programs import N_BRANCHES, N_VALUES, Programs
-from verigap.repos import detect
 from verigap.rewards import BatchPayout
 from verigap.verdict import Verdict
 
@@ -26,8 +26,8 @@ STUB = N_VALUES
 DELETE = N_VALUES + 1
 N_ACTIONS = N_VALUES + 2
 
-#: "stub" and "delete" are the repo detector's site-shape names (one definition of each act)
-OUTCOMES = ("fixed", "off_by_one", "wrong", detect.STUB, detect.DELETE)
+#: "stub" and "delete" are the shared site-shape names (one definition of each act, in the core)
+OUTCOMES = ("fixed", "off_by_one", "wrong", hacks.STUB, hacks.DELETE)
 FIXED, OFF_BY_ONE, WRONG, STUBBED, DELETED = range(len(OUTCOMES))
 NOT_ACTED = -1
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import libcst as cst
 
 from verigap.repos.prepare import Prepared
-from verigap.repos.tasks import RepoTask
+from verigap.repos.schema import RepoTask
 
 BASELINES = ("oracle", "noop", "careless")
 

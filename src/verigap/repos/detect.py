@@ -32,13 +32,12 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
+from verigap import hacks
 from verigap.repos import snapshot
 
 # ----------------------------------------------------------------------------- class names
 #: Site shapes; Patch World's outcome labels use the same two words for the same acts.
-STUB = "stub"
-DELETE = "delete"
-DELETE_BRANCH = "delete_branch"
+STUB, DELETE, DELETE_BRANCH = hacks.STUB, hacks.DELETE, hacks.DELETE_BRANCH  # shared names
 #: Site states that ``DeletionPenalty`` charges (``Verdict`` ``deletions``).
 DELETIONS = (STUB, DELETE)
 #: The most of one dropped file the scans read (a file beyond it is not scanned).

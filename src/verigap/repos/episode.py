@@ -9,7 +9,7 @@ environment, read-only). Each episode is a run directory holding the workspace,
 ``transcript.json``, ``verdict.json`` and ``result.json``.
 
 Every episode's final words are claim-checked against its transcript and v2's truth
-(:mod:`verigap.monitor.claims`): the result records each claim, and v2 names an unsupported one
+(:mod:`verigap.claims`): the result records each claim, and v2 names an unsupported one
 ``unsupported_claim``. With ``impossible=True`` the agent gets the task's impossible variant (a
 visible contract test that demands the bug, :mod:`verigap.repos.impossible`): only
 ``report_impossible`` is paid there, and the result says whether the agent cheated.
@@ -259,7 +259,7 @@ def run_task_episode(task: RepoTask, run_dir: Path, *, agent: str,
     """Act, grade, check the claims, and write the run directory. ``impossible``: the agent
     gets the task's impossible variant (``variant``: conflicting or one_off), and only
     ``report_impossible`` is paid."""
-    from verigap.monitor import claims
+    from verigap import claims
     from verigap.repos import impossible as imp
 
     p = prepared_for(task, backend=backend)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from verigap.repos.tasks import RepoTask
+from verigap.repos.schema import RepoTask
 
 REDACTED = "the code"
 GENERIC = {"tests", "test", "src", "lib", "testing", "__init__"}  # say nothing about where

@@ -127,11 +127,7 @@ def ablate(substrates: Sequence[str] = ("acrobot_modular",), mechanisms: Sequenc
     rows = ablation_rows(results, cache_dir, files, pairs, seed_list)
     if out is not None:
         from verigap.results import make_meta
-        from verigap.silentbug.calibrate import (
-            provenance,
-            read_baselines,
-            strict,  # calibrate imports this module
-        )
+        from verigap.silentbug.calibration_file import provenance, read_baselines, strict
 
         flags = "".join(f" --substrate {s}" for s in substrates) + "".join(
             f" --mechanism {m}" for m in mechanisms or ())

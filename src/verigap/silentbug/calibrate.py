@@ -9,8 +9,6 @@ by the hash of its workspace and config; runs go to a process pool with a progre
 
 from __future__ import annotations
 
-import json
-import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -18,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from verigap.errors import ConfigError
-from verigap.results import make_meta, read_meta, write_result
+from verigap.results import make_meta, write_result
 from verigap.runs import METRICS, RESULT, Executor, Job, read_jsonl, run_jobs
 from verigap.silentbug.ablation import (
     AblationRow,
@@ -30,6 +28,12 @@ from verigap.silentbug.ablation import (
     run_timing,
 )
 from verigap.silentbug.bank import Bug, Registry, broken_files, load_registry
+from verigap.silentbug.calibration_file import (  # noqa: F401  (re-exported)
+    _refuse_constant,
+    provenance,
+    read_baselines,
+    strict,
+)
 from verigap.silentbug.runner import learning_curve, plan_run
 from verigap.silentbug.stats import SIGMAS, Arm, Gap, gap
 from verigap.silentbug.substrate import SUBSTRATES, pristine_files
@@ -178,13 +182,6 @@ def calibrate(bug_ids: Sequence[str] | None = None, *, seeds: int = 3,
     return cal
 
 
-def provenance(path: Path) -> dict[str, Any]:
-    try:
-        return read_meta(path)
-    except ConfigError:  # the first, bare format: no meta
-        return {"command": "unknown (written before calibrations carried provenance)"}
-
-
 def _invocations(cal: dict[str, Any], meta: dict[str, Any]) -> list[dict[str, Any]]:
     """What each invocation behind a (merged) calibration ran: its command, wall time, runs
     executed and cached, and their CPU time."""
@@ -227,34 +224,6 @@ def merge_calibration(old: dict[str, Any], old_meta: dict[str, Any], new: dict[s
                         "refused": sum(b["verdict"] == "refused" for b in bugs.values()),
                         "accepted_ids": accepted},
             "merged": True}
-
-
-def strict(value: Any) -> Any:
-    """NaN/inf become None (null) so the file is strict JSON; a missing number is said by
-    the verdict and reason beside it (e.g. a refused bug's broken runs were not run)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: strict(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [strict(v) for v in value]
-    return value
-
-
-def read_baselines(path: Path | None = None) -> dict[str, Any]:
-    """A calibration file: a results file (``meta`` + ``data``) or the first, bare format."""
-    from verigap.silentbug.bank import bugs_dir
-
-    path = path or bugs_dir() / "baselines.json"
-    try:
-        doc = json.loads(path.read_text(), parse_constant=_refuse_constant)
-    except (OSError, ValueError) as e:
-        raise ConfigError(f"{path}: cannot read the calibration ({e}); run calibrate") from e
-    return doc["data"] if isinstance(doc, dict) and "meta" in doc and "data" in doc else doc
-
-
-def _refuse_constant(token: str) -> float:
-    raise ValueError(f"holds {token}, which is not strict JSON")
 
 
 def cached_curves(substrates: Sequence[str], label: str = "clean", *, seeds: int = 3,

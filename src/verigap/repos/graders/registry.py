@@ -47,7 +47,7 @@ class Grader(Protocol):
 def _with_claims(v: Verdict, transcript: Sequence[Mapping[str, Any]], truth: Any) -> Verdict:
     """``v`` with the hacks of the agent's unsupported claims added (checked against the
     truth's visible checks and per-site outcomes)."""
-    from verigap.monitor import claims
+    from verigap import claims
 
     said = claims.check(transcript, {"checks": truth.checks, "outcomes": truth.outcomes})
     if not said["hacks"]:

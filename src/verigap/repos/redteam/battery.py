@@ -18,14 +18,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from verigap import claims
 from verigap.errors import ConfigError
-from verigap.monitor import claims
 from verigap.repos import execution
 from verigap.repos.episode import SYSTEM, _commands
 from verigap.repos.graders import registry, v2
 from verigap.repos.redteam import honest, plain_truth
-from verigap.repos.redteam.exploits import BY_NAME as EXPLOIT_NAMES
-from verigap.repos.redteam.exploits import CONTROLS, EXPLOITS, Ctx, Exploit, script
+from verigap.repos.redteam.catalogue import BY_NAME as EXPLOIT_NAMES
+from verigap.repos.redteam.catalogue import CONTROLS, EXPLOITS
+from verigap.repos.redteam.exploits import Ctx, Exploit, script
 from verigap.repos.tasks import RepoTask, materialize_workspace, prepared_for
 from verigap.runs import Job, read_json, write_json_atomic
 

@@ -25,7 +25,7 @@ PARTS: dict[str, tuple[str, str]] = {
 
 def part_starts(name: str, ctx: Ctx) -> list[tuple[Exploit, list[Step]]]:
     """Each part of composite ``name`` with its own steps, in order."""
-    return [(X.BY_NAME[p], list(X.BY_NAME[p].build(ctx))) for p in PARTS[name]]
+    return [(X.CORE_BY_NAME[p], list(X.CORE_BY_NAME[p].build(ctx))) for p in PARTS[name]]
 
 
 def _builder(name: str):
@@ -36,8 +36,8 @@ def _builder(name: str):
 
 
 COMPOSITES: tuple[Exploit, ...] = tuple(
-    Exploit(name, "composite", " and ".join(X.BY_NAME[p].summary for p in parts),
-            _builder(name), all(X.BY_NAME[p].expect_v1 for p in parts),
-            tuple(n for p in parts for n in X.BY_NAME[p].names))
+    Exploit(name, "composite", " and ".join(X.CORE_BY_NAME[p].summary for p in parts),
+            _builder(name), all(X.CORE_BY_NAME[p].expect_v1 for p in parts),
+            tuple(n for p in parts for n in X.CORE_BY_NAME[p].names))
     for name, parts in PARTS.items())
 BY_NAME = {e.name: e for e in COMPOSITES}

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from verigap.repos.redteam.exploits import CONTROLS, EXPLOITS
+from verigap.repos.redteam.catalogue import CONTROLS, EXPLOITS
 from verigap.repos.redteam.honest import HONEST, LIARS
 
 SCHEMA_VERSION = 2

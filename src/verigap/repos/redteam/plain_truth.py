@@ -21,7 +21,7 @@ from typing import Any
 
 from verigap.repos import execution
 from verigap.repos.prepare import Prepared
-from verigap.repos.tasks import RepoTask
+from verigap.repos.schema import RepoTask
 
 #: Where the driver, the inputs and the answers sit in the copy of the tree.
 IO_DIR = ".plain-truth"

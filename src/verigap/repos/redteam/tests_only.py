@@ -25,7 +25,7 @@ import textwrap
 from verigap.repos.redteam import _edit as E
 from verigap.repos.redteam import inprocess as ip
 from verigap.repos.redteam.exploits import Ctx, Exploit, Step, _by_file, read, write
-from verigap.repos.tasks import RepoTask
+from verigap.repos.schema import RepoTask
 
 
 def as_tests_only(task: RepoTask, functions: set[str]) -> RepoTask:
@@ -184,7 +184,7 @@ TESTS_ONLY: tuple[Exploit, ...] = tuple(
 # The same caller-frame guards on a default task (no tests_only site): every site fixed behind
 # the guard, so a call from the equivalence runner's frame is answered as the reference
 # answers, a call from a test's own frame fails, and the scrub rewrites the report of the run
-# where the tests call it. In the default battery (``exploits.EXPLOITS``); v2 stops them
+# where the tests call it. In the default battery (``catalogue.EXPLOITS``); v2 stops them
 # because the comparison's agent context calls each input through a replay of its test's
 # frames (``equiv_runner.py``), so it sees the test as caller.
 FRAME_DEVICES: tuple[Exploit, ...] = (
