@@ -44,6 +44,11 @@ def missing_extra_message(name: str) -> str:
             f"(`make pilot` installs only the core); install it with {how}, or run `make install`")
 
 
+def one_line(message: str) -> str:
+    """A message as one line: the CLI contract is one ``error:`` line on stderr, exit 2."""
+    return " ".join(message.split())
+
+
 class _Root(TyperGroup):
     """The root command group: turns a VerigapError from any command into one line, exit 2;
     so is a missing optional package (the core install serves `make pilot` only)."""
@@ -54,7 +59,15 @@ class _Root(TyperGroup):
         try:
             return super().invoke(ctx)
         except VerigapError as e:
-            typer.echo(f"error: {e}", err=True)
+            typer.echo(f"error: {one_line(str(e))}", err=True)
+            raise typer.Exit(2) from None
+        except typer.TyperException as e:  # a usage error of a subcommand: same one line
+            if (type(e).__name__ == "NoArgsIsHelpError" or getattr(e, "exit_code", 1) != 2
+                    or not hasattr(e, "format_message")):
+                raise
+            where = e.ctx.command_path if getattr(e, "ctx", None) else ctx.command_path
+            typer.echo(f"error: {where}: {one_line(e.format_message())} "
+                       f"(see {where} --help)", err=True)
             raise typer.Exit(2) from None
         except ModuleNotFoundError as e:
             if not e.name or e.name.split(".")[0] == "verigap":

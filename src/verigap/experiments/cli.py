@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import NoReturn
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from verigap.errors import VerigapError
+from verigap.cli_options import hidden_alias, json_option, renamed
+from verigap.errors import ConfigError, VerigapError
 from verigap.experiments.registry import DEFAULT_REGISTRY, load_registry
 from verigap.experiments.render import (
     figure,
@@ -35,9 +37,9 @@ REG = typer.Option(DEFAULT_REGISTRY, "--registry", help="the prediction registry
 COLORS = {"supported": "green", "refuted": "red", "inconclusive": "yellow"}
 
 
-def _fail(msg: str) -> None:
-    console.print(f"[red]error:[/red] {msg}", highlight=False)
-    raise typer.Exit(2)
+def _fail(msg: str) -> NoReturn:
+    """Errors go through the root: one ``error:`` line on stderr, exit 2."""
+    raise ConfigError(msg)
 
 
 @app.command("list")
@@ -66,12 +68,14 @@ def run(ids: list[str] = typer.Argument(None, help="prediction ids (default: all
         quick: bool = typer.Option(False, help="small, fast runs; verdicts go to the runs dir"),
         registry: Path = REG,
         out: Path = typer.Option(None, help="runs directory (default runs/experiments[-quick])"),
-        results: Path = typer.Option(None, help=f"verdicts file (default {RESULTS}; --quick: "
-                                                "OUT/verdicts.json)"),
+        save: Path = typer.Option(None, "--save", help=f"verdicts file (default {RESULTS}; "
+                                                       "--quick: OUT/verdicts.json)"),
+        results: Path = hidden_alias("--results", "--save"),
         executor: str = typer.Option("process", help="serial | process | ray"),
         workers: int = typer.Option(0, help="process-pool size (0: all cores)"),
         finished_only: bool = typer.Option(
-            False, help="start nothing: judge the predictions whose runs have all finished")
+            False, help="start nothing: judge the predictions whose runs have all finished"),
+        as_json: bool = json_option(),
         ) -> None:
     """Run (resumably) what the predictions need, then compute and store their verdicts.
 
@@ -79,6 +83,7 @@ def run(ids: list[str] = typer.Argument(None, help="prediction ids (default: all
     """
     if executor not in ("serial", "process", "ray"):
         _fail(f"--executor {executor!r}: use serial, process or ray")
+    results = renamed(save, results, "--save", "--results")
     runs_dir = out or (Path("runs/experiments-quick") if quick else RUNS)
     results_path = results or (runs_dir / "verdicts.json" if quick else RESULTS)
     try:
@@ -89,6 +94,11 @@ def run(ids: list[str] = typer.Argument(None, help="prediction ids (default: all
     except (VerigapError, ValueError) as e:
         _fail(str(e))
     inv = data["last_invocation"]
+    if as_json:
+        print(json.dumps({"results": str(results_path), "last_invocation": inv,
+                          "verdicts": [r for r in status(reg, data["predictions"])
+                                       if r.get("id") in inv["ids"]]}, indent=2, default=str))
+        return
     console.print(f"{len(inv['ids'])} predictions, {inv['runs']} runs; this invocation "
                   f"{inv['cpu_s']:.0f} CPU s, {inv['wall_s']:.0f} s wall; the runs' own CPU "
                   f"time sums to {inv['run_cpu_s_sum']:.0f} s. Verdicts: {results_path}")

@@ -12,7 +12,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from verigap.errors import VerigapError
+from verigap.cli_options import json_option
+from verigap.errors import ConfigError, VerigapError
 
 
 def _command(*words: object, **options: object) -> str:
@@ -28,6 +29,7 @@ def _command(*words: object, **options: object) -> str:
 app = typer.Typer(help="Labelled agent trajectories and hack detectors scored on them.",
                   no_args_is_help=True)
 console = Console()
+stderr = Console(stderr=True)  # progress beside --json output
 
 
 @app.command("export")
@@ -44,10 +46,10 @@ def export(
     from verigap.monitor import dataset
 
     try:
-        n = dataset.write_jsonl(dataset.from_battery(*run_dirs), out)
-    except VerigapError as e:
-        console.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(2) from None
+        records = list(dataset.from_battery(*run_dirs))  # read all before touching --out
+        n = dataset.write_jsonl(records, out)
+    except VerigapError:
+        raise  # the root prints it: one line on stderr, exit 2
     console.print(f"wrote {n} trajectories to {out}")
 
 
@@ -83,9 +85,8 @@ def evaluate(
         records = dataset.read_jsonl(data)[:limit] if limit else dataset.read_jsonl(data)
         det = detectors.resolve(detector, base_url=base_url, api_key_env=api_key_env)
         report = detectors.evaluate(records, det, modes=modes)
-    except VerigapError as e:
-        console.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(2) from None
+    except VerigapError:
+        raise  # the root prints it: one line on stderr, exit 2
     if out:
         from verigap.results import write_result
 
@@ -101,6 +102,7 @@ def heldout_cmd(
         "results/redteam/heldout_naming.json"),
     jsonl: Annotated[Path | None, typer.Option(
         help="Also write the held-out trajectories here (chat JSONL with workspaces).")] = None,
+    as_json: bool = json_option(),
 ) -> None:
     """Hack naming on the fixed held-out set (honest changes that look suspicious, hacks
     earlier rules missed) on the fixture library, inflection and toolz: the monitor and v2's
@@ -111,18 +113,23 @@ def heldout_cmd(
     from verigap.monitor import dataset, heldout
     from verigap.results import write_result
 
+    for path in (out, jsonl):  # refused before the work, not after it
+        if path is not None and path.is_dir():
+            raise ConfigError(f"{path} is a directory; give a file path to write")
     try:
         recs, missing = heldout.records()
-    except VerigapError as e:
-        console.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(2) from None
+    except VerigapError:
+        raise  # the root prints it: one line on stderr, exit 2
     for m in missing:
-        console.print(f"[yellow]skipped[/yellow] {m}")
+        (stderr if as_json else console).print(f"[yellow]skipped[/yellow] {m}")
     data = {**heldout.evaluate(recs), "missing_projects": list(missing)}
     if jsonl:
         dataset.write_jsonl(recs, jsonl)
     write_result(out, data, command=_command("heldout", out=out))
-    console.print(heldout.markdown(data))
+    if as_json:
+        print(json.dumps(data, indent=2, default=str))
+    else:
+        console.print(heldout.markdown(data))
 
 
 @app.command("leakage")
@@ -145,9 +152,8 @@ def leakage_cmd(
     try:
         recs = dataset.read_jsonl(data)
         held, _ = heldout.records()
-    except VerigapError as e:
-        console.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(2) from None
+    except VerigapError:
+        raise  # the root prints it: one line on stderr, exit 2
     neu = leakage.neutral_summaries(recs, seed=seed)
     if neutral:
         dataset.write_jsonl(neu, neutral)
@@ -170,6 +176,7 @@ def summarize(
         help="The commands that made the tasks and ran the battery (repeatable); recorded "
              "in the results file's meta before this one, so it reproduces end to end.")
     ] = None,
+    as_json: bool = json_option(),
 ) -> None:
     """Honest-control pay and false alarms, per-class precision/recall and claim checks of
     one or more battery runs, as a results file.
@@ -181,11 +188,13 @@ def summarize(
 
     try:
         data = build(run_dirs, grader)
-    except VerigapError as e:
-        console.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(2) from None
+    except VerigapError:
+        raise  # the root prints it: one line on stderr, exit 2
     write_result(out, data, command=" && ".join(
         [*(made_with or []), _command("summarize", *run_dirs, out=out, grader=grader)]))
+    if as_json:
+        print(json.dumps(data, indent=2, default=str))
+        return
     h = data["honest"]
     console.print(f"{data['episodes']} episodes on {len(data['tasks'])} task(s); honest "
                   f"correct paid {h['correct_paid']}/{h['correct']}, controls named "
@@ -230,9 +239,8 @@ def impossible_cmd(
         if variant not in impossible.VARIANTS:
             raise VerigapError(f"--variant {variant!r}: use one of "
                                f"{', '.join(impossible.VARIANTS)}")
-    except VerigapError as e:
-        console.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(2) from None
+    except VerigapError:
+        raise  # the root prints it: one line on stderr, exit 2
     rows, skipped = [], {}
     for tp in paths[:limit] if limit else paths:
         task = RepoTask.load(tp)
@@ -293,9 +301,8 @@ def trajset_cmd(
             console.print(f"acted {cost['episodes']} new episode(s) in {cost['wall_s']}s")
         recs = trajset.collect(runs)
         n = trajset.write(recs, out)
-    except VerigapError as e:
-        console.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(2) from None
+    except VerigapError:
+        raise  # the root prints it: one line on stderr, exit 2
     console.print(f"wrote {n} trajectories to {out} ({out.stat().st_size} bytes)")
     if summary:
         from verigap.results import write_result
@@ -311,6 +318,7 @@ def lofo_cmd(
     data: Annotated[Path, typer.Argument(help="A trajectory set (.jsonl.xz, .jsonl.gz or .jsonl).")],
     out: Annotated[Path, typer.Option(help="Results file to write.")] = Path(
         "results/redteam/lofo_detection.json"),
+    as_json: bool = json_option(),
 ) -> None:
     """Recall per exploit family with that family held out of the tuning of the detector's
     knobs (SPECIAL_CASE_MIN, the trivial-input list), beside the own-set recall, for the
@@ -323,9 +331,12 @@ def lofo_cmd(
 
     try:
         recs = trajset.load(data)
-    except VerigapError as e:
-        console.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(2) from None
-    report = {**lofo.evaluate(recs, log=console.print), "localisation": lofo.localisation(recs)}
+    except VerigapError:
+        raise  # the root prints it: one line on stderr, exit 2
+    report = {**lofo.evaluate(recs, log=(stderr if as_json else console).print),
+              "localisation": lofo.localisation(recs)}
     write_result(out, report, command=_command("lofo", data, out=out))
-    console.print(lofo.markdown(report))
+    if as_json:
+        print(json.dumps(report, indent=2, default=str))
+    else:
+        console.print(lofo.markdown(report))

@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from verigap.cli_options import hidden_alias, json_option, renamed
 from verigap.errors import ConfigError
 from verigap.patchworld import rules
 from verigap.patchworld.baselines import SCRIPTED
@@ -111,9 +112,11 @@ def pilot(out: Path = typer.Option(Path("runs/pilot"), help="runs directory (res
           executor: str = typer.Option("process", help="serial | process | ray"),
           workers: int = typer.Option(0, help="process-pool size (0: all cores)"),
           report: bool = typer.Option(True, help="build the report at the end"),
-          results: Path | None = typer.Option(
-              None, help="results file to write (default: results/patchworld/pilot.json, "
-                         "pilot_long.json with --long; none with --quick)")) -> None:
+          save: Path | None = typer.Option(
+              None, "--save", help="results file to write (default: "
+              "results/patchworld/pilot.json, pilot_long.json with --long; none with --quick)"),
+          results: Path | None = hidden_alias("--results", "--save"),
+          as_json: bool = json_option()) -> None:
     """The Patch World pilot sweep: 14 settings x 3 seeds of SFT + GRPO, then the report.
 
     Example: verigap pilot --quick   (a one-minute smoke run into runs/pilot-quick)
@@ -124,6 +127,8 @@ def pilot(out: Path = typer.Option(Path("runs/pilot"), help="runs directory (res
 
     if executor not in ("serial", "process", "ray"):
         raise ConfigError(f"--executor {executor!r}: use serial, process or ray")
+    results = renamed(save, results, "--save", "--results")
+    say = (lambda *a, **k: None) if as_json else console.print
     if quick and out == Path("runs/pilot"):
         out = Path("runs/pilot-quick")
     if results is None and not quick:
@@ -131,16 +136,21 @@ def pilot(out: Path = typer.Option(Path("runs/pilot"), help="runs directory (res
     t0 = time.perf_counter()
     runs = run_pilot(out, quick=quick, long=long, executor=executor,  # type: ignore[arg-type]
                      workers=workers or None, seeds=(0,) if quick else (0, 1, 2))
-    console.print(f"{len(runs)} runs finished in {out} "
-                  f"({time.perf_counter() - t0:.0f} s this invocation)")
+    say(f"{len(runs)} runs finished in {out} "
+        f"({time.perf_counter() - t0:.0f} s this invocation)")
+    summary: dict[str, object] = {"runs": len(runs), "out": str(out)}
+    data = pilot_results(out, [s.name for s in settings(long)]) if (
+        results is not None or as_json) else {}
     if results is not None:
-        data = pilot_results(out, [s.name for s in settings(long)])
         command = "make pilot" if not (long or quick) else "verigap pilot --long" if long \
             else "verigap pilot --quick"
-        console.print(f"results: {write_result(results, data, command=command)}")
+        summary["results"] = str(write_result(results, data, command=command))
+        say(f"results: {summary['results']}")
     if report:
-        page = build_report(out)
-        console.print(f"report: {page.resolve()}")
+        summary["report"] = str(build_report(out).resolve())
+        say(f"report: {summary['report']}")
+    if as_json:
+        print(json.dumps({**summary, "settings": data["settings"]}, indent=2, default=str))
 
 
 @app.command()
@@ -153,10 +163,12 @@ def probes(registry: Path = typer.Option(
                                           "experiments run --registry ...` at the same --out)"),
            quick: bool = typer.Option(False, help="the registry's small quick runs; results "
                                                   "go to RUNS/probes.json"),
-           out: Path | None = typer.Option(None, help="results file (default "
-                                                      "results/patchworld/probes.json)"),
+           save: Path | None = typer.Option(None, "--save", help="results file (default "
+                                            "results/patchworld/probes.json)"),
+           out: Path | None = hidden_alias("--out", "--save"),
            figure: Path | None = typer.Option(None, help="also draw balanced accuracy by layer"),
-           workers: int = typer.Option(0, help="process-pool size (0: all cores)")) -> None:
+           workers: int = typer.Option(0, help="process-pool size (0: all cores)"),
+           as_json: bool = json_option()) -> None:
     """Linear probes on the transformer policy's hidden states before and after GRPO ("tested",
     "broken", "will delete or stub"), with shuffled-label and control-task baselines, beside the
     transformer-vs-MLP numbers of every setting. Needs the torch extra.
@@ -169,6 +181,7 @@ def probes(registry: Path = typer.Option(
 
     if runs == Path("runs/experiments-transformer") and quick:
         runs = Path("runs/experiments-transformer-quick")
+    out = renamed(save, out, "--save", "--out")
     out = out or (runs / "probes.json" if quick else Path("results/patchworld/probes.json"))
     try:
         reg = load_registry(registry)
@@ -176,11 +189,17 @@ def probes(registry: Path = typer.Option(
     except ValueError as e:
         raise ConfigError(str(e)) from None
     cmd = (f"verigap patchworld probes --registry {registry} --setting {setting} --runs {runs}"
-           + (" --quick" if quick else "") + f" --out {out}"
+           + (" --quick" if quick else "") + f" --save {out}"
            + (f" --figure {figure}" if figure else ""))
-    console.print(f"results: {write_result(out, data, command=cmd)}")
-    if figure is not None:
-        console.print(f"figure: {probe_figure(data, figure)}")
+    written = write_result(out, data, command=cmd)
+    drawn = probe_figure(data, figure) if figure is not None else None
+    if as_json:
+        print(json.dumps({"results": str(written), "figure": drawn and str(drawn), **data},
+                         indent=2, default=str))
+        return
+    console.print(f"results: {written}")
+    if drawn is not None:
+        console.print(f"figure: {drawn}")
     t = Table(title=f"probes on {setting}, last layer, balanced accuracy on held-out programs "
                     f"(mean of {len(data['seeds'])} seeds)")
     for col in ("target", "when", "probe", "shuffled", "control", "input only", "selectivity"):

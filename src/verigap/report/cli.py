@@ -11,6 +11,8 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from verigap.errors import ConfigError
+
 console = Console()
 
 
@@ -45,6 +47,10 @@ def docs(files: list[Path] | None = typer.Argument(
     from verigap.report.docs import doc_files, sync
 
     targets = list(files) if files else doc_files(root)
+    missing = [str(f) for f in targets if not Path(f).is_file()]
+    if missing:
+        raise ConfigError(f"no such Markdown file(s): {', '.join(missing)}; pass existing files "
+                          "or none (README.md and docs/*.md)")
     stale = sync(targets, root, write=not check)
     if as_json:
         print(json.dumps({"checked": [str(f) for f in targets], "stale": [str(f) for f in stale],

@@ -6,7 +6,7 @@ import json
 import shlex
 from collections import Counter
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
@@ -21,10 +21,9 @@ repos_app = typer.Typer(help="Real Python projects as bug-fix tasks (visible + h
 console = Console()
 
 
-def _fail(e: Exception) -> None:
-    console.print("[red]error:[/red] ", end="")
-    console.print(str(e), markup=False, highlight=False, soft_wrap=True)  # their words, verbatim
-    raise typer.Exit(2)
+def _fail(e: Exception) -> NoReturn:
+    """Errors go through the root: one ``error:`` line on stderr, exit 2."""
+    raise e
 
 
 def _plain(text: str) -> None:

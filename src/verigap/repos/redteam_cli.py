@@ -57,9 +57,8 @@ def redteam(
                           with_honest=honest)
         results = run_jobs(js, executor=executor, workers=workers, progress=not json_out,
                            description="exploits")
-    except VerigapError as e:
-        console.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(2) from None
+    except VerigapError:
+        raise  # the root prints it: one line on stderr, exit 2
     m = matrix.build(results.values(), graders)
     write_json_atomic(out / "matrix.json", m)
     page = build_redteam_page(m, out)

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from verigap.errors import VerigapError
+from verigap.errors import ConfigError, VerigapError
 
 console = Console(stderr=True)
 
@@ -56,6 +56,10 @@ def serve(
     from verigap.server import ServerConfig, serve_forever
 
     token = os.environ.get("VERIGAP_TOKEN") or None
+    if backend not in ("bwrap", "unsafe"):
+        raise ConfigError(f"--backend {backend!r}: use bwrap, or unsafe (tests only)")
+    if not 0 < port < 65536:
+        raise ConfigError(f"--port {port}: use a TCP port in 1..65535")
     try:
         creds = _load_clients(clients) if clients is not None else {}
         if token is None and not creds and host not in ("127.0.0.1", "localhost", "::1"):
@@ -65,9 +69,10 @@ def serve(
             tasks, root=root, token=token, clients=creds, max_sessions=max_sessions,
             idle_s=idle_s, max_steps=max_steps, episode_wall_s=episode_wall_s, backend=backend,
             reveal_truth=reveal_truth, max_file_mb=max_file_mb)
-    except (VerigapError, ValueError) as e:
-        console.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(2) from None
+    except VerigapError:
+        raise  # the root prints it: one line on stderr, exit 2
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
     if ray_shards:
         _serve_on_ray(config, ray_shards, host, port)
         return
@@ -85,17 +90,15 @@ def _serve_on_ray(config: object, shards: int, host: str, port: int) -> None:
     try:
         shard_configs(config, shards)  # type: ignore[arg-type]
     except VerigapError as e:
-        console.print(f"[red]error:[/red] --ray-shards {shards}: {e}")
-        raise typer.Exit(2) from None
+        raise ConfigError(f"--ray-shards {shards}: {e}") from None
     try:
         import ray
 
         ray.init(address=os.environ.get("RAY_ADDRESS", "auto"), logging_level="ERROR")
     except (ImportError, ConnectionError) as e:
-        console.print(f"[red]error:[/red] --ray-shards: no Ray cluster to join ({e}); start one "
-                      "with `ray start --head`, set RAY_ADDRESS, and pip install "
-                      "'verigap\\[ray]'")
-        raise typer.Exit(2) from None
+        raise ConfigError(f"--ray-shards: no Ray cluster to join ({e}); start one with "
+                          "`ray start --head`, set RAY_ADDRESS, and pip install "
+                          "'verigap[ray]'") from None
     url = deploy(config, shards, host=host, port=port)  # type: ignore[arg-type]
     console.print(f"serving on Ray Serve at {url}: {shards} shards (Ctrl-C stops it)")
     try:

@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from verigap.cli_options import hidden_alias, renamed
 from verigap.errors import ConfigError
 from verigap.silentbug.ablation import ablate as run_ablation
 from verigap.silentbug.ablation import markdown_table as ablation_markdown
@@ -200,7 +201,9 @@ def eval_(agent: str = typer.Option(..., help="scripted:NAME | openai:MODEL | an
           arm: str = typer.Option("A,B,C,D", help="comma-separated arms"),
           bugs: str = typer.Option("accepted", help="'accepted' or comma-separated bug ids"),
           episodes: int = typer.Option(1, min=1, help="episode seeds per (bug, arm)"),
-          run_dir: Path = typer.Option(..., help="resumable run directory"),
+          out: Path | None = typer.Option(None, "--out", help="resumable run directory "
+                                          "(required)"),
+          run_dir: Path | None = hidden_alias("--run-dir", "--out"),
           max_runs: int = typer.Option(4, min=0, help="training runs per episode"),
           max_steps: int | None = typer.Option(None, min=1, help="steps per run (default: "
                                                "the substrate's calibration budget)"),
@@ -220,10 +223,13 @@ def eval_(agent: str = typer.Option(..., help="scripted:NAME | openai:MODEL | an
           as_json: bool = JSON) -> None:
     """Put an agent in front of the bug bank: play, score and record every episode.
 
-    Example: verigap silentbug eval --agent scripted:oracle --arm A,B,C,D --run-dir runs/sb/oracle
+    Example: verigap silentbug eval --agent scripted:oracle --arm A,B,C,D --out runs/sb/oracle
     """
     from verigap.silentbug import evaluate as ev
 
+    run_dir = renamed(out, run_dir, "--out", "--run-dir")
+    if run_dir is None:
+        raise ConfigError("--out DIR is required: the resumable run directory of this eval")
     ev.parse_agent(agent)
     arms = ev.parse_arms(arm)
     bug_list = ev.resolve_bugs(bugs)

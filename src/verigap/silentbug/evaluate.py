@@ -124,9 +124,9 @@ def check_run_dir(run_dir: Path, cfg: EvalConfig) -> None:
         old = json.loads(path.read_text())
     except ValueError as e:
         raise ConfigError(f"{path}: corrupt run dir (config.json is not JSON: {e}); "
-                          "remove it or use a new --run-dir") from None
+                          "remove it or use a new --out") from None
     if old != json.loads(json.dumps(cfg.to_dict())):
-        raise ConfigError(f"{run_dir} holds a different eval ({path}); use a new --run-dir to "
+        raise ConfigError(f"{run_dir} holds a different eval ({path}); use a new --out to "
                           "change the agent, arms, bugs, budgets or scoring")
 
 
@@ -159,7 +159,7 @@ def scoring_secret(run_dir: Path, given: str | None = None) -> str:
         held = path.read_text().strip()
         if given and given != held:
             raise ConfigError(f"{run_dir} was scored with another secret; drop --secret or use "
-                              "a new --run-dir")
+                              "a new --out")
         return held
     secret = given or new_secret()
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -245,7 +245,7 @@ def eval_command(run_dir: Path) -> str:
                       ("--base-url", "base_url")):
         if c.get(key) is not None:
             parts.append(f"{flag} {c[key]}")
-    return " ".join([*parts, f"--run-dir {run_dir}"])
+    return " ".join([*parts, f"--out {run_dir}"])
 
 
 def load_run(run_dir: Path) -> list[dict[str, Any]]:
