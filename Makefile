@@ -8,7 +8,7 @@ CORE_STAMP := $(VENV)/.installed-core
 TEST_STAMP := $(VENV)/.installed-test
 TEST_EXTRAS := dev,torch,agents,repos,llm
 
-.PHONY: install system-deps test test-fast pilot rollout results docs site lint bench clean
+.PHONY: install system-deps test test-fast pilot rollout results docs site lint format bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -55,8 +55,13 @@ docs: $(CORE_STAMP)
 site: $(CORE_STAMP)
 	$(BIN)/verigap site
 
+## Lint and the formatter's check (what CI runs); `make format` rewrites in place.
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+
+format: $(TEST_STAMP)
+	$(BIN)/ruff format src tests benchmarks
 
 bench: $(TEST_STAMP)
 	$(BIN)/python benchmarks/patchworld_env.py
