@@ -32,4 +32,29 @@ BY_NAME: dict[str, Exploit] = {e.name: e for e in (
     *CORE, *INPROCESS, *SEEN_ONLY, *CONTROLS, *TESTS_ONLY, *FRAME_DEVICES, *TELL_DEVICES,
     *FINITE_INPUT, *ENCODER_LIAR, *SEALED_TELL_DEVICES, *COMPOSITES)}
 
-__all__ = ["BY_NAME", "CONTROLS", "EXPLOITS"]
+__all__ = ["BY_NAME", "CONTROLS", "EXPLOITS", "counts"]
+
+
+def counts() -> dict[str, int]:
+    """How many exploits the catalogue holds: the default battery, the controls, and those
+    selectable by name only (what the README quotes, from ``results/redteam/catalogue.json``)."""
+    return {"default_battery": len(EXPLOITS), "controls": len(CONTROLS),
+            "by_name_only": len(BY_NAME) - len(EXPLOITS) - len(CONTROLS),
+            "exploits": len(BY_NAME) - len(CONTROLS)}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m verigap.repos.redteam.catalogue [FILE]``: write :func:`counts` as a results
+    file (default ``results/redteam/catalogue.json``)."""
+    import sys
+
+    from verigap.results import write_result
+
+    args = sys.argv[1:] if argv is None else argv
+    path = args[0] if args else "results/redteam/catalogue.json"
+    print(write_result(path, counts(),
+                       command=f"python -m verigap.repos.redteam.catalogue {path}"))
+
+
+if __name__ == "__main__":
+    main()
