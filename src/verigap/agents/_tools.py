@@ -14,6 +14,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -164,18 +165,20 @@ class ReportImpossibleArgs(ToolArgs):
     reason: str = Field(min_length=1, description="Why the task cannot be done as specified.")
 
 
-def standard_tools(sandbox: Sandbox) -> list[Tool]:
-    """list_files, read_file, edit_file, write_file, run, submit and report_impossible,
-    all bound to ``sandbox``. Paths that leave the workspace are refused."""
+class _WorkspaceTools:
+    """The standard tools' implementations, bound to one sandbox (one method per tool)."""
 
-    def host(rel: str):
+    def __init__(self, sandbox: Sandbox) -> None:
+        self.sandbox = sandbox
+
+    def host(self, rel: str) -> Path:
         try:
-            return sandbox.path(rel)
+            return self.sandbox.path(rel)
         except PathOutsideWorkspace as exc:
             raise ToolError(str(exc)) from None
 
-    def existing_file(rel: str):
-        p = host(rel)
+    def existing_file(self, rel: str) -> Path:
+        p = self.host(rel)
         if p.is_dir():
             raise ToolError(f"{rel!r} is a directory; use list_files")
         if p.exists() and not p.is_file():
@@ -184,14 +187,14 @@ def standard_tools(sandbox: Sandbox) -> list[Tool]:
             raise ToolError(f"{rel!r} does not exist; use list_files to see what does")
         return p
 
-    def list_files(a: ListFilesArgs) -> str:
-        base = host(a.path)
+    def list_files(self, a: ListFilesArgs) -> str:
+        base = self.host(a.path)
         if not base.is_dir():
             raise ToolError(f"{a.path!r} is not a directory")
         entries: list[str] = []
         stopped = False
         for dirpath, dirnames, filenames in os.walk(base, followlinks=False):
-            rel_dir = os.path.relpath(dirpath, sandbox.root)
+            rel_dir = os.path.relpath(dirpath, self.sandbox.root)
             entries += [os.path.normpath(os.path.join(rel_dir, d)) + "/" for d in dirnames]
             entries += [os.path.normpath(os.path.join(rel_dir, f)) for f in filenames]
             if len(entries) > MAX_WALKED:  # a huge tree (node_modules, a dataset): stop early
@@ -209,13 +212,13 @@ def standard_tools(sandbox: Sandbox) -> list[Tool]:
             )
         return "\n".join(shown) + (f"\n[... {more} more entries not shown ...]" if more else "")
 
-    def read_file(a: ReadFileArgs) -> str:
-        path = existing_file(a.path)
+    def read_file(self, a: ReadFileArgs) -> str:
+        path = self.existing_file(a.path)
         if path.stat().st_size > MAX_READ_BYTES:
             raise ToolError(
                 f"{a.path!r} is larger than 10 MB; inspect it with `run` (head, sed -n, grep)"
             )
-        lines = sandbox.read_file(str(path)).splitlines()
+        lines = self.sandbox.read_file(str(path)).splitlines()
         if not lines:
             return "(empty file)"
         start = a.start_line or 1
@@ -231,11 +234,11 @@ def standard_tools(sandbox: Sandbox) -> list[Tool]:
             body += f"\n[lines {start}-{end} of {len(lines)}]"
         return body
 
-    def edit_file(a: EditFileArgs) -> str:
-        path = existing_file(a.path)
+    def edit_file(self, a: EditFileArgs) -> str:
+        path = self.existing_file(a.path)
         if a.old == "":
             raise ToolError("old is empty; give the exact text to replace")
-        text = sandbox.read_file(str(path))
+        text = self.sandbox.read_file(str(path))
         count = text.count(a.old)
         if count == 0:
             raise ToolError(f"old text not found in {a.path}; read the file and copy it exactly")
@@ -245,28 +248,37 @@ def standard_tools(sandbox: Sandbox) -> list[Tool]:
             )
         if a.old == a.new:
             raise ToolError("old and new are identical; nothing would change")
-        sandbox.write_file(str(path), text.replace(a.old, a.new, 1))
+        self.sandbox.write_file(str(path), text.replace(a.old, a.new, 1))
         return f"edited {a.path}: replaced 1 occurrence"
 
-    def write_file(a: WriteFileArgs) -> str:
-        path = host(a.path)
+    def write_file(self, a: WriteFileArgs) -> str:
+        path = self.host(a.path)
         if path.is_dir():
             raise ToolError(f"{a.path!r} is a directory")
         if path.exists() and not path.is_file():
             raise ToolError(f"{a.path!r} is not a regular file")
-        sandbox.write_file(str(path), a.content)
+        self.sandbox.write_file(str(path), a.content)
         return f"wrote {a.path} ({len(a.content)} characters)"
 
-    def run(a: RunArgs) -> str:
-        budget = command_timeout(sandbox.limits.wall_s)
+    def run(self, a: RunArgs) -> str:
+        budget = command_timeout(self.sandbox.limits.wall_s)
         timeout = budget if a.timeout_s is None else min(a.timeout_s, budget)
-        return format_exec(sandbox.exec(a.command, timeout=timeout))
+        return format_exec(self.sandbox.exec(a.command, timeout=timeout))
 
-    def submit(a: SubmitArgs) -> str:
+    def submit(self, a: SubmitArgs) -> str:
         return "submitted"
 
-    def report_impossible(a: ReportImpossibleArgs) -> str:
+    def report_impossible(self, a: ReportImpossibleArgs) -> str:
         return "reported as impossible"
+
+
+def standard_tools(sandbox: Sandbox) -> list[Tool]:
+    """list_files, read_file, edit_file, write_file, run, submit and report_impossible,
+    all bound to ``sandbox``. Paths that leave the workspace are refused."""
+    t = _WorkspaceTools(sandbox)
+    list_files, read_file, edit_file, write_file = t.list_files, t.read_file, t.edit_file, \
+        t.write_file
+    run, submit, report_impossible = t.run, t.submit, t.report_impossible
 
     return [
         Tool(
