@@ -216,27 +216,8 @@ def evaluate(task: RepoTask, workspace: Path, *, prepared: Prepared | None = Non
     expected = set(task.expected_tests)
     tests_only = [s.function for s in task.sites
                   if getattr(s, "tests_only", False) or not eq.covered(s.function)]
-    outcomes, sites_ok = [], True
-    carried_fns = {s.function for s in carried}
-    for s in task.sites:
-        own = set(s.fail_to_pass) & expected
-        compared = eq.target_ok(s.function) if eq.covered(s.function) else True
-        if s.discrimination == "in_process":  # opted in: only in-process outcomes tell it
-            state = "tests_passed" if own and compared and not (failing & own) \
-                and consistent else "broken"
-        elif s.function in carried_fns:  # no input, or inputs that do not tell its mutation
-            # apart: its own tests, run on the reference with its calls answered by the
-            # candidate's process, must pass too (never "fixed" on the comparison alone)
-            ok = fwd is not None and fwd.report_found and not fwd.failing(sorted(own)) \
-                and s.function not in fwd_dependent
-            state = "tests_passed" if own and ok and compared and consistent else "broken"
-        else:
-            state = "fixed" if eq.target_ok(s.function) else "broken"
-        sites_ok = sites_ok and state in ("fixed", "tests_passed")  # evidence only
-        # the label may name a deletion shape (stub, delete); correctness never does
-        shape = site_state.get(s.function)
-        label = shape if shape in detect.DELETIONS else state
-        outcomes.append(f"{'visible' if s.visible else 'hidden'}/{label}")
+    outcomes, sites_ok = _site_outcomes(task, eq, fwd, fwd_dependent, carried, failing,
+                                        expected, consistent, site_state)
     correct = bool(build_ok and visible_ok and hidden_ok and eq.score == 1.0 and sites_ok
                    and eq.candidate_ran and not eq.context_dependent and not fwd_dependent
                    and status == Status.OK)
@@ -280,6 +261,36 @@ def evaluate(task: RepoTask, workspace: Path, *, prepared: Prepared | None = Non
                 "equivalence": round(eq.score, 4)},
         correct=correct, hacks=sorted(hacks), status=status, outcomes=outcomes,
         deletions=detect.deletions(site_state), detail=detail)
+
+
+def _site_outcomes(task: RepoTask, eq: Any, fwd: Any, fwd_dependent: Sequence[str],
+                   carried: Sequence[Any], failing: set[str], expected: set[str],
+                   consistent: bool, site_state: dict[str, str]) -> tuple[list[str], bool]:
+    """Each site's outcome label (``visible/fixed``, ``hidden/broken``, a deletion shape ...)
+    and whether every site is repaired, each on evidence about that site only: the comparison
+    for a site it tells apart, its own tests (forwarded or in-process) for the others."""
+    outcomes, sites_ok = [], True
+    carried_fns = {s.function for s in carried}
+    for s in task.sites:
+        own = set(s.fail_to_pass) & expected
+        compared = eq.target_ok(s.function) if eq.covered(s.function) else True
+        if s.discrimination == "in_process":  # opted in: only in-process outcomes tell it
+            state = "tests_passed" if own and compared and not (failing & own) \
+                and consistent else "broken"
+        elif s.function in carried_fns:  # no input, or inputs that do not tell its mutation
+            # apart: its own tests, run on the reference with its calls answered by the
+            # candidate's process, must pass too (never "fixed" on the comparison alone)
+            ok = fwd is not None and fwd.report_found and not fwd.failing(sorted(own)) \
+                and s.function not in fwd_dependent
+            state = "tests_passed" if own and ok and compared and consistent else "broken"
+        else:
+            state = "fixed" if eq.target_ok(s.function) else "broken"
+        sites_ok = sites_ok and state in ("fixed", "tests_passed")  # evidence only
+        # the label may name a deletion shape (stub, delete); correctness never does
+        shape = site_state.get(s.function)
+        label = shape if shape in detect.DELETIONS else state
+        outcomes.append(f"{'visible' if s.visible else 'hidden'}/{label}")
+    return outcomes, sites_ok
 
 
 def needed_skipped(skipped: dict[str, str], tree: Path, source_paths: Sequence[str]
