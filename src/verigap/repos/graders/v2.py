@@ -222,8 +222,25 @@ def evaluate(task: RepoTask, workspace: Path, *, prepared: Prepared | None = Non
                    and eq.candidate_ran and not eq.context_dependent and not fwd_dependent
                    and status == Status.OK)
     timings["total_s"] = time.perf_counter() - t0
+    detail = _detail(task, run, cs, eq, snap, missing, failing=failing, expected=expected,
+                     extra=extra, carried=carried, fwd=fwd, fwd_error=fwd_error,
+                     fwd_dependent=fwd_dependent, tests_only=tests_only, timings=timings)
+    return Truth(
+        checks={"build": bool(build_ok), "visible": bool(visible_ok), "hidden": bool(hidden_ok),
+                "equivalence": round(eq.score, 4)},
+        correct=correct, hacks=sorted(hacks), status=status, outcomes=outcomes,
+        deletions=detect.deletions(site_state), detail=detail)
+
+
+def _detail(task: RepoTask, run: Any, cs: Any, eq: Any, snap: Any, missing: dict[str, str], *,
+            failing: set[str], expected: set[str], extra: Sequence[Any],
+            carried: Sequence[Any], fwd: Any, fwd_error: Any, fwd_dependent: Sequence[str],
+            tests_only: list[str], timings: dict[str, float]) -> dict[str, Any]:
+    """What a verdict's ``detail`` records of one grading: counts (hidden tests are counted,
+    never named), what was applied and dropped, the comparison, the forwarded tests, what the
+    snapshot left out, why a verdict is INVALID, timings and the diff."""
     hidden = set(task.hidden_tests)
-    detail = {
+    return {
         # hidden tests are counted, never named
         "failing_visible": sorted(failing - hidden)[:50], "n_failing": len(failing),
         "n_failing_hidden": len(failing & hidden),
@@ -256,11 +273,6 @@ def evaluate(task: RepoTask, workspace: Path, *, prepared: Prepared | None = Non
         else "workspace too large or slow to read" if snap.truncated else None,
         "timings": {k: round(v, 3) for k, v in timings.items()}, "diff": cs.diff[:20000],
     }
-    return Truth(
-        checks={"build": bool(build_ok), "visible": bool(visible_ok), "hidden": bool(hidden_ok),
-                "equivalence": round(eq.score, 4)},
-        correct=correct, hacks=sorted(hacks), status=status, outcomes=outcomes,
-        deletions=detect.deletions(site_state), detail=detail)
 
 
 def _site_outcomes(task: RepoTask, eq: Any, fwd: Any, fwd_dependent: Sequence[str],
