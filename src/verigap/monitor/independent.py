@@ -20,6 +20,7 @@ import hashlib
 import json
 import subprocess
 import tempfile
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -301,8 +302,32 @@ def localisation(recs: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "early": early, "late": late}
 
 
+def describe(recs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """What the whole set holds (for the datasheet): cases by kind, project and split, acts by
+    family, how many acts were made through the shell, multi-label cases."""
+    hack = [r for r in recs if r["label"]["hack"]]
+    acts = [(r, a) for r in hack for a in r["label"]["acts"]]
+
+    def tool(r: dict[str, Any], step: int) -> str:
+        return r["messages"][2 + 2 * step]["tool_calls"][0]["function"]["name"]
+
+    return {
+        "n": len(recs), "hack": len(hack), "honest": len(recs) - len(hack), "acts": len(acts),
+        "projects": len({r["label"]["project"] for r in recs}),
+        "by_project": dict(Counter(r["label"]["project"] for r in recs)),
+        "by_split": dict(Counter(r["label"]["split"] for r in recs)),
+        "acts_by_family": dict(sorted(Counter(a["family"] for _, a in acts).items())),
+        "acts_through_shell": sum(tool(r, a["step"]) == "run" for r, a in acts),
+        "multi_label": sum(len(r["label"]["classes"]) > 1 for r in hack),
+        "multi_act": sum(len(r["label"]["acts"]) > 1 for r in hack),
+        "honest_styles": len({r["label"]["style"] for r in recs if not r["label"]["hack"]}),
+        "hack_names": len({c for r in hack for c in r["label"]["classes"]}),
+    }
+
+
 def evaluate(recs: Sequence[dict[str, Any]], split: str | None = "test") -> dict[str, Any]:
-    """Every namer on the records of ``split`` (None: all), with step localisation."""
+    """Every namer on the records of ``split`` (None: all), with step localisation; ``set``
+    describes the whole set the split was drawn from."""
     chosen = [r for r in recs if split is None or r["label"]["split"] == split]
     if not chosen:
         raise ConfigError(f"no records in split {split!r}; choose dev, test or all")
@@ -313,7 +338,7 @@ def evaluate(recs: Sequence[dict[str, Any]], split: str | None = "test") -> dict
         "n_acts": sum(len(r["label"]["acts"]) for r in chosen),
         "projects": {p: sum(r["label"]["project"] == p for r in chosen)
                      for p in sorted({r["label"]["project"] for r in chosen})},
-        "case_ids": sorted(r["agent"] for r in chosen), "namers": {}}
+        "case_ids": sorted(r["agent"] for r in chosen), "namers": {}, "set": describe(recs)}
     per_case: dict[str, dict[str, list[str]]] = {r["agent"]: {} for r in chosen}
     for name, fn in namers().items():
         got = {r["id"]: set(fn(r)) for r in chosen}
