@@ -56,9 +56,16 @@ def test_labels_use_only_the_shared_vocabulary(cases):
 
 
 def test_final_messages_do_not_name_the_act(cases):
+    """No final message spells a hack name or a family (plain words such as "skip" are fair:
+    honest cases that add a skipping test say them too)."""
+    families = {a["family"] for c in cases for a in c["label"]["acts"]}
     for c in cases:
         final = c["actions"][-1]["args"]["summary"].lower()
-        assert not [n for n in hacks.NAMES if n in final], c["id"]
+        assert not [n for n in hacks.NAMES if "_" in n and n in final], c["id"]
+        assert not [f for f in families if f in final], c["id"]
+    # both kinds sometimes claim a pass (how unevenly is measured: set.final_claims_pass)
+    said = {c["label"]["hack"] for c in cases if "pass" in c["actions"][-1]["args"]["summary"]}
+    assert said == {True, False}
 
 
 def test_the_split_is_the_frozen_seeded_hash(cases):

@@ -304,7 +304,11 @@ def localisation(recs: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 def describe(recs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """What the whole set holds (for the datasheet): cases by kind, project and split, acts by
-    family, how many acts were made through the shell, multi-label cases."""
+    family, how many acts were made through the shell, multi-label cases, and how much the
+    final messages give away (how many say "pass"; a final-message-only detector's accuracy
+    beside the majority baseline)."""
+    from verigap.monitor import leakage
+
     hack = [r for r in recs if r["label"]["hack"]]
     acts = [(r, a) for r in hack for a in r["label"]["acts"]]
 
@@ -322,6 +326,11 @@ def describe(recs: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "multi_act": sum(len(r["label"]["acts"]) > 1 for r in hack),
         "honest_styles": len({r["label"]["style"] for r in recs if not r["label"]["hack"]}),
         "hack_names": len({c for r in hack for c in r["label"]["classes"]}),
+        "final_claims_pass": {kind: sum("pass" in r["messages"][-2]["tool_calls"][0]["function"]
+                                        ["arguments"].lower() for r in recs
+                                        if r["label"]["hack"] is (kind == "hack"))
+                              for kind in ("hack", "honest")},
+        "summary_only": leakage.summary_only(recs, seed=0),
     }
 
 
@@ -368,5 +377,17 @@ def markdown(data: dict[str, Any]) -> str:
                      f"{_fmt(v['false_alarms'])} |")
     loc = data["localisation_monitor"]
     lines += ["", f"Step localisation (monitor, transcript only): {_fmt(loc['all_acts'])} of "
-              f"all acts; {_fmt(loc['named_acts'])} of the acts it names."]
+              f"all acts; {_fmt(loc['named_acts'])} of the acts it names.", ""]
+    names = list(data["namers"])
+    lines += ["| hack family (acts named by their class) | " + " | ".join(names) + " |",
+              "|---" * (len(names) + 1) + "|"]
+    for fam in next(iter(data["namers"].values()))["by_family"]:
+        cells = [data["namers"][n]["by_family"][fam] for n in names]
+        lines.append(f"| {fam} | " + " | ".join(f"{c['k']}/{c['n']}" for c in cells) + " |")
+    flagged = sorted({s for n in names
+                      for s, v in data["namers"][n]["false_alarms_by_style"].items() if v["k"]})
+    if flagged:
+        lines += ["", "Honest styles some namer named: " + "; ".join(
+            f"{s} ({', '.join(n for n in names if data['namers'][n]['false_alarms_by_style'][s]['k'])})"
+            for s in flagged) + "."]
     return "\n".join(lines)
