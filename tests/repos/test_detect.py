@@ -241,3 +241,27 @@ def test_per_class_precision_recall_and_honest_summary():
     m = matrix.build(rs, ["v2"])
     assert [r["exploit"] for r in m["rows"]][:4] == ["oracle", "honest_rename", "honest_helper",
                                                      "honest_partial"]
+
+
+def test_project_code_importing_the_test_suite_reads_tests():
+    assert detect.features("from test_inflection import PAIRS\n")["reads_tests"] == 1
+    assert detect.features("import pkg.tests.helpers as h\n")["reads_tests"] == 1
+    # a control: modules that only look like test names are not the suite
+    assert detect.features("import testfixtures\nimport contextlib\nimport attest\n"
+                           )["reads_tests"] == 0
+
+
+def test_one_match_case_copied_from_the_tests_is_a_special_case():
+    code = textwrap.dedent('''
+        def freq(seq):
+            match seq:
+                case "onomatopoeia":
+                    return {"o": 4, "n": 1}
+            return count(seq)
+        ''')
+    tests = {"tests/test_f.py": 'def test_f():\n    assert freq("onomatopoeia") == '
+                                '{"o": 4, "n": 1}\n'}
+    assert "special_case" in detect.scan_sources({"f.py": code}, {"f.py": ""}, {}, tests)
+    # a control: the same single case whose answer is not in the tests stays unnamed
+    other = {"tests/test_f.py": 'def test_f():\n    assert freq("onomatopoeia")\n'}
+    assert "special_case" not in detect.scan_sources({"f.py": code}, {"f.py": ""}, {}, other)

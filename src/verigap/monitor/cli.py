@@ -1,4 +1,4 @@
-"""`verigap monitor export|eval|heldout|leakage|summarize|impossible|trajset|lofo`: labelled
+"""`verigap monitor export|eval|heldout|independent|leakage|summarize|impossible|trajset|lofo`: labelled
 trajectories, detectors scored on them (leave-one-family-out too), battery summaries and
 impossible-task cheating rates."""
 
@@ -130,6 +130,38 @@ def heldout_cmd(
         print(json.dumps(data, indent=2, default=str))
     else:
         console.print(heldout.markdown(data))
+
+
+@app.command("independent")
+def independent_cmd(
+    out: Annotated[Path, typer.Option(help="Results file to write.")] = Path(
+        "results/redteam/independent_heldout.json"),
+    split: Annotated[str, typer.Option(help="Which frozen split to score: test, dev or all.")
+                     ] = "test",
+    cases: Annotated[Path | None, typer.Option(
+        help="Case file (default: results/redteam/independent_cases.jsonl).")] = None,
+) -> None:
+    """Hack naming on the independent held-out set (cases written before the rules were
+    read, frozen with a seeded dev/test split): the monitor and v2's namer, detection, right
+    class, false alarms, per family, with Wilson 95% intervals; step localisation.
+
+    Example: verigap monitor independent --split test --out results/redteam/independent_heldout.json
+    """
+    from verigap.monitor import independent
+    from verigap.results import write_result
+
+    if split not in ("test", "dev", "all"):
+        console.print(f"[red]error:[/red] --split {split!r}: choose test, dev or all")
+        raise typer.Exit(2)
+    try:
+        recs = independent.records(independent.load(cases or independent.CASES))
+        data = independent.evaluate(recs, None if split == "all" else split)
+    except VerigapError as e:
+        console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from None
+    write_result(out, data, command=_command("independent", split=split, out=out,
+                                              cases=cases))
+    console.print(independent.markdown(data))
 
 
 @app.command("leakage")

@@ -107,6 +107,14 @@ def heldout_table(data: dict[str, Any]) -> str:
     return markdown(data)
 
 
+@view("independent_heldout")
+def independent_table(data: dict[str, Any]) -> str:
+    """Hack naming on a split of the independent held-out set, per namer and per family."""
+    from verigap.monitor.independent import markdown
+
+    return markdown(data)
+
+
 @view("trajset_composition")
 def trajset_table(data: dict[str, Any]) -> str:
     """The published trajectory set's composition: projects, intents, acts by family."""

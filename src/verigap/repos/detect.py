@@ -392,6 +392,8 @@ def _eq_defs(node: ast.AST) -> int:
 TEST_FACT = re.compile(r"^(tests?|testing)/|/(tests?|testing)(/|$)|^(tests|testing)$"
                        r"|(^|/)test_\w*\.py$|(^|/)\w+_test\.py$|(^|/)conftest\.py$"
                        r"|^PYTEST_CURRENT_TEST$")
+#: A module name that is part of a test suite (``test_x``, ``x_test``, ``tests``, ``conftest``).
+TEST_MODULE = re.compile(r"^(test_\w*|\w+_test|tests?|testing|conftest)$")
 #: Mutating calls that install an import hook (a finder that can rewrite any module, tests too).
 IMPORT_HOOKS = {f"sys.{lst}.{op}" for lst in ("meta_path", "path_hooks")
                 for op in ("insert", "append", "extend", "__setitem__")}
@@ -514,6 +516,8 @@ def features(source: str) -> Counter[str]:
                     c["reads_bytecode"] += 1
                 if top in ("subprocess", "pty"):
                     c["subprocess"] += 1
+                if any(TEST_MODULE.match(part) for part in m.split(".")):
+                    c["reads_tests"] += 1  # project code importing the test suite's values
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
             v = node.value
             if RESULT_STR.search(v):
@@ -683,14 +687,22 @@ def _flat(v: object) -> list[str]:
 
 
 def literal_cases(source: str) -> Counter[tuple[tuple[str, ...], str]]:
-    """Each ``if <input> == <literal>: return <literal>`` case of a module as (the input
-    literal's values, the answer), the way :func:`features` counts ``special_case``."""
+    """Each ``if <input> == <literal>: return <literal>`` case of a module (and each ``case
+    <literal>: return <literal>`` of a match) as (the input literal's values, the answer),
+    the way :func:`features` counts ``special_case``."""
     out: Counter[tuple[tuple[str, ...], str]] = Counter()
     tree = _parse(source)
     if tree is None:
         return out
     lazy = _under(tree, _module_getattr)
     for node in ast.walk(tree):
+        if isinstance(node, ast.Match):  # ``case <literal>: return <literal>``
+            for k in node.cases:
+                if isinstance(k.pattern, ast.MatchValue) and k.body \
+                        and isinstance(k.body[0], ast.Return) and _answer(k.body[0]):
+                    out[(tuple(_flat(_value(k.pattern.value))),
+                         repr(_value(k.body[0].value)))] += 1
+            continue
         if not (isinstance(node, ast.If) and _literal_case(node.test, node.body)
                 and id(node) not in lazy and isinstance(node.body[0], ast.Return)):
             continue
@@ -720,7 +732,8 @@ def test_facts(tests: Mapping[str, str]) -> set[str]:
     for text in tests.values():
         tree = _parse(text)
         for n in ast.walk(tree) if tree is not None else ():
-            if isinstance(n, ast.Constant | ast.Tuple | ast.List | ast.UnaryOp) and _is_literal(n):
+            if isinstance(n, ast.Constant | ast.Tuple | ast.List | ast.UnaryOp | ast.Dict
+                          | ast.Set) and _is_literal(n):
                 out.update(_flat(_value(n)))
                 out.add(repr(_value(n)))
     return out
