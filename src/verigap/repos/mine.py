@@ -45,14 +45,15 @@ import tempfile
 import time
 import tomllib
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import libcst as cst
 from pydantic import BaseModel, ConfigDict
 
 from verigap.errors import ConfigError
-from verigap.repos import mutate, sources
+from verigap.repos import equivalence, forward, mutate, sources
 from verigap.repos.changes import TEST_DIRS, classify
 from verigap.repos.prepare import (
     NOT_SOURCE_DIRS,
@@ -61,6 +62,7 @@ from verigap.repos.prepare import (
     Prepared,
     _dist_name,
     build_env,
+    ensure_project_not_installed,
     env_key,
     find_config,
     find_layout,
@@ -71,10 +73,12 @@ from verigap.repos.tasks import (
     PROMPT,
     PROMPT_STYLES,
     RepoTask,
+    SharedHiddenBody,
     Site,
     _clean_output,
     _visible_layout,
     collect_inputs,
+    discriminated,
     materialize_workspace,
     prepared_for,
     split_tests,
@@ -267,7 +271,11 @@ def env_for(tree: Path, test_deps: list[str], dist_name: str, env: str = "venv"
     with open(dest.parent / f"{dest.name}.lock", "w") as lock:  # one builder per env at a time
         fcntl.flock(lock, fcntl.LOCK_EX)
         if (dest / ".complete").is_file():
-            return str(dest / "bin" / "python"), str(dest), True
+            python = str(dest / "bin" / "python")
+            # an env built by an older verigap may still hold the newest commit's code (its
+            # uninstall used the checkout's directory name): the tests would import that
+            ensure_project_not_installed(python, tree)
+            return python, str(dest), True
         if dest.exists():
             shutil.rmtree(dest)
         python = build_env(dest, tree, test_deps, dist_name)
@@ -431,7 +439,8 @@ def mine_commit(repo: Path, c: Commit, out: Path, *, project: str, test_deps: li
                               tests_only=not inputs.get(f"{f}::{q}")))
     equiv = [{**x, "id": i} for i, x in enumerate(x for fn in functions
                                                   for x in inputs.get(fn, []))]
-    vfiles, removed = _visible_layout(p, visible)
+    site_objs = check_sites(p, site_objs, base_files, fixed, equiv, backend=backend)
+    vfiles, removed = _layout_or_reject(p, visible)
     task = RepoTask(
         task_id=f"{project}-{c.sha[:12]}",
         source={"spec": p.spec, "key": p.key, "tree_sha256": p.tree_sha256, "env": env,
@@ -446,6 +455,87 @@ def mine_commit(repo: Path, c: Commit, out: Path, *, project: str, test_deps: li
     output = check_workspace(p, task, fixed, broken, backend=backend)
     task.prompt = make_prompt(task, output, prompt_style, message=c.message, project=project)
     return task
+
+
+def put_back(fixed: str, before: str, qualname: str) -> str:
+    """``fixed`` with the one function ``qualname`` as it was in ``before``: the reference with
+    a single site's bug, so that a site's evidence is checked on that site alone."""
+    old = cst.parse_module(before)
+    node: cst.CSTNode | None = None
+    body: Sequence[cst.CSTNode] = old.body
+    for part in qualname.split("."):
+        node = next((n for n in body if isinstance(n, cst.FunctionDef | cst.ClassDef)
+                     and n.name.value == part), None)
+        if node is None:
+            raise KeyError(qualname)
+        body = node.body.body if isinstance(node, cst.ClassDef) else []
+    assert isinstance(node, cst.FunctionDef)
+    want = qualname.split(".")
+
+    class _Swap(cst.CSTTransformer):
+        def __init__(self) -> None:
+            self.stack: list[str] = []
+
+        def visit_ClassDef(self, n: cst.ClassDef) -> bool:
+            self.stack.append(n.name.value)
+            return True
+
+        def leave_ClassDef(self, o: cst.ClassDef, u: cst.ClassDef) -> cst.ClassDef:
+            self.stack.pop()
+            return u
+
+        def visit_FunctionDef(self, n: cst.FunctionDef) -> bool:
+            self.stack.append(n.name.value)
+            return False  # a nested function is not a site
+
+        def leave_FunctionDef(self, o: cst.FunctionDef, u: cst.FunctionDef) -> cst.FunctionDef:
+            here = self.stack.pop()
+            return node if [*self.stack, here] == want else u
+
+    return cst.parse_module(fixed).visit(_Swap()).code
+
+
+def check_sites(p: Prepared, sites: list[Site], base_files: dict[str, str],
+                fixed: dict[str, str], equiv: list[dict], *, backend: str | None) -> list[Site]:
+    """The checks a mutated task's sites get (``build_task``), for mined ones: a site whose
+    inputs tell its bug apart (the reference with that one function put back as before the
+    fix fails the comparison on them) is ``comparison``; any other site's tests must cross the
+    sealed channel (pass on the reference, fail on the task base: ``forward.carries``) and it
+    is ``forwarded``, or the commit is rejected, since v2 could then never pay its fix."""
+    told: dict[str, bool] = {}
+    with tempfile.TemporaryDirectory(prefix="vg-mine-disc-") as tmp:
+        for i, s in enumerate(sites):
+            if not any(x["target"] == s.function for x in equiv):
+                told[s.function] = False
+                continue
+            tree = Path(tmp) / f"s{i}"
+            shutil.copytree(p.tree, tree, symlinks=True)
+            (tree / s.file).write_text(put_back(fixed[s.file], base_files[s.file], s.qualname))
+            eq = equivalence.check(p, p.tree, tree, equiv, backend=backend,
+                                   contexts=equivalence.CONTEXTS[:1])
+            told[s.function] = eq.candidate_ran and not eq.target_ok(s.function)
+            shutil.rmtree(tree, ignore_errors=True)
+        unseen = [s for s in sites if not told[s.function]]
+        if unseen:
+            base = Path(tmp) / "base"
+            shutil.copytree(p.tree, base, symlinks=True)
+            for f, text in base_files.items():
+                (base / f).write_text(text)
+            why = forward.carries(p, unseen, base, backend=backend)
+            if why is not None:
+                raise Rejected("a site's inputs do not tell its bug apart and its tests cannot "
+                               "be carried to a separate process") from None
+    return [s.model_copy(update={"discrimination": "comparison" if told[s.function]
+                                 else "forwarded"}) for s in sites]
+
+
+def _layout_or_reject(p: Prepared, visible: list[str]) -> tuple[list[str], dict[str, list[str]]]:
+    """``_visible_layout``, with a split it cannot cut (a hidden test inherits the body of a
+    visible one) turned into a rejection: the commit ends in the funnel, not in a crash."""
+    try:
+        return _visible_layout(p, visible)
+    except SharedHiddenBody:
+        raise Rejected("a hidden test's body is shared with a visible test") from None
 
 
 def check_workspace(p: Prepared, task: RepoTask, fixed: dict[str, str], broken: set[str], *,
@@ -557,6 +647,17 @@ def compose(p: Prepared, mined: RepoTask, k: int, *, seed: int, message: str | N
                             backend=backend) if equivalence else {}
     equiv = [{**x, "id": i} for i, x in enumerate(
         x for s in chosen for x in inputs.get(s.function, []))]
+    told = discriminated(p, muts, equiv, backend=backend)
+    unseen = [m for m in muts if not told[m.function]]
+    if unseen:
+        with tempfile.TemporaryDirectory(prefix="vg-mine-") as tmp:
+            full = Path(tmp) / "full"
+            shutil.copytree(p.tree, full, symlinks=True)
+            for f, text in texts.items():
+                (full / f).write_text(text)
+            if forward.carries(p, unseen, full, backend=backend) is not None:
+                raise Rejected("multi-site: a mutation's inputs do not tell it apart and its "
+                               "tests cannot be carried to a separate process")
     site_objs = []
     for i, s in enumerate(chosen):
         if s is bug:
@@ -569,8 +670,10 @@ def compose(p: Prepared, mined: RepoTask, k: int, *, seed: int, message: str | N
                                   fail_to_pass=s.fail_to_pass,
                                   original=mutate.function_source(ref[s.file], s.qualname),
                                   mutated=mutate.function_source(texts[s.file], s.qualname),
-                                  tests_only=not inputs.get(s.function)))
-    vfiles, removed = _visible_layout(p, visible)
+                                  tests_only=not inputs.get(s.function),
+                                  discrimination="comparison" if told[s.function]
+                                  else "forwarded"))
+    vfiles, removed = _layout_or_reject(p, visible)
     task = mined.model_copy(update=dict(
         task_id=f"{mined.task_id}-k{k}s{seed}", seed=seed, sites=site_objs,
         files_sha256={f: hashlib.sha256(t.encode()).hexdigest() for f, t in texts.items()},
@@ -582,6 +685,46 @@ def compose(p: Prepared, mined: RepoTask, k: int, *, seed: int, message: str | N
     task.prompt = make_prompt(task, output, prompt_style, message=message,
                               project=mined.origin.get("project", ""))
     return task
+
+
+# --------------------------------------------------------------------------- the oracle is paid
+
+
+def check_paid(task: RepoTask, *, backend: str | None) -> RepoTask:
+    """The task, once the real fix (``scripted:oracle``) and the no-op are graded by v1 and v2
+    on its workspace (noted in ``origin["checked"]``); :class:`Rejected` unless the fix is
+    correct and paid by both and the no-op by neither. A mined task whose fix v2 does not pay
+    (tests that fail through the sealed channel, an environment that grades other code) would
+    teach that no answer is ever right, so it is not kept."""
+    from verigap.repos import baselines
+    from verigap.repos.graders import v1, v2
+
+    p = prepared_for(task, backend=backend)
+    paid: dict[str, dict[str, bool]] = {}  # agent -> {correct, v1, v2}
+    for name in ("oracle", "noop"):
+        with tempfile.TemporaryDirectory(prefix="vg-mine-") as tmp:
+            ws = materialize_workspace(p, task, Path(tmp) / "ws")
+            for f, text in baselines.edits(name, task, p).items():
+                (ws / f).write_text(text)
+            truth = v2.evaluate(task, ws, prepared=p, backend=backend)
+            r2 = v2.grade(task, ws, prepared=p, truth=truth, backend=backend)
+            r1 = v1.grade(task, ws, prepared=p, truth=truth, backend=backend)
+        paid[name] = {"correct": truth.correct, "v1": r1.reward > 0, "v2": r2.reward > 0}
+        if name == "oracle":
+            if not truth.correct:
+                raise Rejected("the real fix is not correct on the hidden check")
+            if not paid[name]["v2"]:
+                failed = sorted(k for k, v in r2.checks.items() if v is False)
+                raise Rejected("the real fix is not paid by v2"
+                               + (f" (fails: {', '.join(failed)})" if failed else "")
+                               + (f" (names: {', '.join(sorted(r2.hacks))})" if r2.hacks else ""))
+            if not paid[name]["v1"]:
+                raise Rejected("the real fix is not paid by v1")
+        elif paid[name]["v1"] or paid[name]["v2"] or truth.correct:
+            raise Rejected("the no-op is paid or correct")
+    return task.model_copy(update={"origin": {
+        **task.origin, "checked": "the real fix is correct and paid by v1 and v2; the no-op is "
+                                  "paid by neither"}})
 
 
 # --------------------------------------------------------------------------- mining
@@ -665,6 +808,7 @@ def mine(repo_path: str | Path, out: Path, *, rev_range: str = "HEAD", max_commi
                 task = compose(prepared_for(task, backend=backend), task, k, seed=seed,
                                message=c.message, prompt_style=prompt_style, backend=backend,
                                equivalence=equivalence, max_candidates=max_candidates)
+            task = check_paid(task, backend=backend)
         except Exception as e:  # noqa: BLE001 - one odd commit must not end the walk
             why = str(e) if isinstance(e, Rejected) else f"error: {type(e).__name__}"
             if not isinstance(e, Rejected):
