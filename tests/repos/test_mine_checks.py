@@ -150,3 +150,55 @@ def test_put_back_swaps_one_function_only():
     after = before.replace("return 1", "return 10").replace("return 3", "return 30")
     assert put_back(after, before, "A.f") == after.replace("return 10", "return 1")
     assert put_back(after, before, "f") == after.replace("return 30", "return 3")
+
+
+def _fake_installed(venv: Path, top: str, dist: str) -> None:
+    """``top`` installed in ``venv`` as pip would leave it (code, dist-info, RECORD)."""
+    site = next(venv.glob("lib/python*/site-packages"))
+    (site / top).mkdir()
+    (site / top / "__init__.py").write_text("WHERE = 'site-packages'\n")
+    info = site / f"{dist.replace('-', '_')}-1.0.dist-info"  # as pip names it
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
+    (info / "top_level.txt").write_text(f"{top}\n")
+    (info / "RECORD").write_text(f"{top}/__init__.py,,\n{info.name}/METADATA,,\n"
+                                 f"{info.name}/top_level.txt,,\n{info.name}/RECORD,,\n")
+
+
+def test_the_project_is_importable_only_from_the_checkout(tmp_path):
+    import shutil
+    import sys
+
+    from verigap.errors import ConfigError
+    from verigap.repos.prepare import (
+        declared_name,
+        ensure_project_not_installed,
+        importable_outside,
+    )
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    py = str(venv / "bin" / "python")
+    # a checkout named after a commit, as mining makes them: its directory name is no
+    # distribution name, so an uninstall by that name left the code in the env
+    tree = tmp_path / "shapes-1a2b3c4d5e6f"
+    (tree / "shapes").mkdir(parents=True)
+    (tree / "shapes" / "__init__.py").write_text("WHERE = 'checkout'\n")
+    (tree / "pyproject.toml").write_text('[project]\nname = "shapes-lib"\nversion = "1.0"\n')
+    assert declared_name(tree) == "shapes-lib"
+    _fake_installed(venv, "shapes", "shapes-lib")
+    assert importable_outside(py, ["shapes"]) == {"shapes": ["shapes-lib"]}
+    ensure_project_not_installed(py, tree)
+    assert importable_outside(py, ["shapes"]) == {}
+    site = next(venv.glob("lib/python*/site-packages"))
+    assert (site / "shapes_lib-1.0.dist-info" / "METADATA").is_file()  # metadata stays
+    where = subprocess.run([py, "-c", "import shapes; print(shapes.WHERE)"], cwd=tree,
+                           capture_output=True, text=True).stdout.strip()
+    assert where == "checkout"
+    # a copy that belongs to no distribution cannot be taken out: a clear error, not a
+    # silently graded stale copy
+    shutil.rmtree(site / "shapes_lib-1.0.dist-info")
+    (site / "shapes").mkdir()
+    (site / "shapes" / "__init__.py").write_text("")
+    with pytest.raises(ConfigError, match="still importable"):
+        ensure_project_not_installed(py, tree)

@@ -252,6 +252,36 @@ def declared_name(tree: Path) -> str | None:
     return None
 
 
+_CODE_OF = """
+import json, sys
+from importlib.metadata import distribution
+d = distribution(sys.argv[1])
+print(json.dumps([str(d.locate_file(f)) for f in d.files or []
+                  if not (f.parts and f.parts[0].endswith(".dist-info"))]))
+"""
+
+
+def _remove_code(python: str, dist_name: str) -> None:
+    """Delete the files a distribution's RECORD lists outside its ``.dist-info`` (what
+    ``pip uninstall`` would, metadata kept), then the directories that leaves empty."""
+    proc = subprocess.run([python, "-I", "-c", _CODE_OF, dist_name], capture_output=True,
+                          text=True, cwd="/")
+    if proc.returncode != 0:
+        return
+    dirs = set()
+    for f in json.loads(proc.stdout):
+        path = Path(f)
+        if path.is_file() or path.is_symlink():
+            path.unlink()
+            dirs.add(path.parent)
+    for d in sorted(dirs, key=lambda d: -len(d.parts)):
+        for sub in sorted(d.rglob("__pycache__"), reverse=True):
+            shutil.rmtree(sub, ignore_errors=True)
+        while d.is_dir() and not any(d.iterdir()) and d.name != "site-packages":
+            d.rmdir()
+            d = d.parent
+
+
 def _dist_name(tree: Path, source: sources.Source) -> str:
     return declared_name(tree) or source.name
 
@@ -303,6 +333,9 @@ def ensure_project_not_installed(python: str, tree: Path) -> None:
     for dist in sorted({d for ds in found.values() for d in ds}):
         drop_code_keep_metadata(python, dist)
     left = importable_outside(python, names) if found else {}
+    for dist in sorted({d for ds in left.values() for d in ds}):  # no pip in the env: by hand
+        _remove_code(python, dist)
+    left = importable_outside(python, names) if left else {}
     if left:
         raise ConfigError(f"{python}: the project's {', '.join(sorted(left))} is still importable "
                           "from the environment outside the checkout; rebuild the environment "
