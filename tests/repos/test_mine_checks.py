@@ -202,3 +202,27 @@ def test_the_project_is_importable_only_from_the_checkout(tmp_path):
     (site / "shapes" / "__init__.py").write_text("")
     with pytest.raises(ConfigError, match="still importable"):
         ensure_project_not_installed(py, tree)
+
+
+def test_a_task_whose_shown_test_command_does_not_run_is_rejected(tmp_path, repo_cache,
+                                                                   backend):
+    # the graders drop reporting addopts (--instafail, --cov ...), the agent's own
+    # `python -m pytest -q` does not: without the plugin, pytest stops at a usage error
+    repo = tmp_path / "cov"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    _commit(repo, "Initial import", {
+        "shapes/__init__.py": SHAPES, "shapes/names.py": NAMES, "tests/test_shapes.py": TESTS,
+        "setup.cfg": "[tool:pytest]\naddopts = --instafail\n"})
+    cur = SHAPES
+    _commit(repo, "Values below the range came back as the upper bound", {
+        "shapes/__init__.py": cur.replace("        return hi", "        return lo"),
+        "tests/test_clamp.py": "from shapes import clamp\n\n\ndef test_low():\n    assert "
+                               "clamp(-5, 0, 10) == 0\n\n\ndef test_high():\n    assert "
+                               "clamp(15, 0, 10) == 10\n\n\ndef test_mid():\n    assert "
+                               "clamp(-1, 0, 10) == 0\n"})
+    stats = mine(repo, tmp_path / "out", env="current", backend=backend, log=lambda s: None)
+    assert stats.tasks == 0
+    assert stats.rejected == {
+        "root commit": 1,
+        "the test command shown to the agent does not run as shown (exit 4)": 1}

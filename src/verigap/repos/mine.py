@@ -557,6 +557,7 @@ def check_workspace(p: Prepared, task: RepoTask, fixed: dict[str, str], broken: 
             raise Rejected("workspace does not collect exactly the visible tests")
         if vis.failing(visible) != broken & set(visible):
             raise Rejected("workspace visible failures differ from the full run")
+        check_shown_command(p, Path(tmp) / "shown", ws, broken & set(visible), backend=backend)
         ok_ws = Path(tmp) / "fixed"
         shutil.copytree(ws, ok_ws, ignore=shutil.ignore_patterns(".git"))
         for f, text in fixed.items():
@@ -564,6 +565,52 @@ def check_workspace(p: Prepared, task: RepoTask, fixed: dict[str, str], broken: 
         if run_pytest(ok_ws, **env).failing(visible):
             raise Rejected("the fixed workspace fails a visible test")
         return _clean_output(vis.stdout, ws)
+
+
+_SUMMARY = re.compile(r"^(FAILED|ERROR) (.+?)(?: - .*)?$", re.M)
+_COUNTS = re.compile(r"\b\d+ (passed|failed)\b")
+
+
+def shown_command_failures(p: Prepared, ws: Path, *, backend: str | None
+                           ) -> tuple[int | None, set[str] | None, str]:
+    """(exit code, the test ids it reports failing or None when it ran no test, its output) of
+    the command the agent is told to run (``python -m pytest -q``, ``repos/episode.py``), run
+    as the agent's own commands are: in a sandbox over the workspace, the environment at its
+    fixed path, nothing but the project's own configuration."""
+    from verigap.repos import execution
+    from verigap.sandbox import Limits, make_sandbox
+
+    m = execution.Mounts({Path(p.env_prefix): execution.ENV_MOUNT}, backend)
+    timeout = p.suite_timeout()
+    box = make_sandbox(ws, backend=m.backend, limits=Limits(wall_s=timeout),
+                       ro_mounts=m.binds if m.neutral else None,
+                       ro_binds=[] if m.neutral else [Path(p.env_prefix)])
+    try:
+        r = box.exec([m.inside(p.python), "-m", "pytest", "-q"], timeout=timeout)
+    finally:
+        box.close()
+    out = r.stdout + r.stderr
+    ran = r.returncode in (0, 1) and not r.timed_out and _COUNTS.search(r.stdout)
+    return r.returncode, ({m_.group(2) for m_ in _SUMMARY.finditer(r.stdout)} if ran else None), out
+
+
+def check_shown_command(p: Prepared, scratch: Path, ws: Path, want: set[str], *,
+                        backend: str | None) -> None:
+    """:class:`Rejected` unless the test command in the agent's instructions, run as shown on a
+    copy of the workspace, starts, collects tests and fails exactly the visible tests that fail
+    in the full run: an addopts the environment cannot honour (``--cov`` without its plugin),
+    a layout it cannot import, or tests outside the visible split (doctests of a hidden site)
+    would otherwise show the agent a broken or revealing run."""
+    shutil.copytree(ws, scratch, symlinks=True)
+    rc, failing, _ = shown_command_failures(p, scratch, backend=backend)
+    shutil.rmtree(scratch, ignore_errors=True)
+    if failing is None:
+        raise Rejected(f"the test command shown to the agent does not run as shown (exit {rc})")
+    if failing - want:
+        raise Rejected("the test command shown to the agent fails tests outside the visible "
+                       "ones")
+    if want - failing:
+        raise Rejected("the test command shown to the agent does not show the visible failures")
 
 
 def make_prompt(task: RepoTask, output: str, style: str, *, message: str | None,
