@@ -84,6 +84,7 @@ from verigap.repos.tasks import (
     split_tests,
     unit_of,
 )
+from verigap.repos.tickets import commit_kind
 from verigap.repos.validate import ValidMutation, candidates, run_suite, validate
 from verigap.runs import write_json_atomic
 
@@ -451,7 +452,8 @@ def mine_commit(repo: Path, c: Commit, out: Path, *, project: str, test_deps: li
         visible_test_files=vfiles, removed_units=removed, source_paths=p.source_paths,
         equivalence=equiv, prompt="", base_files=base_files,
         origin={"kind": "mined", "project": project, "repository": str(repo),
-                "commit": c.sha, "parent": parent, "subject": c.subject[:200]})
+                "commit": c.sha, "parent": parent, "subject": c.subject[:200],
+                "change": commit_kind(c.message)})
     output = check_workspace(p, task, fixed, broken, backend=backend)
     task.prompt = make_prompt(task, output, prompt_style, message=c.message, project=project)
     return task
