@@ -872,13 +872,24 @@ def mine(repo_path: str | Path, out: Path, *, rev_range: str = "HEAD", max_commi
             log(f"  {c.sha[:10]} task: {len(task.sites)} site(s), {len(task.visible_tests)} "
                 f"visible / {len(task.hidden_tests)} hidden tests — {c.subject[:60]}")
         per.append(round(time.perf_counter() - t1, 2))
-    stats = MineStats(repository=str(repo), rev_range=rev_range, walked=len(commits),
-                      candidates=len(cands), tried=tried, tasks=len(task_files),
-                      rejected=dict(reasons.most_common()), envs_built=_n_envs() - envs_before,
-                      seconds_per_candidate=per, total_s=round(time.perf_counter() - t0, 2),
-                      task_files=task_files)
+        # after every candidate: a walk stopped by a time limit keeps what it finished
+        stats = _stats(repo, rev_range, commits, cands, tried, task_files, reasons,
+                       envs_before, per, t0)
+        write_json_atomic(out / "index.json", stats.model_dump())
+    stats = _stats(repo, rev_range, commits, cands, tried, task_files, reasons, envs_before,
+                   per, t0)
     write_json_atomic(out / "index.json", stats.model_dump())
     return stats
+
+
+def _stats(repo: Path, rev_range: str, commits: list[Commit], cands: list[Commit], tried: int,
+           task_files: list[str], reasons: Counter[str], envs_before: int, per: list[float],
+           t0: float) -> MineStats:
+    return MineStats(repository=str(repo), rev_range=rev_range, walked=len(commits),
+                     candidates=len(cands), tried=tried, tasks=len(task_files),
+                     rejected=dict(reasons.most_common()), envs_built=_n_envs() - envs_before,
+                     seconds_per_candidate=per, total_s=round(time.perf_counter() - t0, 2),
+                     task_files=task_files)
 
 
 def _n_envs() -> int:
