@@ -226,3 +226,20 @@ def test_a_task_whose_shown_test_command_does_not_run_is_rejected(tmp_path, repo
     assert stats.rejected == {
         "root commit": 1,
         "the test command shown to the agent does not run as shown (exit 4)": 1}
+
+
+def test_parametrised_ids_that_move_between_runs_are_named_as_such():
+    from types import SimpleNamespace
+
+    from verigap.repos.mine import UNSTABLE_ID, unstable_units
+
+    # ids built by position over a set holding None: the reference's two runs disagree on one
+    p = SimpleNamespace(passing=["t.py::test_a[None]", "t.py::test_a[x1]", "t.py::test_b"],
+                        not_passing={"t.py::test_c[x0]": UNSTABLE_ID})
+    assert unstable_units(p) == {"t.py::test_c"}
+    # a later run with an id neither reference run had
+    later = {"t.py::test_a[x0]": "failed", "t.py::test_a[None]": "passed", "t.py::test_b": "passed"}
+    assert unstable_units(p, later) == {"t.py::test_a", "t.py::test_c"}
+    # stable ids, or a new plain id (no parametrisation), are not blamed on the ids
+    assert unstable_units(SimpleNamespace(passing=["t.py::test_b"], not_passing={}),
+                          {"t.py::test_b": "passed", "t.py::test_new": "failed"}) == set()

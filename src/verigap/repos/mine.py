@@ -322,11 +322,15 @@ def prepare_reference(spec_dir: Path, python: str, prefix: str, test_deps: list[
     if not passing:
         raise ConfigError("no test passes at the fix")
     reach, import_time = split_reach(traced, plain, source_paths)
+    # an id one run has and the other lacks: a parametrisation whose ids follow an unordered
+    # collection (a set holding None hashes by address, whatever the hash seed)
+    unstable = {t: UNSTABLE_ID for t in set(plain.outcomes) ^ set(traced.outcomes)}
     p = Prepared(
         spec=spec, key=key, tree_sha256=tree_sha, env=env, test_deps=test_deps,
         python=python, env_prefix=prefix, import_root=import_root, source_paths=source_paths,
         test_files=test_files, config_file=common["config_file"], passing=passing,
-        not_passing={t: o for t, o in plain.outcomes.items() if t not in set(passing)},
+        not_passing={**{t: o for t, o in plain.outcomes.items() if t not in set(passing)},
+                     **unstable},
         reach=reach, import_time=import_time, baseline_s=round(plain.wall_s, 3),
         prepare_s=round(time.perf_counter() - t0, 3))
     write_json_atomic(final / PREPARED, p.model_dump())
@@ -338,6 +342,21 @@ def prepare_reference(spec_dir: Path, python: str, prefix: str, test_deps: list[
 
 class Rejected(Exception):
     """A candidate that does not make a task; the message is its histogram bucket."""
+
+
+#: ``Prepared.not_passing``'s outcome for a test id that not every run of the reference has
+UNSTABLE_ID = "unstable id"
+
+
+def unstable_units(p: Prepared, *runs: dict[str, str]) -> set[str]:
+    """Test functions whose parametrised ids are not the same in every run: ids the reference's
+    runs disagreed on, and ids a later run (``runs``: outcomes) has that they had not. Their
+    outcomes cannot be matched by id, so they must not decide a task."""
+    known = set(p.passing) | set(p.not_passing)
+    ids = {t for t, o in p.not_passing.items() if o == UNSTABLE_ID}
+    for outcomes in runs:
+        ids |= set(outcomes) - known
+    return {unit_of(t) for t in ids if "[" in t}
 
 
 def split_fail_to_pass(p: Prepared, broken: set[str], functions: list[str]
@@ -422,10 +441,17 @@ def mine_commit(repo: Path, c: Commit, out: Path, *, project: str, test_deps: li
     if not run.report_found:
         raise Rejected("the suite does not run without the fix")
     broken = run.failing(p.passing)
+    shaky = unstable_units(p, run.outcomes)
+    if {unit_of(t) for t in broken} & shaky:
+        raise Rejected("test ids change between runs (parametrised over an unordered "
+                       "collection)")
     if not broken:
         raise Rejected("no test fails without the fix")
     functions = [f"{f}::{q}" for f, q in sites]
     visible, hidden = split_fail_to_pass(p, broken, functions)
+    if {unit_of(t) for t in [*visible, *hidden]} & shaky:
+        raise Rejected("test ids change between runs (parametrised over an unordered "
+                       "collection)")
     vset = set(visible)
     inputs = collect_inputs(p, [fn for fn in functions if fn in p.reach], per_function=20,
                             backend=backend) if equivalence else {}
