@@ -550,9 +550,10 @@ def check_sites(p: Prepared, sites: list[Site], base_files: dict[str, str],
             for f, text in base_files.items():
                 (base / f).write_text(text)
             why = forward.carries(p, unseen, base, backend=backend)
-            if why is not None:
+            if why is not None:  # the bucket keeps the kind of failure, not the site's name
+                kind = why.split(": ", 1)[1] if "::" in why.split(": ", 1)[0] else why
                 raise Rejected("a site's inputs do not tell its bug apart and its tests cannot "
-                               "be carried to a separate process") from None
+                               f"be carried to a separate process ({kind[:80]})") from None
     return [s.model_copy(update={"discrimination": "comparison" if told[s.function]
                                  else "forwarded"}) for s in sites]
 
