@@ -862,7 +862,8 @@ def load_tasks(path: Path) -> list[RepoTask]:
     for mined, why, fix in (
             (False, "predate", "make them again with `verigap repos make-tasks` (the command is "
                                "in the set's index.json)"),
-            (True, "lack", "tasks mined from history are not checked this way yet")):
+            (True, "predate", "mine them again with `verigap repos mine`, which checks "
+                              "mined sites as it checks mutated ones")):
         old = [lacks for t, lacks in lacking if lacks and bool(t.origin) == mined]
         if old:
             lacks = sorted({c for task_lacks in old for c in task_lacks})
