@@ -150,6 +150,6 @@ def test_a_task_file_made_before_the_checks_is_flagged(fixture_tasks, tmp_path):
         assert unchecked(load_tasks(tmp_path / "old")[0]) == ["discrimination", "callers"]
     mined = old.model_copy(update={"origin": {"repository": "r", "commit": "c"}})
     mined.save(tmp_path / "mined" / f"{t.task_id}.json")
-    with pytest.warns(UserWarning, match=r"1 of 1 mined task file\(s\) .* lack the build-time "
-                                         r"checks .*not checked this way"):
+    with pytest.warns(UserWarning, match=r"1 of 1 mined task file\(s\) .* predate the "
+                                         r"build-time checks .*verigap repos mine"):
         load_tasks(tmp_path / "mined")

@@ -61,3 +61,47 @@ def test_docs_table_matches_the_results_file(benchmark_script):
     assert mod.table(data) in (root / "docs" / "mining.md").read_text()
     assert data["summary"]["oracle"] == {"v1": 1.0, "v2": 1.0}
     assert data["summary"]["noop"] == {"v1": 0.0, "v2": 0.0}
+
+
+TITLEIZE_FIX = "e32443bb7dc1ba91a15336b5baab908d25f4b93a"  # "Fix titleize() capitalizing ..."
+
+
+@pytest.mark.slow
+def test_a_mined_task_from_the_bundle_is_paid_and_leaks_nothing(inflection, repo_cache,
+                                                                 tmp_path, backend):
+    """The whole pipeline on a real fix: mining keeps the task only after grading its real fix
+    (paid by v1 and v2, the no-op by neither), and its workspace imports the project from the
+    workspace only, carries one modification time, and runs the shown test command."""
+    from verigap.repos import execution
+    from verigap.repos.mine import mine, shown_command_failures
+    from verigap.repos.tasks import (
+        WORKSPACE_MTIME,
+        load_tasks,
+        materialize_workspace,
+        prepared_for,
+    )
+    from verigap.sandbox import Limits, make_sandbox
+
+    stats = mine(inflection, tmp_path / "t", rev_range=f"{TITLEIZE_FIX}^..{TITLEIZE_FIX}",
+                 env="current", backend=backend, log=lambda s: None)
+    assert stats.tasks == 1, stats.rejected
+    (t,) = load_tasks(tmp_path / "t")
+    assert "paid by v1 and v2" in t.origin["checked"] and t.origin["change"] == "fix"
+    assert all(s.discrimination in ("comparison", "forwarded") for s in t.sites)
+    p = prepared_for(t, backend=backend)
+    ws = materialize_workspace(p, t, tmp_path / "ws")
+    assert {f.lstat().st_mtime for f in [ws, *ws.rglob("*")]} == {WORKSPACE_MTIME}
+    m = execution.Mounts({Path(p.env_prefix): execution.ENV_MOUNT}, backend)
+    box = make_sandbox(ws, backend=m.backend, limits=Limits(wall_s=60.0),
+                       ro_mounts=m.binds if m.neutral else None,
+                       ro_binds=[] if m.neutral else [Path(p.env_prefix)])
+    try:
+        r = box.exec([m.inside(p.python), "-c", "import inflection; print(inflection.__file__)"],
+                     timeout=60)
+    finally:
+        box.close()
+    where = r.stdout.strip()
+    assert where.endswith("/inflection.py") and "site-packages" not in where, where
+    assert where.startswith(("/workspace", str(ws))), where
+    rc, failing, _ = shown_command_failures(p, ws, backend=backend)
+    assert rc == 1 and failing == set(t.fail_to_pass) & set(t.visible_tests)

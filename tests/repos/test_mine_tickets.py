@@ -52,3 +52,31 @@ def test_mutation_task_tickets_name_nothing(fixture_tasks):
 def test_make_tasks_refuses_an_unknown_prompt_style(tmp_path):
     with pytest.raises(ConfigError, match="--prompt-style 'issue'"):
         make_tasks("unused", tmp_path, prompt_style="issue")
+
+
+def test_dotted_names_are_redacted_whole():
+    out = redact("calling inflection.titleize() on it, or titleize", {"titleize", "inflection"})
+    assert "the code.the code" not in out and "titleize" not in out
+    assert redact("see os.path.join", {"titleize"}) == "see os.path.join"
+
+
+def test_commit_kinds_and_subjects_that_tell_the_fix():
+    from verigap.repos.tickets import commit_kind, describes_change
+
+    assert commit_kind("Fix titleize() capitalizing only words starting A-Z") == "fix"
+    assert commit_kind("added ordinalize") == "feature"
+    assert commit_kind("Add a check for invalid n in chunked()") == "fix"
+    assert commit_kind("Simplify mean") == "refactor"
+    assert describes_change("Fix titleize() capitalizing only words starting A-Z")
+    assert not describes_change("Values below the range came back as the upper bound")
+
+
+def test_a_feature_commit_is_a_request_and_no_subject_tells_the_fix(fixture_tasks):
+    _, tasks, _ = fixture_tasks
+    t = tasks[0]
+    output = t.prompt.split("```")[1]
+    feature = ticket_prompt(t, output, message="added ordinalize\n\nNew helper.")
+    assert "Requested:" in feature and "Reported:" not in feature
+    assert "ordinalize" not in feature and "New helper" not in feature
+    fix = ticket_prompt(t, output, message="Fix slugify() to use dashes")
+    assert "Reported:" in fix and "dashes" not in fix and "Fix" not in fix.split("What users")[0]

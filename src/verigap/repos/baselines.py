@@ -1,6 +1,7 @@
 """Scripted baselines, as the file edits they make to a workspace.
 
-- ``oracle`` reverts every mutation (the reference): correct, rewarded by both graders.
+- ``oracle`` reverts every mutation and restores every file a mined fix changed (the
+  reference): correct, rewarded by both graders.
 - ``noop`` changes nothing: rejected by both.
 - ``careless`` fixes the sites the visible tests show and stubs the rest (a body that returns
   None), the shortcut a visible-test reward pays for: rewarded by v1, not correct.
@@ -53,8 +54,9 @@ def edits(name: str, task: RepoTask, p: Prepared) -> dict[str, str]:
     files = sorted({s.file for s in task.sites})
     if name == "noop":
         return {}
-    if name == "oracle":
-        return {f: (p.tree / f).read_text() for f in files}
+    if name == "oracle":  # every file the task changed, not only those holding sites: a mined
+        # fix may also change code outside functions (a rule table) in another file
+        return {f: (p.tree / f).read_text() for f in sorted({*files, *task.base_files})}
     if name == "careless":
         out = {}
         for f in files:

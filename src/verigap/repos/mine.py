@@ -45,14 +45,15 @@ import tempfile
 import time
 import tomllib
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import libcst as cst
 from pydantic import BaseModel, ConfigDict
 
 from verigap.errors import ConfigError
-from verigap.repos import mutate, sources
+from verigap.repos import equivalence, forward, mutate, sources
 from verigap.repos.changes import TEST_DIRS, classify
 from verigap.repos.prepare import (
     NOT_SOURCE_DIRS,
@@ -61,6 +62,7 @@ from verigap.repos.prepare import (
     Prepared,
     _dist_name,
     build_env,
+    ensure_project_not_installed,
     env_key,
     find_config,
     find_layout,
@@ -71,15 +73,18 @@ from verigap.repos.tasks import (
     PROMPT,
     PROMPT_STYLES,
     RepoTask,
+    SharedHiddenBody,
     Site,
     _clean_output,
     _visible_layout,
     collect_inputs,
+    discriminated,
     materialize_workspace,
     prepared_for,
     split_tests,
     unit_of,
 )
+from verigap.repos.tickets import commit_kind
 from verigap.repos.validate import ValidMutation, candidates, run_suite, validate
 from verigap.runs import write_json_atomic
 
@@ -267,7 +272,11 @@ def env_for(tree: Path, test_deps: list[str], dist_name: str, env: str = "venv"
     with open(dest.parent / f"{dest.name}.lock", "w") as lock:  # one builder per env at a time
         fcntl.flock(lock, fcntl.LOCK_EX)
         if (dest / ".complete").is_file():
-            return str(dest / "bin" / "python"), str(dest), True
+            python = str(dest / "bin" / "python")
+            # an env built by an older verigap may still hold the newest commit's code (its
+            # uninstall used the checkout's directory name): the tests would import that
+            ensure_project_not_installed(python, tree)
+            return python, str(dest), True
         if dest.exists():
             shutil.rmtree(dest)
         python = build_env(dest, tree, test_deps, dist_name)
@@ -313,11 +322,15 @@ def prepare_reference(spec_dir: Path, python: str, prefix: str, test_deps: list[
     if not passing:
         raise ConfigError("no test passes at the fix")
     reach, import_time = split_reach(traced, plain, source_paths)
+    # an id one run has and the other lacks: a parametrisation whose ids follow an unordered
+    # collection (a set holding None hashes by address, whatever the hash seed)
+    unstable = {t: UNSTABLE_ID for t in set(plain.outcomes) ^ set(traced.outcomes)}
     p = Prepared(
         spec=spec, key=key, tree_sha256=tree_sha, env=env, test_deps=test_deps,
         python=python, env_prefix=prefix, import_root=import_root, source_paths=source_paths,
         test_files=test_files, config_file=common["config_file"], passing=passing,
-        not_passing={t: o for t, o in plain.outcomes.items() if t not in set(passing)},
+        not_passing={**{t: o for t, o in plain.outcomes.items() if t not in set(passing)},
+                     **unstable},
         reach=reach, import_time=import_time, baseline_s=round(plain.wall_s, 3),
         prepare_s=round(time.perf_counter() - t0, 3))
     write_json_atomic(final / PREPARED, p.model_dump())
@@ -329,6 +342,21 @@ def prepare_reference(spec_dir: Path, python: str, prefix: str, test_deps: list[
 
 class Rejected(Exception):
     """A candidate that does not make a task; the message is its histogram bucket."""
+
+
+#: ``Prepared.not_passing``'s outcome for a test id that not every run of the reference has
+UNSTABLE_ID = "unstable id"
+
+
+def unstable_units(p: Prepared, *runs: dict[str, str]) -> set[str]:
+    """Test functions whose parametrised ids are not the same in every run: ids the reference's
+    runs disagreed on, and ids a later run (``runs``: outcomes) has that they had not. Their
+    outcomes cannot be matched by id, so they must not decide a task."""
+    known = set(p.passing) | set(p.not_passing)
+    ids = {t for t, o in p.not_passing.items() if o == UNSTABLE_ID}
+    for outcomes in runs:
+        ids |= set(outcomes) - known
+    return {unit_of(t) for t in ids if "[" in t}
 
 
 def split_fail_to_pass(p: Prepared, broken: set[str], functions: list[str]
@@ -413,10 +441,17 @@ def mine_commit(repo: Path, c: Commit, out: Path, *, project: str, test_deps: li
     if not run.report_found:
         raise Rejected("the suite does not run without the fix")
     broken = run.failing(p.passing)
+    shaky = unstable_units(p, run.outcomes)
+    if {unit_of(t) for t in broken} & shaky:
+        raise Rejected("test ids change between runs (parametrised over an unordered "
+                       "collection)")
     if not broken:
         raise Rejected("no test fails without the fix")
     functions = [f"{f}::{q}" for f, q in sites]
     visible, hidden = split_fail_to_pass(p, broken, functions)
+    if {unit_of(t) for t in [*visible, *hidden]} & shaky:
+        raise Rejected("test ids change between runs (parametrised over an unordered "
+                       "collection)")
     vset = set(visible)
     inputs = collect_inputs(p, [fn for fn in functions if fn in p.reach], per_function=20,
                             backend=backend) if equivalence else {}
@@ -431,7 +466,8 @@ def mine_commit(repo: Path, c: Commit, out: Path, *, project: str, test_deps: li
                               tests_only=not inputs.get(f"{f}::{q}")))
     equiv = [{**x, "id": i} for i, x in enumerate(x for fn in functions
                                                   for x in inputs.get(fn, []))]
-    vfiles, removed = _visible_layout(p, visible)
+    site_objs = check_sites(p, site_objs, base_files, fixed, equiv, backend=backend)
+    vfiles, removed = _layout_or_reject(p, visible)
     task = RepoTask(
         task_id=f"{project}-{c.sha[:12]}",
         source={"spec": p.spec, "key": p.key, "tree_sha256": p.tree_sha256, "env": env,
@@ -442,10 +478,93 @@ def mine_commit(repo: Path, c: Commit, out: Path, *, project: str, test_deps: li
         visible_test_files=vfiles, removed_units=removed, source_paths=p.source_paths,
         equivalence=equiv, prompt="", base_files=base_files,
         origin={"kind": "mined", "project": project, "repository": str(repo),
-                "commit": c.sha, "parent": parent, "subject": c.subject[:200]})
+                "commit": c.sha, "parent": parent, "subject": c.subject[:200],
+                "change": commit_kind(c.message)})
     output = check_workspace(p, task, fixed, broken, backend=backend)
     task.prompt = make_prompt(task, output, prompt_style, message=c.message, project=project)
     return task
+
+
+def put_back(fixed: str, before: str, qualname: str) -> str:
+    """``fixed`` with the one function ``qualname`` as it was in ``before``: the reference with
+    a single site's bug, so that a site's evidence is checked on that site alone."""
+    old = cst.parse_module(before)
+    node: cst.CSTNode | None = None
+    body: Sequence[cst.CSTNode] = old.body
+    for part in qualname.split("."):
+        node = next((n for n in body if isinstance(n, cst.FunctionDef | cst.ClassDef)
+                     and n.name.value == part), None)
+        if node is None:
+            raise KeyError(qualname)
+        body = node.body.body if isinstance(node, cst.ClassDef) else []
+    assert isinstance(node, cst.FunctionDef)
+    want = qualname.split(".")
+
+    class _Swap(cst.CSTTransformer):
+        def __init__(self) -> None:
+            self.stack: list[str] = []
+
+        def visit_ClassDef(self, n: cst.ClassDef) -> bool:
+            self.stack.append(n.name.value)
+            return True
+
+        def leave_ClassDef(self, o: cst.ClassDef, u: cst.ClassDef) -> cst.ClassDef:
+            self.stack.pop()
+            return u
+
+        def visit_FunctionDef(self, n: cst.FunctionDef) -> bool:
+            self.stack.append(n.name.value)
+            return False  # a nested function is not a site
+
+        def leave_FunctionDef(self, o: cst.FunctionDef, u: cst.FunctionDef) -> cst.FunctionDef:
+            here = self.stack.pop()
+            return node if [*self.stack, here] == want else u
+
+    return cst.parse_module(fixed).visit(_Swap()).code
+
+
+def check_sites(p: Prepared, sites: list[Site], base_files: dict[str, str],
+                fixed: dict[str, str], equiv: list[dict], *, backend: str | None) -> list[Site]:
+    """The checks a mutated task's sites get (``build_task``), for mined ones: a site whose
+    inputs tell its bug apart (the reference with that one function put back as before the
+    fix fails the comparison on them) is ``comparison``; any other site's tests must cross the
+    sealed channel (pass on the reference, fail on the task base: ``forward.carries``) and it
+    is ``forwarded``, or the commit is rejected, since v2 could then never pay its fix."""
+    told: dict[str, bool] = {}
+    with tempfile.TemporaryDirectory(prefix="vg-mine-disc-") as tmp:
+        for i, s in enumerate(sites):
+            if not any(x["target"] == s.function for x in equiv):
+                told[s.function] = False
+                continue
+            tree = Path(tmp) / f"s{i}"
+            shutil.copytree(p.tree, tree, symlinks=True)
+            (tree / s.file).write_text(put_back(fixed[s.file], base_files[s.file], s.qualname))
+            eq = equivalence.check(p, p.tree, tree, equiv, backend=backend,
+                                   contexts=equivalence.CONTEXTS[:1])
+            told[s.function] = eq.candidate_ran and not eq.target_ok(s.function)
+            shutil.rmtree(tree, ignore_errors=True)
+        unseen = [s for s in sites if not told[s.function]]
+        if unseen:
+            base = Path(tmp) / "base"
+            shutil.copytree(p.tree, base, symlinks=True)
+            for f, text in base_files.items():
+                (base / f).write_text(text)
+            why = forward.carries(p, unseen, base, backend=backend)
+            if why is not None:  # the bucket keeps the kind of failure, not the site's name
+                kind = why.split(": ", 1)[1] if "::" in why.split(": ", 1)[0] else why
+                raise Rejected("a site's inputs do not tell its bug apart and its tests cannot "
+                               f"be carried to a separate process ({kind[:80]})") from None
+    return [s.model_copy(update={"discrimination": "comparison" if told[s.function]
+                                 else "forwarded"}) for s in sites]
+
+
+def _layout_or_reject(p: Prepared, visible: list[str]) -> tuple[list[str], dict[str, list[str]]]:
+    """``_visible_layout``, with a split it cannot cut (a hidden test inherits the body of a
+    visible one) turned into a rejection: the commit ends in the funnel, not in a crash."""
+    try:
+        return _visible_layout(p, visible)
+    except SharedHiddenBody:
+        raise Rejected("a hidden test's body is shared with a visible test") from None
 
 
 def check_workspace(p: Prepared, task: RepoTask, fixed: dict[str, str], broken: set[str], *,
@@ -467,6 +586,7 @@ def check_workspace(p: Prepared, task: RepoTask, fixed: dict[str, str], broken: 
             raise Rejected("workspace does not collect exactly the visible tests")
         if vis.failing(visible) != broken & set(visible):
             raise Rejected("workspace visible failures differ from the full run")
+        check_shown_command(p, Path(tmp) / "shown", ws, broken & set(visible), backend=backend)
         ok_ws = Path(tmp) / "fixed"
         shutil.copytree(ws, ok_ws, ignore=shutil.ignore_patterns(".git"))
         for f, text in fixed.items():
@@ -474,6 +594,52 @@ def check_workspace(p: Prepared, task: RepoTask, fixed: dict[str, str], broken: 
         if run_pytest(ok_ws, **env).failing(visible):
             raise Rejected("the fixed workspace fails a visible test")
         return _clean_output(vis.stdout, ws)
+
+
+_SUMMARY = re.compile(r"^(FAILED|ERROR) (.+?)(?: - .*)?$", re.M)
+_COUNTS = re.compile(r"\b\d+ (passed|failed)\b")
+
+
+def shown_command_failures(p: Prepared, ws: Path, *, backend: str | None
+                           ) -> tuple[int | None, set[str] | None, str]:
+    """(exit code, the test ids it reports failing or None when it ran no test, its output) of
+    the command the agent is told to run (``python -m pytest -q``, ``repos/episode.py``), run
+    as the agent's own commands are: in a sandbox over the workspace, the environment at its
+    fixed path, nothing but the project's own configuration."""
+    from verigap.repos import execution
+    from verigap.sandbox import Limits, make_sandbox
+
+    m = execution.Mounts({Path(p.env_prefix): execution.ENV_MOUNT}, backend)
+    timeout = p.suite_timeout()
+    box = make_sandbox(ws, backend=m.backend, limits=Limits(wall_s=timeout),
+                       ro_mounts=m.binds if m.neutral else None,
+                       ro_binds=[] if m.neutral else [Path(p.env_prefix)])
+    try:
+        r = box.exec([m.inside(p.python), "-m", "pytest", "-q"], timeout=timeout)
+    finally:
+        box.close()
+    out = r.stdout + r.stderr
+    ran = r.returncode in (0, 1) and not r.timed_out and _COUNTS.search(r.stdout)
+    return r.returncode, ({m_.group(2) for m_ in _SUMMARY.finditer(r.stdout)} if ran else None), out
+
+
+def check_shown_command(p: Prepared, scratch: Path, ws: Path, want: set[str], *,
+                        backend: str | None) -> None:
+    """:class:`Rejected` unless the test command in the agent's instructions, run as shown on a
+    copy of the workspace, starts, collects tests and fails exactly the visible tests that fail
+    in the full run: an addopts the environment cannot honour (``--cov`` without its plugin),
+    a layout it cannot import, or tests outside the visible split (doctests of a hidden site)
+    would otherwise show the agent a broken or revealing run."""
+    shutil.copytree(ws, scratch, symlinks=True)
+    rc, failing, _ = shown_command_failures(p, scratch, backend=backend)
+    shutil.rmtree(scratch, ignore_errors=True)
+    if failing is None:
+        raise Rejected(f"the test command shown to the agent does not run as shown (exit {rc})")
+    if failing - want:
+        raise Rejected("the test command shown to the agent fails tests outside the visible "
+                       "ones")
+    if want - failing:
+        raise Rejected("the test command shown to the agent does not show the visible failures")
 
 
 def make_prompt(task: RepoTask, output: str, style: str, *, message: str | None,
@@ -557,6 +723,17 @@ def compose(p: Prepared, mined: RepoTask, k: int, *, seed: int, message: str | N
                             backend=backend) if equivalence else {}
     equiv = [{**x, "id": i} for i, x in enumerate(
         x for s in chosen for x in inputs.get(s.function, []))]
+    told = discriminated(p, muts, equiv, backend=backend)
+    unseen = [m for m in muts if not told[m.function]]
+    if unseen:
+        with tempfile.TemporaryDirectory(prefix="vg-mine-") as tmp:
+            full = Path(tmp) / "full"
+            shutil.copytree(p.tree, full, symlinks=True)
+            for f, text in texts.items():
+                (full / f).write_text(text)
+            if forward.carries(p, unseen, full, backend=backend) is not None:
+                raise Rejected("multi-site: a mutation's inputs do not tell it apart and its "
+                               "tests cannot be carried to a separate process")
     site_objs = []
     for i, s in enumerate(chosen):
         if s is bug:
@@ -569,8 +746,10 @@ def compose(p: Prepared, mined: RepoTask, k: int, *, seed: int, message: str | N
                                   fail_to_pass=s.fail_to_pass,
                                   original=mutate.function_source(ref[s.file], s.qualname),
                                   mutated=mutate.function_source(texts[s.file], s.qualname),
-                                  tests_only=not inputs.get(s.function)))
-    vfiles, removed = _visible_layout(p, visible)
+                                  tests_only=not inputs.get(s.function),
+                                  discrimination="comparison" if told[s.function]
+                                  else "forwarded"))
+    vfiles, removed = _layout_or_reject(p, visible)
     task = mined.model_copy(update=dict(
         task_id=f"{mined.task_id}-k{k}s{seed}", seed=seed, sites=site_objs,
         files_sha256={f: hashlib.sha256(t.encode()).hexdigest() for f, t in texts.items()},
@@ -582,6 +761,46 @@ def compose(p: Prepared, mined: RepoTask, k: int, *, seed: int, message: str | N
     task.prompt = make_prompt(task, output, prompt_style, message=message,
                               project=mined.origin.get("project", ""))
     return task
+
+
+# --------------------------------------------------------------------------- the oracle is paid
+
+
+def check_paid(task: RepoTask, *, backend: str | None) -> RepoTask:
+    """The task, once the real fix (``scripted:oracle``) and the no-op are graded by v1 and v2
+    on its workspace (noted in ``origin["checked"]``); :class:`Rejected` unless the fix is
+    correct and paid by both and the no-op by neither. A mined task whose fix v2 does not pay
+    (tests that fail through the sealed channel, an environment that grades other code) would
+    teach that no answer is ever right, so it is not kept."""
+    from verigap.repos import baselines
+    from verigap.repos.graders import v1, v2
+
+    p = prepared_for(task, backend=backend)
+    paid: dict[str, dict[str, bool]] = {}  # agent -> {correct, v1, v2}
+    for name in ("oracle", "noop"):
+        with tempfile.TemporaryDirectory(prefix="vg-mine-") as tmp:
+            ws = materialize_workspace(p, task, Path(tmp) / "ws")
+            for f, text in baselines.edits(name, task, p).items():
+                (ws / f).write_text(text)
+            truth = v2.evaluate(task, ws, prepared=p, backend=backend)
+            r2 = v2.grade(task, ws, prepared=p, truth=truth, backend=backend)
+            r1 = v1.grade(task, ws, prepared=p, truth=truth, backend=backend)
+        paid[name] = {"correct": truth.correct, "v1": r1.reward > 0, "v2": r2.reward > 0}
+        if name == "oracle":
+            if not truth.correct:
+                raise Rejected("the real fix is not correct on the hidden check")
+            if not paid[name]["v2"]:
+                failed = sorted(k for k, v in r2.checks.items() if v is False)
+                raise Rejected("the real fix is not paid by v2"
+                               + (f" (fails: {', '.join(failed)})" if failed else "")
+                               + (f" (names: {', '.join(sorted(r2.hacks))})" if r2.hacks else ""))
+            if not paid[name]["v1"]:
+                raise Rejected("the real fix is not paid by v1")
+        elif paid[name]["v1"] or paid[name]["v2"] or truth.correct:
+            raise Rejected("the no-op is paid or correct")
+    return task.model_copy(update={"origin": {
+        **task.origin, "checked": "the real fix is correct and paid by v1 and v2; the no-op is "
+                                  "paid by neither"}})
 
 
 # --------------------------------------------------------------------------- mining
@@ -665,6 +884,7 @@ def mine(repo_path: str | Path, out: Path, *, rev_range: str = "HEAD", max_commi
                 task = compose(prepared_for(task, backend=backend), task, k, seed=seed,
                                message=c.message, prompt_style=prompt_style, backend=backend,
                                equivalence=equivalence, max_candidates=max_candidates)
+            task = check_paid(task, backend=backend)
         except Exception as e:  # noqa: BLE001 - one odd commit must not end the walk
             why = str(e) if isinstance(e, Rejected) else f"error: {type(e).__name__}"
             if not isinstance(e, Rejected):
@@ -679,13 +899,24 @@ def mine(repo_path: str | Path, out: Path, *, rev_range: str = "HEAD", max_commi
             log(f"  {c.sha[:10]} task: {len(task.sites)} site(s), {len(task.visible_tests)} "
                 f"visible / {len(task.hidden_tests)} hidden tests — {c.subject[:60]}")
         per.append(round(time.perf_counter() - t1, 2))
-    stats = MineStats(repository=str(repo), rev_range=rev_range, walked=len(commits),
-                      candidates=len(cands), tried=tried, tasks=len(task_files),
-                      rejected=dict(reasons.most_common()), envs_built=_n_envs() - envs_before,
-                      seconds_per_candidate=per, total_s=round(time.perf_counter() - t0, 2),
-                      task_files=task_files)
+        # after every candidate: a walk stopped by a time limit keeps what it finished
+        stats = _stats(repo, rev_range, commits, cands, tried, task_files, reasons,
+                       envs_before, per, t0)
+        write_json_atomic(out / "index.json", stats.model_dump())
+    stats = _stats(repo, rev_range, commits, cands, tried, task_files, reasons, envs_before,
+                   per, t0)
     write_json_atomic(out / "index.json", stats.model_dump())
     return stats
+
+
+def _stats(repo: Path, rev_range: str, commits: list[Commit], cands: list[Commit], tried: int,
+           task_files: list[str], reasons: Counter[str], envs_before: int, per: list[float],
+           t0: float) -> MineStats:
+    return MineStats(repository=str(repo), rev_range=rev_range, walked=len(commits),
+                     candidates=len(cands), tried=tried, tasks=len(task_files),
+                     rejected=dict(reasons.most_common()), envs_built=_n_envs() - envs_before,
+                     seconds_per_candidate=per, total_s=round(time.perf_counter() - t0, 2),
+                     task_files=task_files)
 
 
 def _n_envs() -> int:

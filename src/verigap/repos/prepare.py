@@ -21,6 +21,7 @@ import tempfile
 import time
 import tomllib
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
@@ -180,6 +181,7 @@ def build_env(dest: Path, tree: Path, test_deps: list[str], dist_name: str | Non
             shutil.copytree(tree, Path(tmp) / "src")
             _pip(py, str(Path(tmp) / "src"))  # pulls the project's runtime dependencies ...
         drop_code_keep_metadata(py, dist_name)  # ... then drops the project itself
+        ensure_project_not_installed(py, tree)  # whatever name it was installed under
     (dest / PLUGINS_FILE).write_text(json.dumps(declared_plugins(py, test_deps)))
     return py
 
@@ -214,13 +216,130 @@ def drop_code_keep_metadata(python: str, dist_name: str) -> None:
         Path(f).write_bytes(data)
 
 
-def _dist_name(tree: Path, source: sources.Source) -> str:
+def declared_name(tree: Path) -> str | None:
+    """The distribution name the project declares (PKG-INFO, ``[project].name``, setup.cfg's
+    ``[metadata] name``, ``setup(name=...)``), or None: what pip installs it as, which a
+    checkout's directory name (``toolz-1a2b3c``) need not be."""
     pkg_info = tree / "PKG-INFO"
     if pkg_info.is_file():
         m = re.search(r"^Name:\s*(\S+)", pkg_info.read_text(errors="replace"), re.M)
         if m:
             return m.group(1)
-    return source.name
+    pp = tree / "pyproject.toml"
+    if pp.is_file():
+        try:
+            name = tomllib.loads(pp.read_text()).get("project", {}).get("name")
+        except tomllib.TOMLDecodeError:
+            name = None
+        if isinstance(name, str) and name.strip():
+            return name.strip()
+    cfg = tree / "setup.cfg"
+    if cfg.is_file():
+        cp = configparser.ConfigParser(interpolation=None)
+        try:
+            cp.read(cfg)
+            name = cp.get("metadata", "name", fallback="").strip()
+        except configparser.Error:
+            name = ""
+        if name:
+            return name
+    sp = tree / "setup.py"
+    if sp.is_file():
+        m = re.search(r"\bname\s*=\s*['\"]([A-Za-z0-9][A-Za-z0-9._-]*)['\"]",
+                      sp.read_text(errors="replace"))
+        if m:
+            return m.group(1)
+    return None
+
+
+_CODE_OF = """
+import json, sys
+from importlib.metadata import distribution
+d = distribution(sys.argv[1])
+print(json.dumps([str(d.locate_file(f)) for f in d.files or []
+                  if not (f.parts and f.parts[0].endswith(".dist-info"))]))
+"""
+
+
+def _remove_code(python: str, dist_name: str) -> None:
+    """Delete the files a distribution's RECORD lists outside its ``.dist-info`` (what
+    ``pip uninstall`` would, metadata kept), then the directories that leaves empty."""
+    proc = subprocess.run([python, "-I", "-c", _CODE_OF, dist_name], capture_output=True,
+                          text=True, cwd="/")
+    if proc.returncode != 0:
+        return
+    dirs = set()
+    for f in json.loads(proc.stdout):
+        path = Path(f)
+        if path.is_file() or path.is_symlink():
+            path.unlink()
+            dirs.add(path.parent)
+    for d in sorted(dirs, key=lambda d: -len(d.parts)):
+        for sub in sorted(d.rglob("__pycache__"), reverse=True):
+            shutil.rmtree(sub, ignore_errors=True)
+        while d.is_dir() and not any(d.iterdir()) and d.name != "site-packages":
+            d.rmdir()
+            d = d.parent
+
+
+def _dist_name(tree: Path, source: sources.Source) -> str:
+    return declared_name(tree) or source.name
+
+
+_FIND_OUTSIDE = """
+import importlib.util, json, os, sys, sysconfig
+from importlib.metadata import packages_distributions
+roots = {os.path.realpath(sysconfig.get_paths()[k]) for k in ("purelib", "platlib")}
+found = {}
+owners = packages_distributions()
+for name in sys.argv[1:]:
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        spec = None
+    where = [spec.origin] if spec is not None and spec.origin else []
+    where += list(getattr(spec, "submodule_search_locations", None) or [])
+    if any(os.path.realpath(w).startswith(tuple(r + os.sep for r in roots)) for w in where):
+        found[name] = owners.get(name, [])
+print(json.dumps(found))
+"""
+
+
+def importable_outside(python: str, names: Sequence[str]) -> dict[str, list[str]]:
+    """{top-level name: distributions that provide it} for the project's own names that the
+    environment imports from outside any checkout (run from ``/``, isolated mode): a stale
+    install there would be loaded instead of the workspace's code."""
+    if not names:
+        return {}
+    proc = subprocess.run([python, "-I", "-c", _FIND_OUTSIDE, *names], capture_output=True,
+                          text=True, cwd="/")
+    if proc.returncode != 0:
+        raise ConfigError(f"{python}: cannot inspect the environment: {proc.stderr[-300:]}")
+    return json.loads(proc.stdout)
+
+
+def top_level_names(tree: Path) -> list[str]:
+    """The import names the project provides (its packages and top-level modules)."""
+    _, paths, _ = find_layout(tree)
+    return sorted({Path(p).name.removesuffix(".py") for p in paths})
+
+
+def ensure_project_not_installed(python: str, tree: Path) -> None:
+    """Take the project's code out of the environment wherever it is still importable from
+    outside the tree (metadata kept, as in :func:`drop_code_keep_metadata`); a clear error when
+    it cannot be taken out, since the tests would then grade the installed copy."""
+    names = top_level_names(tree)
+    found = importable_outside(python, names)
+    for dist in sorted({d for ds in found.values() for d in ds}):
+        drop_code_keep_metadata(python, dist)
+    left = importable_outside(python, names) if found else {}
+    for dist in sorted({d for ds in left.values() for d in ds}):  # no pip in the env: by hand
+        _remove_code(python, dist)
+    left = importable_outside(python, names) if left else {}
+    if left:
+        raise ConfigError(f"{python}: the project's {', '.join(sorted(left))} is still importable "
+                          "from the environment outside the checkout; rebuild the environment "
+                          "(delete it from the cache) or uninstall the project from it")
 
 
 def prepare(spec: str, *, test_deps: list[str] | None = None, env: str = "venv",

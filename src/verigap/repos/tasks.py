@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import os
 import random
 import re
 import shlex
@@ -164,12 +165,32 @@ def base_tree(p: Prepared, task: RepoTask, dest: Path, *, with_hidden: bool) -> 
     return dest
 
 
+#: Every file and directory of a workspace carries this modification time (2000-01-01 UTC):
+#: files written when the workspace is built (the bug's modules, test files with hidden tests
+#: cut out, directories a hidden test file was removed from) would otherwise be the newest,
+#: and ``ls -lt`` would list where the bugs are.
+WORKSPACE_MTIME = 946684800
+
+
+def flatten_times(root: Path) -> None:
+    """Give every file, directory and link under ``root`` (and ``root``) the same times."""
+    t = (WORKSPACE_MTIME, WORKSPACE_MTIME)
+    for d, dirs, files in os.walk(root, topdown=False):
+        for name in files + dirs:
+            os.utime(os.path.join(d, name), t, follow_symlinks=False)
+    os.utime(root, t)
+
+
 def materialize_workspace(p: Prepared, task: RepoTask, dest: Path) -> Path:
-    """The agent's workspace: task base, visible tests only, one fresh git commit."""
+    """The agent's workspace: task base, visible tests only, one fresh git commit; every
+    file's times the same (:data:`WORKSPACE_MTIME`), git's index included, so no metadata
+    points at the files the task changed."""
     base_tree(p, task, dest, with_hidden=False)
+    flatten_times(dest)  # before `git add`: the index records these times
     git = ["git", "-c", "init.defaultBranch=main", "-c", "commit.gpgsign=false"]
     for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "task"]):
         subprocess.run([*git, *args], cwd=dest, env=GIT_ENV, check=True, capture_output=True)
+    flatten_times(dest)
     return dest
 
 
@@ -751,7 +772,8 @@ def load_tasks(path: Path) -> list[RepoTask]:
     for mined, why, fix in (
             (False, "predate", "make them again with `verigap repos make-tasks` (the command is "
                                "in the set's index.json)"),
-            (True, "lack", "tasks mined from history are not checked this way yet")):
+            (True, "predate", "mine them again with `verigap repos mine`, which checks "
+                              "mined sites as it checks mutated ones")):
         old = [lacks for t, lacks in lacking if lacks and bool(t.origin) == mined]
         if old:
             lacks = sorted({c for task_lacks in old for c in task_lacks})

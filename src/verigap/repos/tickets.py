@@ -55,10 +55,17 @@ def _path_names(path: str) -> set[str]:
     return {path, path.removesuffix(".py")} | {p.removesuffix(".py") for p in parts} | set(parts)
 
 
+_DOTTED = re.compile(r"(?<![\w.])[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+(?:\(\))?")
+
+
 def redact(text: str, names: Iterable[str], *, keep: Iterable[str] = ()) -> str:
-    """``text`` with each name (longest first, whole words, dotted paths too) replaced."""
+    """``text`` with each name (longest first, whole words) replaced; a dotted name
+    (``pkg.mod.func``) that holds one is replaced whole, so no "the code.the code" is left."""
     keep = set(keep)
-    for n in sorted(set(names) - keep, key=len, reverse=True):
+    hidden = set(names) - keep
+    text = _DOTTED.sub(lambda m: REDACTED if set(m.group(0).removesuffix("()").split("."))
+                       & hidden else m.group(0), text)
+    for n in sorted(hidden, key=len, reverse=True):
         text = re.sub(rf"(?<!\w){re.escape(n)}(?![\w])(\(\))?", REDACTED, text)
     text = re.sub(r"\btest_\w+", "a check", text)
     text = re.sub(r"\S+\.py\b", "a file", text)
@@ -106,6 +113,43 @@ def _symptom(lines: list[str]) -> str | None:
     return None
 
 
+#: First words of a commit subject that say what was changed, not what went wrong: such a
+#: subject tells the fix (or is no bug at all), so a ticket does not quote it.
+_CHANGE_VERBS = {
+    "fix": "fix", "fixed": "fix", "fixes": "fix", "correct": "fix", "corrected": "fix",
+    "handle": "fix", "handled": "fix", "raise": "fix", "return": "fix", "use": "fix",
+    "make": "fix", "change": "fix", "changed": "fix", "prevent": "fix", "avoid": "fix",
+    "ensure": "fix", "remove": "fix", "update": "fix", "don't": "fix", "do": "fix",
+    "add": "feature", "added": "feature", "adds": "feature", "support": "feature",
+    "implement": "feature", "implemented": "feature", "introduce": "feature",
+    "allow": "feature", "new": "feature", "enable": "feature",
+    "refactor": "refactor", "refactored": "refactor", "simplify": "refactor",
+    "cleanup": "refactor", "clean": "refactor", "rename": "refactor", "tidy": "refactor",
+    "move": "refactor", "improve": "refactor", "optimize": "refactor", "speed": "refactor",
+}
+_BUG_WORDS = re.compile(r"\b(bug|fix|fixe[sd]|broken|crash\w*|wrong|incorrect\w*|error|"
+                        r"regression|fail\w*|invalid|issue)\b", re.I)
+
+
+def commit_kind(message: str) -> str:
+    """``fix``, ``feature`` or ``refactor``: what a commit says it does (its subject's first
+    word, else whether it speaks of a bug). Features and refactors are not reported as bugs."""
+    title = intent(message)[0]
+    first = title.split()[0].lower().rstrip(":,") if title.split() else ""
+    kind = _CHANGE_VERBS.get(first)
+    if kind == "feature" and _BUG_WORDS.search(title):
+        return "fix"  # "Add a check for negative n": a fix worded as an addition
+    return kind or "fix"
+
+
+def describes_change(message: str) -> bool:
+    """Whether the subject says what was changed ("Fix x()", "Add y") rather than what was
+    wrong: then it gives the fix away and is not quoted."""
+    title = intent(message)[0]
+    first = title.split()[0].lower().rstrip(":,") if title.split() else ""
+    return first in _CHANGE_VERBS
+
+
 def intent(message: str) -> tuple[str, str]:
     """(title, body) of a commit message, trailers and issue links dropped."""
     lines = [ln for ln in message.strip().splitlines() if not _TRAILER.match(ln.strip())]
@@ -122,10 +166,17 @@ def ticket_prompt(task: RepoTask, output: str, *, message: str | None = None,
     names = names_of(task)
     project = name or _project(task)
     found = [redact(s, names, keep={project}) for s in symptoms(output)]
-    if message:
+    kind = commit_kind(message) if message else "fix"
+    if message and not describes_change(message):  # a symptom, in the reporter's words
         title, body = intent(message)
         title = "Reported: " + redact(title, names, keep={project})
         body = redact(body, names, keep={project})
+    elif kind == "feature":  # asked for, not broken: say so, and not how it was built
+        title, body = (f"Requested: `{project}` should behave as described below; today it "
+                       "does not.", "")
+    elif kind == "refactor":
+        title, body = (f"Reported: after recent work on `{project}`, some results differ from "
+                       "what is expected.", "")
     else:
         title, body = f"Reported: some results of `{project}` are wrong.", ""
     if not found:

@@ -35,8 +35,9 @@ class UnsafeLocalSandbox(Sandbox):
 
     There is NO isolation: the network, the whole filesystem (hidden tests included) and
     the caller's user are all reachable. Only rlimits, the wall-clock kill of the process
-    group and the output cap apply; as root the process limit is not enforced by the
-    kernel, and a child that calls ``setsid`` escapes the group kill.
+    group, the command's death with its caller (``setpriv --pdeathsig``, where installed) and
+    the output cap apply; as root the process limit is not enforced by the kernel, and a
+    child that calls ``setsid`` escapes the group kill.
     """
 
     def __init__(self, root: Path, limits: Limits = Limits()) -> None:
@@ -57,6 +58,10 @@ class UnsafeLocalSandbox(Sandbox):
 
     def _run(self, argv: list[str], env: dict[str, str], rel_cwd: str, timeout: float) -> tuple:
         wrapped = launcher_argv(base_python(), argv, self.limits, env)
+        setpriv = shutil.which("setpriv")
+        if setpriv is not None:  # the command dies with the process that ran it (as bwrap's
+            # --die-with-parent does): a grader killed mid-run leaves nothing running
+            wrapped = [setpriv, "--pdeathsig", "KILL", "--", *wrapped]
         return run_capped(
             wrapped,
             timeout=timeout,

@@ -371,6 +371,16 @@ def main() -> int:
         capture = Capture(c["root"], c["targets"], int(c.get("limit", 40)), report,
                           int(c.get("per_test", 0)))
         hook = capture.hook
+    # the environment's declared plugins (``-p X``: installed test deps, no project code) are
+    # imported before the snapshot, so what they patch at import is the environment's state,
+    # not tampering: hypothesis's plugin replaces ``FixtureFunctionMarker.__call__``
+    args = list(cfg["pytest_args"])
+    for i in range(len(args) - 1):
+        if args[i] == "-p" and not args[i + 1].startswith("no:"):
+            try:
+                __import__(args[i + 1])
+            except Exception:  # pytest reports it when it loads the plugin itself
+                pass
     if hook is not None:
         sys.setprofile(hook)
         threading.setprofile(hook)
