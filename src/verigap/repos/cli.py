@@ -71,7 +71,9 @@ def prepare(
 def make_tasks(
     source: Annotated[str, typer.Argument(help="A directory, git+URL, or name==version on PyPI.")],
     out: Annotated[Path, typer.Option(help="Directory for the task files.")] = Path("tasks"),
-    k: Annotated[int, typer.Option(help="Broken sites per task (half visible).")] = 4,
+    k: Annotated[str, typer.Option(
+        help="Broken sites per task (half visible), or a range such as 2-4 (tasks take each "
+             "size in turn).")] = "4",
     n: Annotated[int, typer.Option(help="Tasks to make.")] = 20,
     seed: int = 0,
     max_candidates: Annotated[int, typer.Option(help="Mutations to validate.")] = 80,
@@ -109,8 +111,11 @@ def make_tasks(
     if json_out:
         print(json.dumps(stats.model_dump(), indent=2))
     else:
-        console.print(f"{stats.tasks} tasks from {stats.valid}/{stats.candidates} valid mutations "
-                      f"in {stats.total_s:.0f}s -> {out}; {100 * stats.coverage:.0f}% of sites "
+        bound = f" (they could make {'at least ' * stats.upper_bound_capped}" \
+            f"{stats.upper_bound})" if stats.upper_bound is not None else ""
+        console.print(f"{stats.tasks} tasks from {stats.valid}/{stats.candidates} valid mutations"
+                      f"{bound} in {stats.total_s:.0f}s -> {out}; "
+                      f"{100 * stats.coverage:.0f}% of sites "
                       "with out-of-process coverage, "
                       f"{100 * (stats.discrimination or 0):.0f}% whose mutation it tells apart "
                       "(the others' tests go through the sealed channel)")
