@@ -12,6 +12,7 @@ bytecode or cache, and git holds one fresh commit, so no history leads to the fi
 from __future__ import annotations
 
 import ast
+import base64
 import hashlib
 import re
 import shlex
@@ -389,15 +390,18 @@ underlying bugs rather than the symptoms, and do not edit the tests. When you ar
 # --------------------------------------------------------------------------- equivalence
 
 def collect_inputs(p: Prepared, functions: Sequence[str], *, per_function: int = 40,
-                   backend: str | None = None, why: dict[str, str] | None = None
-                   ) -> dict[str, list[dict[str, Any]]]:
+                   backend: str | None = None, why: dict[str, str] | None = None,
+                   pickled: dict[str, str] | None = None) -> dict[str, list[dict[str, Any]]]:
     """Inputs for the equivalence check, per function: arguments captured while the pristine
     suite runs, plus generated neighbours, kept only when the reference gives the same encoded
     result in two separate processes (so nondeterministic calls never fail a correct patch).
 
     A function whose calls kill the whole equivalence process costs only its own inputs: the
     batch is retried one function per process. ``why`` receives, for each function left with
-    no input, the reason."""
+    no input, the reason; ``pickled``, for each function with inputs, how they were serialised:
+    ``"cloudpickle"`` when some needed it (a call whose arguments or receiver hold a lambda, a
+    closure or a class defined in a test: the tests' own code travels by value), else
+    ``"pickle"``."""
     env = dict(python=p.python, env_prefix=Path(p.env_prefix), import_root=p.import_root,
                backend=backend)
     # every test that reaches a function (visible and hidden) contributes up to 3 calls
@@ -450,6 +454,11 @@ def collect_inputs(p: Prepared, functions: Sequence[str], *, per_function: int =
             n_gen = sum(1 for y in bucket if y["generated"])
             if not x["generated"] or n_gen < per_function:  # captured ones are all kept
                 bucket.append(x)
+    if pickled is not None:
+        for f in functions:
+            if out[f]:
+                pickled[f] = "cloudpickle" if any(
+                    b"cloudpickle" in base64.b64decode(x["blob"]) for x in out[f]) else "pickle"
     if why is not None:
         for f in functions:
             if out[f]:
@@ -509,8 +518,10 @@ class SiteChecks:
     since their inputs (a receiver object) are the ones most often not captured."""
 
     def __init__(self, p: Prepared, pool: combine.Pool, inputs: dict[str, list[dict[str, Any]]],
-                 *, backend: str | None = None, allow_tests_only: bool = False) -> None:
+                 *, backend: str | None = None, allow_tests_only: bool = False,
+                 pickled: dict[str, str] | None = None) -> None:
         self.p, self.pool, self.inputs = p, pool, inputs
+        self.pickled = pickled or {}
         self.backend, self.allow_tests_only = backend, allow_tests_only
         self.told: dict[int, bool] = {}
         self.route: dict[int, str] = {}
@@ -523,7 +534,7 @@ class SiteChecks:
         told = bool(own) and discriminated(self.p, [s], own, backend=self.backend)[s.function]
         self.told[i] = told
         if told:
-            self.route[i] = "comparison"
+            self.route[i] = f"comparison ({self.pickled.get(s.function, 'pickle')})"
             return True
         with tempfile.TemporaryDirectory(prefix="vg-site-") as tmp:
             mutant_tree(self.p, [s.mutation], Path(tmp) / "t")
@@ -587,9 +598,10 @@ class GenStats(BaseModel):
     #: sites the search looked at and set aside before any build, by reason
     site_rejected: dict[str, int] = {}
     #: how the sites the search looked at are told apart out of the candidate's process, split
-    #: into methods and functions: "comparison" (equivalence inputs that tell the mutation
-    #: apart), "sealed channel" (their tests, calls carried to the candidate), "in process"
-    #: (neither; kept under allow_tests_only), "rejected"
+    #: into methods and functions: "comparison (pickle)" or "comparison (cloudpickle)"
+    #: (equivalence inputs that tell the mutation apart, and how they were serialised),
+    #: "sealed channel" (their tests, calls carried to the candidate), "in process" (neither;
+    #: kept under allow_tests_only), "rejected"
     site_routes: dict[str, dict[str, int]] = {}
     #: the tasks made, by number of sites; how many span files; their sites that are methods
     k_made: dict[str, int] = {}
@@ -693,12 +705,14 @@ def make_tasks(spec: str, out: Path, *, k: int | str = 4, n: int = 20, seed: int
         f"({', '.join(f'k={kk}: {b}' for kk, (b, _) in bounds.items())})")
     out.mkdir(parents=True, exist_ok=True)
     no_input: dict[str, str] = {}
-    inputs = collect_inputs(p, sorted(pool.by_fn), backend=backend, why=no_input) \
-        if upper else {}
+    pickled: dict[str, str] = {}
+    inputs = collect_inputs(p, sorted(pool.by_fn), backend=backend, why=no_input,
+                            pickled=pickled) if upper else {}
     warnings = [f"no equivalence input for {f}: {w}" for f, w in sorted(no_input.items())]
     for w in warnings:
         log(f"warning: {w}")
-    quality = SiteChecks(p, pool, inputs, backend=backend, allow_tests_only=allow_tests_only)
+    quality = SiteChecks(p, pool, inputs, backend=backend, allow_tests_only=allow_tests_only,
+                         pickled=pickled)
     gens = [pool.combinations(kk, seed=seed, usable=quality.usable) for kk in ks]
     task_files: list[str] = []
     task_rejected: dict[str, int] = {}

@@ -180,6 +180,10 @@ class Capture:
         self.callers: dict[str, list[dict]] = {t: [] for t in targets}
         self._known: dict[object, str | None] = {}
         self._busy = False
+        self._tests: list[str] = []
+        self._tests_at = -1
+        self._by_value: set[str] = set()
+        self._cp = None
 
     def key(self, code) -> str | None:
         k = self._known.get(code, 0)
@@ -210,8 +214,8 @@ class Capture:
             args, kwargs = frame_args(frame)
             if args is None:
                 return
-            blob = pickle.dumps((args, kwargs), protocol=4)
-            if blob not in self.seen[k]:
+            blob = self.dump((args, kwargs))
+            if blob is not None and blob not in self.seen[k]:
                 who = {"stack": caller_stack(frame.f_back, self.root, test),
                        "test": test if "::" in test else None}
                 self.seen[k].add(blob)
@@ -224,6 +228,69 @@ class Capture:
             self._busy = False
 
 
+    def test_modules(self) -> list[str]:
+        """Names of the loaded modules that are the tests' own (test files, conftest, files
+        under a ``tests``/``test`` directory of the tree): the equivalence process does not
+        import them, so what they define must travel by value."""
+        if self._tests_at != len(sys.modules):
+            names = []
+            for name, m in list(sys.modules.items()):
+                f = getattr(m, "__file__", None) or ""
+                if not f.startswith(self.root):
+                    continue
+                rel = f[len(self.root):].replace(os.sep, "/")
+                base = rel.rsplit("/", 1)[-1]
+                if base.startswith("test_") or base.endswith("_test.py") \
+                        or base == "conftest.py" or {"tests", "test"} & set(rel.split("/")[:-1]):
+                    names.append(name)
+            self._tests, self._tests_at = names, len(sys.modules)
+        return self._tests
+
+    def dump(self, obj) -> bytes | None:
+        """``pickle``; or ``cloudpickle`` with the tests' own modules by value when pickle
+        cannot (lambdas, closures, classes defined in a test) or its blob names a test module
+        (which would not load back in the equivalence process); None when neither can."""
+        tests = self.test_modules()
+        try:
+            blob = pickle.dumps(obj, protocol=4)
+            if not any(n.encode() in blob for n in tests):
+                return blob
+        except Exception:
+            pass
+        cp = self.cloudpickle()
+        if cp is None:
+            return None
+        for name in tests:
+            if name not in self._by_value:
+                self._by_value.add(name)
+                try:
+                    cp.register_pickle_by_value(sys.modules[name])
+                except Exception:
+                    pass
+        try:
+            blob = cp.dumps(obj, protocol=4)
+        except Exception:
+            return None
+        return blob if len(blob) <= MAX_BLOB else None
+
+    def cloudpickle(self):
+        """The ``cloudpickle`` copied beside this script (imported once, only when needed)."""
+        if self._cp is None:
+            here = os.path.dirname(os.path.abspath(__file__))
+            sys.path.insert(0, here)
+            try:
+                import cloudpickle
+
+                self._cp = cloudpickle
+            except Exception:
+                self._cp = False
+            finally:
+                sys.path.remove(here)
+        return self._cp or None
+
+
+#: the largest captured call kept (a cloudpickled test module can carry a lot with it)
+MAX_BLOB = 1_000_000
 MAX_CALLER_FRAMES = 64
 
 
