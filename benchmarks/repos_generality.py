@@ -108,7 +108,8 @@ def one(spec: str, deps: list[str], args, work: Path, log) -> dict:
                funnel={"candidates": stats.candidates, "valid": stats.valid,
                        "sites_set_aside": stats.site_rejected, "site_routes": stats.site_routes,
                        "combinations_built": stats.combos_tried, "tasks": stats.tasks,
-                       "validate_s": stats.validate_s, "tasks_s": stats.tasks_s},
+                       "validate_s": stats.validate_s, "tasks_s": stats.tasks_s,
+                       "validated_cached": stats.validated_cached},
                k_made=stats.k_made, cross_file=stats.cross_file,
                method_sites=stats.method_sites)
     n_valid = rec["valid"] + rec["crashy_valid"]

@@ -607,6 +607,9 @@ class GenStats(BaseModel):
     k_made: dict[str, int] = {}
     cross_file: int = 0
     method_sites: int = 0
+    #: candidates whose validation was remembered from an earlier run (validate_s is then less
+    #: than a fresh run's)
+    validated_cached: int = 0
 
 
 def rejection_lines(stats: GenStats) -> list[str]:
@@ -692,6 +695,7 @@ def make_tasks(spec: str, out: Path, *, k: int | str = 4, n: int = 20, seed: int
     cands = candidates(p, max_candidates=max_candidates, seed=seed)
     if p.stripped_addopts:
         log(f"dropped from the project's addopts (reporting only): {' '.join(p.stripped_addopts)}")
+    cached = sum(1 for m in cands if validate_mod.cache_path(p, m).is_file())
     valid, rejected = validate(p, cands, workers=workers, backend=backend,
                                allow_crashy=allow_crashy)
     t_val = time.perf_counter() - t1
@@ -762,6 +766,7 @@ def make_tasks(spec: str, out: Path, *, k: int | str = 4, n: int = 20, seed: int
                      upper_bound=upper, upper_bound_capped=any(c for _, c in bounds.values()),
                      site_rejected=dict(quality.rejected), site_routes=quality.routes(),
                      k_made=k_made, cross_file=cross, method_sites=methods,
+                     validated_cached=cached,
                      prepare_s=round(t_prep, 2), validate_s=round(t_val, 2),
                      tasks_s=round(time.perf_counter() - t2, 2),
                      total_s=round(time.perf_counter() - t0, 2), task_files=task_files,

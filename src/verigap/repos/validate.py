@@ -185,13 +185,19 @@ def validate_one(p: Prepared, m: mutate.Mutation, backend: str | None = None
                          crash=crash_type(broken, run.stdout)), ""
 
 
+def cache_path(p: Prepared, m: mutate.Mutation) -> Path:
+    """Where the validation of ``m`` is remembered (keyed by the operators' and checks' code)."""
+    ops = hashlib.sha256(Path(mutate.__file__).read_bytes()  # operators' and checks' version
+                         + Path(__file__).read_bytes()).hexdigest()
+    return p.dir / "validated" / (hashlib.sha256((ops + m.id).encode()).hexdigest()[:20]
+                                  + ".json")
+
+
 def _cached_validate(p: Prepared, m: mutate.Mutation, backend: str | None
                      ) -> tuple[ValidMutation | None, str]:
     """validate_one, remembered per prepared environment (timeouts are not remembered: they
     depend on the machine's load, not on the mutation)."""
-    ops = hashlib.sha256(Path(mutate.__file__).read_bytes()  # operators' and checks' version
-                         + Path(__file__).read_bytes()).hexdigest()
-    path = p.dir / "validated" / (hashlib.sha256((ops + m.id).encode()).hexdigest()[:20] + ".json")
+    path = cache_path(p, m)
     if path.is_file():
         d = json.loads(path.read_text())
         return (ValidMutation(**d["valid"]) if d["valid"] else None), d["why"]
