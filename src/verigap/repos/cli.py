@@ -77,7 +77,7 @@ def make_tasks(
     n: Annotated[int, typer.Option(help="Tasks to make.")] = 20,
     seed: int = 0,
     max_candidates: Annotated[int, typer.Option(help="Mutations to validate.")] = 80,
-    workers: Annotated[int, typer.Option(help="Parallel validation runs.")] = 2,
+    workers: Annotated[int, typer.Option(help="Parallel validation runs and task builds.")] = 2,
     test_dep: Annotated[list[str] | None, typer.Option(
         help="Extra test dependency (repeatable).")] = None,
     env: str = "venv",

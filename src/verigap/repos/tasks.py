@@ -21,8 +21,9 @@ import subprocess
 import tempfile
 import time
 import warnings
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal
 
@@ -718,30 +719,57 @@ def make_tasks(spec: str, out: Path, *, k: int | str = 4, n: int = 20, seed: int
     quality = SiteChecks(p, pool, inputs, backend=backend, allow_tests_only=allow_tests_only,
                          pickled=pickled)
     gens = [pool.combinations(kk, seed=seed, usable=quality.usable) for kk in ks]
+
     task_files: list[str] = []
     task_rejected: dict[str, int] = {}
     n_sites = n_covered = n_told = cross = methods = 0
     k_made: dict[str, int] = {}
     tries = 0
     budget = max_tries or 3 * n + 6
-    while gens and len(task_files) < n and tries < budget:
-        for g in list(gens):  # one combination per k in turn: a spread of difficulty
-            if len(task_files) >= n or tries >= budget:
+
+    def combos():
+        """Combinations in turn from each k (a spread of difficulty), until the budget."""
+        nonlocal tries
+        while gens and tries < budget:
+            for g in list(gens):
+                sites = next(g, None) if tries < budget else None
+                if sites is None:
+                    gens.remove(g)
+                    continue
+                tries += 1
+                yield tries, sites
+
+    def build(number: int, sites: list[ValidMutation]):
+        return build_task(p, sites, len(sites) // 2, inputs, seed=seed, index=number,
+                          backend=backend, prompt_style=prompt_style,
+                          allow_tests_only=allow_tests_only, min_hidden=min_hidden,
+                          told=quality.told_for(sites))
+
+    # ``workers`` builds at a time (each is sandboxed runs: the cores wait on them), never more
+    # than could still be needed; results are taken in the order the combinations came, so the
+    # tasks kept and their numbering do not depend on which build finishes first
+    source = combos()
+    flight: deque = deque()
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as builders:
+        while True:
+            while len(flight) < max(1, workers) and len(task_files) + len(flight) < n:
+                nxt = next(source, None)
+                if nxt is None:
+                    break
+                flight.append((nxt[0], nxt[1], builders.submit(build, *nxt)))
+            if not flight:
                 break
-            sites = next(g, None)
-            if sites is None:
-                gens.remove(g)
-                continue
-            tries += 1
-            n_vis = len(sites) // 2
-            task, why = build_task(p, sites, n_vis, inputs, seed=seed, index=len(task_files),
-                                   backend=backend, prompt_style=prompt_style,
-                                   allow_tests_only=allow_tests_only, min_hidden=min_hidden,
-                                   told=quality.told_for(sites))
+            number, sites, fut = flight.popleft()
+            task, why = fut.result()
             if task is None:
                 task_rejected[why] = task_rejected.get(why, 0) + 1
-                log(f"  combination {tries} (k={len(sites)}) rejected: {why}")
+                log(f"  combination {number} (k={len(sites)}) rejected: {why}")
                 continue
+            if len(task_files) >= n:
+                continue
+            task.task_id = re.sub(rf"-s{seed}-\d+-([0-9a-f]+)$",
+                                  lambda mt: f"-s{seed}-{len(task_files):03d}-{mt.group(1)}",
+                                  task.task_id)
             path = out / f"{task.task_id}.json"
             task.save(path)
             task_files.append(path.name)
