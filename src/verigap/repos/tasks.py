@@ -520,8 +520,9 @@ class SiteChecks:
 
     def __init__(self, p: Prepared, pool: combine.Pool, inputs: dict[str, list[dict[str, Any]]],
                  *, backend: str | None = None, allow_tests_only: bool = False,
-                 pickled: dict[str, str] | None = None) -> None:
+                 pickled: dict[str, str] | None = None, log=lambda s: None) -> None:
         self.p, self.pool, self.inputs = p, pool, inputs
+        self.log = log
         self.pickled = pickled or {}
         self.backend, self.allow_tests_only = backend, allow_tests_only
         self.told: dict[int, bool] = {}
@@ -530,6 +531,12 @@ class SiteChecks:
         self._index = {id(s): i for i, s in enumerate(pool.sites)}
 
     def usable(self, i: int) -> bool:
+        ok = self._usable(i)
+        s = self.pool.sites[i]
+        self.log(f"  site {s.function} ({s.op}): {self.route[i]}")
+        return ok
+
+    def _usable(self, i: int) -> bool:
         s = self.pool.sites[i]
         own = self.inputs.get(s.function, [])
         told = bool(own) and discriminated(self.p, [s], own, backend=self.backend)[s.function]
@@ -717,7 +724,7 @@ def make_tasks(spec: str, out: Path, *, k: int | str = 4, n: int = 20, seed: int
     for w in warnings:
         log(f"warning: {w}")
     quality = SiteChecks(p, pool, inputs, backend=backend, allow_tests_only=allow_tests_only,
-                         pickled=pickled)
+                         pickled=pickled, log=log)
     gens = [pool.combinations(kk, seed=seed, usable=quality.usable) for kk in ks]
 
     task_files: list[str] = []
