@@ -180,6 +180,7 @@ class Capture:
         self.callers: dict[str, list[dict]] = {t: [] for t in targets}
         self._known: dict[object, str | None] = {}
         self._busy = False
+        self.tries: dict[tuple[str, str], int] = {}
         self._tests: list[str] = []
         self._tests_at = -1
         self._by_value: set[str] = set()
@@ -209,6 +210,12 @@ class Capture:
             return
         if self.per_test and self.by_test.get((k, test), 0) >= self.per_test:
             return
+        # attempts, not only captures, are bounded: a hot method whose calls repeat (or do not
+        # serialise) is tried a few times per test, not at each of its thousands of calls
+        tried = self.tries.get((k, test), 0)
+        if tried >= MAX_TRIES_PER_TEST:
+            return
+        self.tries[(k, test)] = tried + 1
         self._busy = True
         try:
             args, kwargs = frame_args(frame)
@@ -289,6 +296,8 @@ class Capture:
         return self._cp or None
 
 
+#: calls of one target tried for capture per test (each try pickles its arguments)
+MAX_TRIES_PER_TEST = 12
 #: the largest captured call kept (a cloudpickled test module can carry a lot with it)
 MAX_BLOB = 1_000_000
 MAX_CALLER_FRAMES = 64
