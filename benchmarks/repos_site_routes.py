@@ -41,7 +41,7 @@ def main() -> None:
         first.setdefault(v.function, v)
     why: dict[str, str] = {}
     pickled: dict[str, str] = {}
-    inputs = collect_inputs(p, sorted(first), why=why, pickled=pickled)
+    inputs = collect_inputs(p, sorted(first), why=why, pickled=pickled, cloudpickle=True)
     rows = []
     for f, v in sorted(first.items()):
         route = pickled.get(f) if inputs.get(f) else None

@@ -113,7 +113,11 @@ def test_calls_holding_test_code_are_captured_by_value_and_tell_a_mutation(repo_
     fns = ["calc/ops.py::apply", "calc/ops.py::Acc.push", "calc/ops.py::add"]
     why: dict[str, str] = {}
     pickled: dict[str, str] = {}
-    got = collect_inputs(p, fns, backend=backend, why=why, pickled=pickled)
+    plain = collect_inputs(p, fns, backend=backend)
+    # the control: without cloudpickle, neither the lambda nor the receiver holding one loads
+    assert not plain["calc/ops.py::apply"] and not plain["calc/ops.py::Acc.push"]
+    assert plain["calc/ops.py::add"]
+    got = collect_inputs(p, fns, backend=backend, why=why, pickled=pickled, cloudpickle=True)
     assert got["calc/ops.py::apply"] and got["calc/ops.py::Acc.push"], why
     # a lambda, a test module's function, a receiver holding a lambda: cloudpickle, by value
     assert pickled["calc/ops.py::apply"] == pickled["calc/ops.py::Acc.push"] == "cloudpickle"

@@ -92,6 +92,9 @@ def make_tasks(
              "NameError).")] = False,
     min_hidden: Annotated[int, typer.Option(
         help="Hidden tests each hidden site must break.")] = 2,
+    cloudpickle_inputs: Annotated[bool, typer.Option(
+        help="Capture equivalence inputs pickle cannot serialise (lambdas, closures, test "
+             "classes in a method's receiver) with cloudpickle.")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print the stats as JSON.")] = False,
 ) -> None:
     """Mutate, validate and combine into tasks; writes task files and index.json to OUT.
@@ -105,6 +108,7 @@ def make_tasks(
                       workers=workers, test_deps=list(test_dep or []), env=env, backend=backend,
                       prompt_style=prompt_style, allow_tests_only=allow_tests_only,
                       allow_crashy=allow_crashy, min_hidden=min_hidden,
+                      cloudpickle_inputs=cloudpickle_inputs,
                       log=(lambda s: None) if json_out else _plain)
     except VerigapError as e:
         _fail(e)

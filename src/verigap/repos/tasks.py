@@ -392,7 +392,8 @@ underlying bugs rather than the symptoms, and do not edit the tests. When you ar
 
 def collect_inputs(p: Prepared, functions: Sequence[str], *, per_function: int = 40,
                    backend: str | None = None, why: dict[str, str] | None = None,
-                   pickled: dict[str, str] | None = None) -> dict[str, list[dict[str, Any]]]:
+                   pickled: dict[str, str] | None = None, cloudpickle: bool = False
+                   ) -> dict[str, list[dict[str, Any]]]:
     """Inputs for the equivalence check, per function: arguments captured while the pristine
     suite runs, plus generated neighbours, kept only when the reference gives the same encoded
     result in two separate processes (so nondeterministic calls never fail a correct patch).
@@ -402,13 +403,15 @@ def collect_inputs(p: Prepared, functions: Sequence[str], *, per_function: int =
     no input, the reason; ``pickled``, for each function with inputs, how they were serialised:
     ``"cloudpickle"`` when some needed it (a call whose arguments or receiver hold a lambda, a
     closure or a class defined in a test: the tests' own code travels by value), else
-    ``"pickle"``."""
+    ``"pickle"``. ``cloudpickle``: capture such calls at all (off by default: on cachetools,
+    under heavy machine load, the many inputs it adds made the input runs exceed their time
+    limits and fall back to one process per function, past fifteen minutes)."""
     env = dict(python=p.python, env_prefix=Path(p.env_prefix), import_root=p.import_root,
                backend=backend)
     # every test that reaches a function (visible and hidden) contributes up to 3 calls
     cap = run_pytest(p.tree, test_files=p.test_files, config_file=p.config_file,
                      capture={"targets": list(functions), "limit": 4 * per_function,
-                              "per_test": 3},
+                              "per_test": 3, "cloudpickle": cloudpickle},
                      timeout=p.suite_timeout(), **env)
     captured = cap.extra.get("captured", {})
     callers = cap.extra.get("captured_callers", {})
@@ -666,7 +669,8 @@ def hints_for(stats: GenStats, *, k: int, n_functions: int, combos: int,
 
 def make_tasks_command(spec: str, *, k: int | str, n: int, seed: int, max_candidates: int,
                        test_deps: list[str], env: str, prompt_style: str,
-                       allow_tests_only: bool, allow_crashy: bool, min_hidden: int) -> str:
+                       allow_tests_only: bool, allow_crashy: bool, min_hidden: int,
+                       cloudpickle_inputs: bool = False) -> str:
     """The ``verigap repos make-tasks`` command line for these settings (without ``--out``)."""
     args = ["verigap", "repos", "make-tasks", spec, "--k", str(k), "--n", str(n), "--seed",
             str(seed), "--max-candidates", str(max_candidates), "--min-hidden", str(min_hidden)]
@@ -675,6 +679,7 @@ def make_tasks_command(spec: str, *, k: int | str, n: int, seed: int, max_candid
     args += ["--prompt-style", prompt_style] if prompt_style != "tests" else []
     args += ["--allow-tests-only"] if allow_tests_only else []
     args += ["--allow-crashy"] if allow_crashy else []
+    args += ["--cloudpickle-inputs"] if cloudpickle_inputs else []
     return shlex.join(args)
 
 
@@ -682,7 +687,8 @@ def make_tasks(spec: str, out: Path, *, k: int | str = 4, n: int = 20, seed: int
                max_candidates: int = 80, workers: int = 2, test_deps: list[str] | None = None,
                env: str = "venv", backend: str | None = None, max_tries: int | None = None,
                prompt_style: str = "tests", allow_tests_only: bool = False,
-               allow_crashy: bool = False, min_hidden: int = 2, log=print) -> GenStats:
+               allow_crashy: bool = False, min_hidden: int = 2, cloudpickle_inputs: bool = False,
+               log=print) -> GenStats:
     """Prepare ``spec`` and write up to ``n`` validated tasks of ``k`` sites into ``out``
     (``k`` a number or a range such as ``"2-4"``: the tasks then take each size in turn).
 
@@ -690,7 +696,8 @@ def make_tasks(spec: str, out: Path, *, k: int | str = 4, n: int = 20, seed: int
     hidden are built (:mod:`verigap.repos.combine`), each site's own checks run once, before it
     enters any combination (:class:`SiteChecks`), and at most ``max_tries`` (default ``3n+6``)
     combinations are built. Mutations that crash at first call are left out unless
-    ``allow_crashy``; every hidden site must break at least ``min_hidden`` hidden tests."""
+    ``allow_crashy``; every hidden site must break at least ``min_hidden`` hidden tests;
+    ``cloudpickle_inputs`` captures calls pickle cannot serialise (:func:`collect_inputs`)."""
     ks = combine.k_values(k)
     if prompt_style not in PROMPT_STYLES:
         raise ConfigError(f"--prompt-style {prompt_style!r}: use one of {', '.join(PROMPT_STYLES)}")
@@ -719,7 +726,7 @@ def make_tasks(spec: str, out: Path, *, k: int | str = 4, n: int = 20, seed: int
     no_input: dict[str, str] = {}
     pickled: dict[str, str] = {}
     inputs = collect_inputs(p, sorted(pool.by_fn), backend=backend, why=no_input,
-                            pickled=pickled) if upper else {}
+                            pickled=pickled, cloudpickle=cloudpickle_inputs) if upper else {}
     warnings = [f"no equivalence input for {f}: {w}" for f, w in sorted(no_input.items())]
     for w in warnings:
         log(f"warning: {w}")
@@ -795,7 +802,7 @@ def make_tasks(spec: str, out: Path, *, k: int | str = 4, n: int = 20, seed: int
                          spec, k=k, n=n, seed=seed, max_candidates=max_candidates,
                          test_deps=test_deps or [], env=env, prompt_style=prompt_style,
                          allow_tests_only=allow_tests_only, allow_crashy=allow_crashy,
-                         min_hidden=min_hidden),
+                         min_hidden=min_hidden, cloudpickle_inputs=cloudpickle_inputs),
                      source=spec, candidates=len(cands), valid=len(valid), rejected=rejected,
                      combos_tried=tries, tasks=len(task_files), task_rejected=task_rejected,
                      upper_bound=upper, upper_bound_capped=any(c for _, c in bounds.values()),

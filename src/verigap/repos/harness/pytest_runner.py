@@ -166,8 +166,9 @@ class Capture:
     contributes inputs), at most ``limit`` per target in all."""
 
     def __init__(self, root: str, targets: list[str], limit: int, report: Report | None = None,
-                 per_test: int = 0) -> None:
+                 per_test: int = 0, by_value: bool = False) -> None:
         self.root = root.rstrip(os.sep) + os.sep
+        self.by_value = by_value  # cloudpickle where pickle cannot (``dump``)
         self.targets = set(targets)
         self.limit = limit
         self.report = report
@@ -257,6 +258,8 @@ class Capture:
         """``pickle``; or ``cloudpickle`` with the tests' own modules by value when pickle
         cannot (lambdas, closures, classes defined in a test) or its blob names a test module
         (which would not load back in the equivalence process); None when neither can."""
+        if not self.by_value:
+            return pickle.dumps(obj, protocol=4)
         tests = self.test_modules()
         try:
             blob = pickle.dumps(obj, protocol=4)
@@ -445,7 +448,7 @@ def main() -> int:
     elif cfg.get("capture"):
         c = cfg["capture"]
         capture = Capture(c["root"], c["targets"], int(c.get("limit", 40)), report,
-                          int(c.get("per_test", 0)))
+                          int(c.get("per_test", 0)), bool(c.get("cloudpickle", False)))
         hook = capture.hook
     if hook is not None:
         sys.setprofile(hook)
