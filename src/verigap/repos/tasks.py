@@ -404,8 +404,8 @@ def collect_inputs(p: Prepared, functions: Sequence[str], *, per_function: int =
     ``"cloudpickle"`` when some needed it (a call whose arguments or receiver hold a lambda, a
     closure or a class defined in a test: the tests' own code travels by value), else
     ``"pickle"``. ``cloudpickle``: capture such calls at all (off by default: on cachetools,
-    under heavy machine load, the many inputs it adds made the input runs exceed their time
-    limits and fall back to one process per function, past fifteen minutes)."""
+    under heavy machine load, the batch runs over the inputs it adds did not complete and fell
+    back to one process per function, past fifteen minutes; the cause is not yet found)."""
     env = dict(python=p.python, env_prefix=Path(p.env_prefix), import_root=p.import_root,
                backend=backend)
     # every test that reaches a function (visible and hidden) contributes up to 3 calls
