@@ -403,9 +403,9 @@ def collect_inputs(p: Prepared, functions: Sequence[str], *, per_function: int =
     no input, the reason; ``pickled``, for each function with inputs, how they were serialised:
     ``"cloudpickle"`` when some needed it (a call whose arguments or receiver hold a lambda, a
     closure or a class defined in a test: the tests' own code travels by value), else
-    ``"pickle"``. ``cloudpickle``: capture such calls at all (off by default: on cachetools,
-    under heavy machine load, the batch runs over the inputs it adds did not complete and fell
-    back to one process per function, past fifteen minutes; the cause is not yet found)."""
+    ``"pickle"``. ``cloudpickle``: capture such calls at all (off by default until its cost
+    on class-heavy projects is measured: on a heavily loaded machine, collecting cachetools'
+    inputs took over fifteen minutes with it, as with plain pickle alone)."""
     env = dict(python=p.python, env_prefix=Path(p.env_prefix), import_root=p.import_root,
                backend=backend)
     # every test that reaches a function (visible and hidden) contributes up to 3 calls
