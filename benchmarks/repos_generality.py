@@ -1,15 +1,20 @@
 """Do repo tasks work on the projects users bring? Fetch, prepare and make tasks from popular
 pure-Python PyPI projects that vary in build backend, pytest config and layout.
 
-    nice -n 10 python benchmarks/repos_generality.py [--only NAME ...] [--n 2] [--k 4]
-        [--max-candidates 24] [--parallel 2] [--out results/repos/generality.json]
+    nice -n 10 python benchmarks/repos_generality.py [--only NAME ...] [--n 10] [--k 2-4]
+        [--max-candidates 80] [--parallel 1] [--grade-limit 10]
+        [--out results/repos/generality.json]
 
-Per project: whether it fetched, prepared, how many tasks were built (at ``--k``; when none,
-once more at k=2), and otherwise the reason the user would see; what prepare dropped from the
-project's addopts; the share of valid mutations that only crash at first call (dropped by
-default, so no built task holds one); and, on the tasks built, how often v1 and v2 pay the
-oracle and the no-op baselines. Needs network (PyPI) and bubblewrap; results are written after
-every project, so an interrupted run keeps what finished.
+Per project: whether it fetched, prepared, how many tasks were built (``--k`` a number or a
+range the tasks take in turn) beside how many the valid mutations could make (the upper bound
+of the combination search), the seconds make-tasks took after preparing (and preparing's own),
+the funnel (candidates, valid, rejected by reason, sites set aside, combinations built and
+rejected), and otherwise the reason the user would see; what prepare dropped from the project's
+addopts; the share of valid mutations that only crash at first call (dropped by default, so no
+built task holds one); and, on the first ``--grade-limit`` tasks built, how often v1 and v2 pay
+the oracle and the no-op baselines. Needs network (PyPI) and bubblewrap; results are written
+after every project, so an interrupted run keeps what finished (rows of projects not run keep
+the command that made them).
 """
 
 from __future__ import annotations
@@ -46,6 +51,12 @@ PROJECTS: list[tuple[str, list[str], str]] = [
     ("six==1.16.0", [], "single-module project, setup.py"),
     ("parse==1.20.1", [], "pyproject setuptools, single module, dynamic version"),
     ("jmespath==1.0.1", [], "setup.py, data-driven compliance tests"),
+    ("sortedcontainers==2.4.0", [], "class-heavy (sorted list/dict/set), setup.py"),
+    ("pathspec==0.12.1", [], "class-heavy (pattern classes), flit_core, unittest tests"),
+    ("sqlparse==0.5.0", [], "class-heavy (token tree), hatchling, tests in the sdist"),
+    ("itsdangerous==2.2.0", ["freezegun"], "class-heavy (signers), flit_core, src layout"),
+    ("packaging==24.1", ["pretend"], "class-heavy (Version, SpecifierSet), flit_core"),
+    ("tomli==2.0.1", [], "flit_core, src layout, data-file driven tests"),
 ]
 
 
@@ -86,16 +97,21 @@ def one(spec: str, deps: list[str], args, work: Path, log) -> dict:
                not_passing=len(p.not_passing), reached_functions=len(p.reach),
                stripped_addopts=p.stripped_addopts, plugins=p.plugins,
                suite_s=p.baseline_s, prepare_s=p.prepare_s)
-    for k in dict.fromkeys([args.k, 2]):
-        out = work / f"{spec.split('==')[0]}-k{k}"
-        stats = make_tasks(spec, out, k=k, n=args.n, max_candidates=args.max_candidates,
-                           seed=0, test_deps=deps, workers=2, log=log)
-        rec.update(k=k, tasks=stats.tasks, candidates=stats.candidates, valid=stats.valid,
-                   crashy_valid=stats.crashy_valid, rejected=stats.rejected,
-                   task_rejected=stats.task_rejected, warnings=stats.warnings,
-                   hints=stats.hints, make_tasks_s=stats.total_s)
-        if stats.tasks:
-            break
+    out = work / spec.split("==")[0]
+    stats = make_tasks(spec, out, k=args.k, n=args.n, max_candidates=args.max_candidates,
+                       seed=0, test_deps=deps, workers=2, log=log)
+    rec.update(k=args.k, tasks=stats.tasks, upper_bound=stats.upper_bound,
+               upper_bound_capped=stats.upper_bound_capped, candidates=stats.candidates,
+               valid=stats.valid, crashy_valid=stats.crashy_valid, rejected=stats.rejected,
+               task_rejected=stats.task_rejected, warnings=stats.warnings, hints=stats.hints,
+               make_tasks_s=round(stats.total_s - stats.prepare_s, 1),
+               funnel={"candidates": stats.candidates, "valid": stats.valid,
+                       "sites_set_aside": stats.site_rejected, "site_routes": stats.site_routes,
+                       "combinations_built": stats.combos_tried, "tasks": stats.tasks,
+                       "validate_s": stats.validate_s, "tasks_s": stats.tasks_s,
+                       "validated_cached": stats.validated_cached},
+               k_made=stats.k_made, cross_file=stats.cross_file,
+               method_sites=stats.method_sites)
     n_valid = rec["valid"] + rec["crashy_valid"]
     rec["crash_share_valid"] = round(rec["crashy_valid"] / n_valid, 3) if n_valid else None
     if rec["tasks"]:
@@ -116,7 +132,14 @@ def summary(rows: list[dict]) -> dict:
     graded = sum(r["grading"]["graded"] for r in built)
     valid = sum(r.get("valid", 0) + r.get("crashy_valid", 0) for r in rows)
     crashy = sum(r.get("crashy_valid", 0) for r in rows)
+    searched = [r for r in rows if "upper_bound" in r]  # rows made by the combination search
+    # a project that made fewer than 10 tasks never reached 10: it counts as slower than any
+    times = sorted(r["make_tasks_s"] if r["tasks"] >= 10 else float("inf") for r in searched)
+    median = times[len(times) // 2] if times else None
     return {"projects": len(rows), "fetched": sum(r["fetched"] for r in rows),
+            "searched": len(searched),
+            "with_10_tasks": sum(1 for r in searched if r["tasks"] >= 10),
+            "median_s_to_10_tasks": median if median != float("inf") else None,
             "prepared": sum(r["prepared"] for r in rows), "with_tasks": len(built),
             "tasks": sum(r["tasks"] for r in rows), "graded_tasks": graded,
             "paid_rate": {k: round(v / graded, 3) for k, v in sorted(paid.items())}
@@ -135,11 +158,11 @@ def main() -> None:
     ap.add_argument("--only", nargs="*", default=None,
                     help="project names to run, in this order; the other projects' rows of an "
                     "existing --out are kept (each row names the command that made it)")
-    ap.add_argument("--n", type=int, default=2, help="tasks per project")
-    ap.add_argument("--k", type=int, default=4)
-    ap.add_argument("--max-candidates", type=int, default=24)
-    ap.add_argument("--grade-limit", type=int, default=2)
-    ap.add_argument("--parallel", type=int, default=2, help="projects at a time")
+    ap.add_argument("--n", type=int, default=10, help="tasks per project")
+    ap.add_argument("--k", default="2-4", help="sites per task, or a range such as 2-4")
+    ap.add_argument("--max-candidates", type=int, default=80)
+    ap.add_argument("--grade-limit", type=int, default=10)
+    ap.add_argument("--parallel", type=int, default=1, help="projects at a time")
     ap.add_argument("--out", type=Path, default=Path("results/repos/generality.json"))
     args = ap.parse_args()
     command = "python benchmarks/repos_generality.py " + " ".join(

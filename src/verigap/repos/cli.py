@@ -70,11 +70,13 @@ def prepare(
 def make_tasks(
     source: Annotated[str, typer.Argument(help="A directory, git+URL, or name==version on PyPI.")],
     out: Annotated[Path, typer.Option(help="Directory for the task files.")] = Path("tasks"),
-    k: Annotated[int, typer.Option(help="Broken sites per task (half visible).")] = 4,
+    k: Annotated[str, typer.Option(
+        help="Broken sites per task (half visible), or a range such as 2-4 (tasks take each "
+             "size in turn).")] = "4",
     n: Annotated[int, typer.Option(help="Tasks to make.")] = 20,
     seed: int = 0,
     max_candidates: Annotated[int, typer.Option(help="Mutations to validate.")] = 80,
-    workers: Annotated[int, typer.Option(help="Parallel validation runs.")] = 2,
+    workers: Annotated[int, typer.Option(help="Parallel validation runs and task builds.")] = 2,
     test_dep: Annotated[list[str] | None, typer.Option(
         help="Extra test dependency (repeatable).")] = None,
     env: str = "venv",
@@ -89,6 +91,9 @@ def make_tasks(
              "NameError).")] = False,
     min_hidden: Annotated[int, typer.Option(
         help="Hidden tests each hidden site must break.")] = 2,
+    cloudpickle_inputs: Annotated[bool, typer.Option(
+        help="Capture equivalence inputs pickle cannot serialise (lambdas, closures, test "
+             "classes in a method's receiver) with cloudpickle.")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print the stats as JSON.")] = False,
 ) -> None:
     """Mutate, validate and combine into tasks; writes task files and index.json to OUT.
@@ -102,14 +107,18 @@ def make_tasks(
                       workers=workers, test_deps=list(test_dep or []), env=env, backend=backend,
                       prompt_style=prompt_style, allow_tests_only=allow_tests_only,
                       allow_crashy=allow_crashy, min_hidden=min_hidden,
+                      cloudpickle_inputs=cloudpickle_inputs,
                       log=(lambda s: None) if json_out else _plain)
     except VerigapError as e:
         _fail(e)
     if json_out:
         print(json.dumps(stats.model_dump(), indent=2))
     else:
-        console.print(f"{stats.tasks} tasks from {stats.valid}/{stats.candidates} valid mutations "
-                      f"in {stats.total_s:.0f}s -> {out}; {100 * stats.coverage:.0f}% of sites "
+        bound = f" (they could make {'at least ' * stats.upper_bound_capped}" \
+            f"{stats.upper_bound})" if stats.upper_bound is not None else ""
+        console.print(f"{stats.tasks} tasks from {stats.valid}/{stats.candidates} valid mutations"
+                      f"{bound} in {stats.total_s:.0f}s -> {out}; "
+                      f"{100 * stats.coverage:.0f}% of sites "
                       "with out-of-process coverage, "
                       f"{100 * (stats.discrimination or 0):.0f}% whose mutation it tells apart "
                       "(the others' tests go through the sealed channel)")

@@ -16,6 +16,7 @@ are loaded explicitly with ``-p`` (``pytest_plugins.json`` in a prepared venv).
 
 from __future__ import annotations
 
+import base64
 import configparser
 import hashlib
 import json
@@ -334,6 +335,8 @@ def run_equiv(
             (io / "__init__.py").write_text("")
             shutil.copy2(hdir / EQUIV.name, io / "__main__.py")
             shutil.copy2(hdir / FORWARD.name, io / FORWARD.name)  # its frame replay
+            if any(b"cloudpickle" in base64.b64decode(x["blob"]) for x in inputs):
+                shutil.copytree(hdir / "cloudpickle", io / "cloudpickle")  # to load those
         (io / "inputs.json").write_text(json.dumps(inputs))
         out = scratch / EQUIV_IO / "out.json" if agent else scratch / "out.json"
         rel = "" if not agent else AGENT_LAUNCH_DIR + "/"

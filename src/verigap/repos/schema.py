@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from verigap.errors import ConfigError
 from verigap.repos import mutate
+from verigap.repos.difficulty import Difficulty
 from verigap.runs import write_json_atomic
 
 
@@ -90,6 +91,7 @@ class RepoTask(_Strict):
     #: mined from git history: the fix commit's parent version of a source file)
     base_files: dict[str, str] = {}
     origin: dict[str, str] = {}  # where a mined task came from (repository, commit, subject)
+    difficulty: Difficulty | None = None  # made by make-tasks; None in older or mined files
 
     @property
     def expected_tests(self) -> list[str]:

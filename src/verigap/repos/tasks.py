@@ -12,9 +12,9 @@ bytecode or cache, and git holds one fresh commit, so no history leads to the fi
 from __future__ import annotations
 
 import ast
+import base64
 import hashlib
 import os
-import random
 import re
 import shlex
 import shutil
@@ -22,8 +22,9 @@ import subprocess
 import tempfile
 import time
 import warnings
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +32,9 @@ import libcst as cst
 from pydantic import BaseModel, ConfigDict
 
 from verigap.errors import ConfigError
-from verigap.repos import equivalence, forward, mutate, sources
+from verigap.repos import combine, equivalence, forward, mutate, sources
 from verigap.repos import validate as validate_mod
+from verigap.repos.difficulty import estimate
 from verigap.repos.execution import TREE_MOUNT
 from verigap.repos.prepare import Prepared, load_prepared, prepare
 from verigap.repos.pytest_run import run_equiv, run_pytest
@@ -319,7 +321,8 @@ underlying bugs rather than the symptoms, and do not edit the tests. When you ar
 # --------------------------------------------------------------------------- equivalence
 
 def collect_inputs(p: Prepared, functions: Sequence[str], *, per_function: int = 40,
-                   backend: str | None = None, why: dict[str, str] | None = None
+                   backend: str | None = None, why: dict[str, str] | None = None,
+                   pickled: dict[str, str] | None = None, cloudpickle: bool = False
                    ) -> dict[str, list[dict[str, Any]]]:
     """Inputs for the equivalence check, per function: arguments captured while the pristine
     suite runs, plus generated neighbours, kept only when the reference gives the same encoded
@@ -327,13 +330,18 @@ def collect_inputs(p: Prepared, functions: Sequence[str], *, per_function: int =
 
     A function whose calls kill the whole equivalence process costs only its own inputs: the
     batch is retried one function per process. ``why`` receives, for each function left with
-    no input, the reason."""
+    no input, the reason; ``pickled``, for each function with inputs, how they were serialised:
+    ``"cloudpickle"`` when some needed it (a call whose arguments or receiver hold a lambda, a
+    closure or a class defined in a test: the tests' own code travels by value), else
+    ``"pickle"``. ``cloudpickle``: capture such calls at all (off by default until its cost
+    on class-heavy projects is measured: on a heavily loaded machine, collecting cachetools'
+    inputs took over fifteen minutes with it, as with plain pickle alone)."""
     env = dict(python=p.python, env_prefix=Path(p.env_prefix), import_root=p.import_root,
                backend=backend)
     # every test that reaches a function (visible and hidden) contributes up to 3 calls
     cap = run_pytest(p.tree, test_files=p.test_files, config_file=p.config_file,
                      capture={"targets": list(functions), "limit": 4 * per_function,
-                              "per_test": 3},
+                              "per_test": 3, "cloudpickle": cloudpickle},
                      timeout=p.suite_timeout(), **env)
     captured = cap.extra.get("captured", {})
     callers = cap.extra.get("captured_callers", {})
@@ -380,6 +388,11 @@ def collect_inputs(p: Prepared, functions: Sequence[str], *, per_function: int =
             n_gen = sum(1 for y in bucket if y["generated"])
             if not x["generated"] or n_gen < per_function:  # captured ones are all kept
                 bucket.append(x)
+    if pickled is not None:
+        for f in functions:
+            if out[f]:
+                pickled[f] = "cloudpickle" if any(
+                    b"cloudpickle" in base64.b64decode(x["blob"]) for x in out[f]) else "pickle"
     if why is not None:
         for f in functions:
             if out[f]:
@@ -429,6 +442,70 @@ def discriminated(p: Prepared, sites: Sequence[Any], inputs: Sequence[dict[str, 
 
 # --------------------------------------------------------------------------- make-tasks
 
+class SiteChecks:
+    """The checks a site passes or fails alone, whatever it is combined with, run once per site
+    when the search first wants it (:meth:`usable`): a site whose equivalence inputs tell its
+    mutation apart (:func:`discriminated`) serves as it is; otherwise its tests must be carried
+    through the sealed channel (``forward.carries``: pass on the reference, fail on the mutant),
+    the route v2 grades a site with no telling input by; a site neither tells is set aside
+    (kept only under ``allow_tests_only``). Methods of classes count apart in :meth:`routes`,
+    since their inputs (a receiver object) are the ones most often not captured."""
+
+    def __init__(self, p: Prepared, pool: combine.Pool, inputs: dict[str, list[dict[str, Any]]],
+                 *, backend: str | None = None, allow_tests_only: bool = False,
+                 pickled: dict[str, str] | None = None, log=lambda s: None) -> None:
+        self.p, self.pool, self.inputs = p, pool, inputs
+        self.log = log
+        self.pickled = pickled or {}
+        self.backend, self.allow_tests_only = backend, allow_tests_only
+        self.told: dict[int, bool] = {}
+        self.route: dict[int, str] = {}
+        self.rejected: Counter = Counter()
+        self._index = {id(s): i for i, s in enumerate(pool.sites)}
+
+    def usable(self, i: int) -> bool:
+        ok = self._usable(i)
+        s = self.pool.sites[i]
+        self.log(f"  site {s.function} ({s.op}): {self.route[i]}")
+        return ok
+
+    def _usable(self, i: int) -> bool:
+        s = self.pool.sites[i]
+        own = self.inputs.get(s.function, [])
+        told = bool(own) and discriminated(self.p, [s], own, backend=self.backend)[s.function]
+        self.told[i] = told
+        if told:
+            self.route[i] = f"comparison ({self.pickled.get(s.function, 'pickle')})"
+            return True
+        with tempfile.TemporaryDirectory(prefix="vg-site-") as tmp:
+            mutant_tree(self.p, [s.mutation], Path(tmp) / "t")
+            why = forward.carries(self.p, [s], Path(tmp) / "t", backend=self.backend)
+        if why is None:
+            self.route[i] = "sealed channel"
+            return True
+        if self.allow_tests_only and own:  # (a site with no input must be carried)
+            self.route[i] = "in process"
+            return True
+        self.route[i] = "rejected"
+        self.rejected[("its inputs do not tell its mutation apart" if own else
+                       "it has no equivalence input") + " and its tests cannot be carried to a "
+                      "separate process"] += 1
+        return False
+
+    def told_for(self, sites: Sequence[ValidMutation]) -> dict[str, bool]:
+        """{function: told apart by its inputs} for sites already checked."""
+        return {s.function: self.told[self._index[id(s)]] for s in sites
+                if self._index.get(id(s)) in self.told}
+
+    def routes(self) -> dict[str, dict[str, int]]:
+        out: dict[str, dict[str, int]] = {"methods": {}, "functions": {}}
+        for i, r in sorted(self.route.items()):
+            kind = "methods" if "." in self.pool.sites[i].qualname else "functions"
+            out[kind][r] = out[kind].get(r, 0) + 1
+        return out
+
+
+
 class GenStats(BaseModel):
     """How task generation went (saved as index.json next to the task files)."""
 
@@ -454,6 +531,26 @@ class GenStats(BaseModel):
     #: others have their tests carried through the sealed channel); None: not checked
     discrimination: float | None = None
     command: str = ""  # the make-tasks command that makes these tasks again (add --out DIR)
+    #: distinct tasks the valid mutations could make (every choice of sites in distinct
+    #: functions that splits into visible and hidden: ``combine.Pool.upper_bound``), summed
+    #: over the k asked for; capped: past ``combine.MAX_GROUPS`` hidden groups, a lower bound
+    upper_bound: int | None = None
+    upper_bound_capped: bool = False
+    #: sites the search looked at and set aside before any build, by reason
+    site_rejected: dict[str, int] = {}
+    #: how the sites the search looked at are told apart out of the candidate's process, split
+    #: into methods and functions: "comparison (pickle)" or "comparison (cloudpickle)"
+    #: (equivalence inputs that tell the mutation apart, and how they were serialised),
+    #: "sealed channel" (their tests, calls carried to the candidate), "in process" (neither;
+    #: kept under allow_tests_only), "rejected"
+    site_routes: dict[str, dict[str, int]] = {}
+    #: the tasks made, by number of sites; how many span files; their sites that are methods
+    k_made: dict[str, int] = {}
+    cross_file: int = 0
+    method_sites: int = 0
+    #: candidates whose validation was remembered from an earlier run (validate_s is then less
+    #: than a fresh run's)
+    validated_cached: int = 0
 
 
 def rejection_lines(stats: GenStats) -> list[str]:
@@ -500,9 +597,10 @@ def hints_for(stats: GenStats, *, k: int, n_functions: int, combos: int,
     return h
 
 
-def make_tasks_command(spec: str, *, k: int, n: int, seed: int, max_candidates: int,
+def make_tasks_command(spec: str, *, k: int | str, n: int, seed: int, max_candidates: int,
                        test_deps: list[str], env: str, prompt_style: str,
-                       allow_tests_only: bool, allow_crashy: bool, min_hidden: int) -> str:
+                       allow_tests_only: bool, allow_crashy: bool, min_hidden: int,
+                       cloudpickle_inputs: bool = False) -> str:
     """The ``verigap repos make-tasks`` command line for these settings (without ``--out``)."""
     args = ["verigap", "repos", "make-tasks", spec, "--k", str(k), "--n", str(n), "--seed",
             str(seed), "--max-candidates", str(max_candidates), "--min-hidden", str(min_hidden)]
@@ -511,20 +609,26 @@ def make_tasks_command(spec: str, *, k: int, n: int, seed: int, max_candidates: 
     args += ["--prompt-style", prompt_style] if prompt_style != "tests" else []
     args += ["--allow-tests-only"] if allow_tests_only else []
     args += ["--allow-crashy"] if allow_crashy else []
+    args += ["--cloudpickle-inputs"] if cloudpickle_inputs else []
     return shlex.join(args)
 
 
-def make_tasks(spec: str, out: Path, *, k: int = 4, n: int = 20, seed: int = 0,
+def make_tasks(spec: str, out: Path, *, k: int | str = 4, n: int = 20, seed: int = 0,
                max_candidates: int = 80, workers: int = 2, test_deps: list[str] | None = None,
                env: str = "venv", backend: str | None = None, max_tries: int | None = None,
                prompt_style: str = "tests", allow_tests_only: bool = False,
-               allow_crashy: bool = False, min_hidden: int = 2, log=print) -> GenStats:
-    """Prepare ``spec`` and write up to ``n`` validated tasks of ``k`` sites into ``out``.
+               allow_crashy: bool = False, min_hidden: int = 2, cloudpickle_inputs: bool = False,
+               log=print) -> GenStats:
+    """Prepare ``spec`` and write up to ``n`` validated tasks of ``k`` sites into ``out``
+    (``k`` a number or a range such as ``"2-4"``: the tasks then take each size in turn).
 
-    Mutations that crash at first call are left out unless ``allow_crashy``; every hidden site
-    must break at least ``min_hidden`` hidden tests."""
-    if k < 2:
-        raise ConfigError("--k must be at least 2: half the sites visible, half hidden")
+    The combinations are searched, not sampled: only sets of sites that split into visible and
+    hidden are built (:mod:`verigap.repos.combine`), each site's own checks run once, before it
+    enters any combination (:class:`SiteChecks`), and at most ``max_tries`` (default ``3n+6``)
+    combinations are built. Mutations that crash at first call are left out unless
+    ``allow_crashy``; every hidden site must break at least ``min_hidden`` hidden tests;
+    ``cloudpickle_inputs`` captures calls pickle cannot serialise (:func:`collect_inputs`)."""
+    ks = combine.k_values(k)
     if prompt_style not in PROMPT_STYLES:
         raise ConfigError(f"--prompt-style {prompt_style!r}: use one of {', '.join(PROMPT_STYLES)}")
     t0 = time.perf_counter()
@@ -536,72 +640,105 @@ def make_tasks(spec: str, out: Path, *, k: int = 4, n: int = 20, seed: int = 0,
     cands = candidates(p, max_candidates=max_candidates, seed=seed)
     if p.stripped_addopts:
         log(f"dropped from the project's addopts (reporting only): {' '.join(p.stripped_addopts)}")
+    cached = sum(1 for m in cands if validate_mod.cache_path(p, m).is_file())
     valid, rejected = validate(p, cands, workers=workers, backend=backend,
                                allow_crashy=allow_crashy)
     t_val = time.perf_counter() - t1
     log(f"validated {len(valid)}/{len(cands)} mutations in {t_val:.1f}s; rejected: {rejected}")
     t2 = time.perf_counter()
-    by_fn: dict[str, list[ValidMutation]] = {}
-    for v in valid:
-        by_fn.setdefault(v.function, []).append(v)
-    rng = random.Random(seed)
-    fns = sorted(by_fn)
-    n_vis = k // 2
-    combos: list[list[ValidMutation]] = []
-    seen: set[tuple[str, ...]] = set()
-    tries = 0
-    if len(fns) >= k:
-        for _ in range(max_tries or 400 * n):
-            if len(combos) >= 3 * n:
-                break
-            tries += 1
-            chosen = rng.sample(fns, k)
-            sites = [rng.choice(by_fn[f]) for f in chosen]
-            key = tuple(sorted(s.sha256 + s.function for s in sites[:n_vis])) + ("|",) + \
-                tuple(sorted(s.sha256 + s.function for s in sites[n_vis:]))
-            if key in seen:
-                continue
-            seen.add(key)
-            if any(len(s.fail_to_pass) < min_hidden for s in sites[n_vis:]):
-                continue
-            if split_tests(p, sites, n_vis) is not None:
-                combos.append(sites)
+    pool = combine.Pool(valid, p.reach, min_hidden=min_hidden)
+    bounds = {kk: pool.upper_bound(kk) for kk in ks}
+    upper = sum(b for b, _ in bounds.values())
+    log(f"{len(valid)} valid mutation(s) in {len(pool.by_fn)} function(s) could make "
+        f"{'at least ' if any(c for _, c in bounds.values()) else ''}{upper} task(s) "
+        f"({', '.join(f'k={kk}: {b}' for kk, (b, _) in bounds.items())})")
     out.mkdir(parents=True, exist_ok=True)
     no_input: dict[str, str] = {}
-    inputs = collect_inputs(p, sorted({s.function for c in combos for s in c}), backend=backend,
-                            why=no_input) if combos else {}
+    pickled: dict[str, str] = {}
+    inputs = collect_inputs(p, sorted(pool.by_fn), backend=backend, why=no_input,
+                            pickled=pickled, cloudpickle=cloudpickle_inputs) if upper else {}
     warnings = [f"no equivalence input for {f}: {w}" for f, w in sorted(no_input.items())]
     for w in warnings:
         log(f"warning: {w}")
+    quality = SiteChecks(p, pool, inputs, backend=backend, allow_tests_only=allow_tests_only,
+                         pickled=pickled, log=log)
+    gens = [pool.combinations(kk, seed=seed, usable=quality.usable) for kk in ks]
+
     task_files: list[str] = []
     task_rejected: dict[str, int] = {}
-    n_sites = n_covered = n_told = 0
-    for sites in combos:
-        if len(task_files) >= n:
-            break
-        task, why = build_task(p, sites, n_vis, inputs, seed=seed, index=len(task_files),
-                               backend=backend, prompt_style=prompt_style,
-                               allow_tests_only=allow_tests_only, min_hidden=min_hidden)
-        if task is None:
-            task_rejected[why] = task_rejected.get(why, 0) + 1
-            continue
-        path = out / f"{task.task_id}.json"
-        task.save(path)
-        task_files.append(path.name)
-        n_sites += len(task.sites)
-        n_covered += sum(1 for s in task.sites if not s.tests_only)
-        n_told += sum(1 for s in task.sites if s.discrimination == "comparison")
-        told = [s.site_id for s in task.sites if s.discrimination != "comparison"]
-        log(f"  task {task.task_id}: {len(task.visible_tests)} visible / "
-            f"{len(task.hidden_tests)} hidden tests, {len(task.equivalence)} equivalence inputs"
-            + (f"; not told apart by the comparison: {', '.join(told)}" if told else ""))
+    n_sites = n_covered = n_told = cross = methods = 0
+    k_made: dict[str, int] = {}
+    tries = 0
+    budget = max_tries or 3 * n + 6
+
+    def combos():
+        """Combinations in turn from each k (a spread of difficulty), until the budget."""
+        nonlocal tries
+        while gens and tries < budget:
+            for g in list(gens):
+                sites = next(g, None) if tries < budget else None
+                if sites is None:
+                    gens.remove(g)
+                    continue
+                tries += 1
+                yield tries, sites
+
+    def build(number: int, sites: list[ValidMutation]):
+        return build_task(p, sites, len(sites) // 2, inputs, seed=seed, index=number,
+                          backend=backend, prompt_style=prompt_style,
+                          allow_tests_only=allow_tests_only, min_hidden=min_hidden,
+                          told=quality.told_for(sites))
+
+    # ``workers`` builds at a time (each is sandboxed runs: the cores wait on them), never more
+    # than could still be needed; results are taken in the order the combinations came, so the
+    # tasks kept and their numbering do not depend on which build finishes first
+    source = combos()
+    flight: deque = deque()
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as builders:
+        while True:
+            while len(flight) < max(1, workers) and len(task_files) + len(flight) < n:
+                nxt = next(source, None)
+                if nxt is None:
+                    break
+                flight.append((nxt[0], nxt[1], builders.submit(build, *nxt)))
+            if not flight:
+                break
+            number, sites, fut = flight.popleft()
+            task, why = fut.result()
+            if task is None:
+                task_rejected[why] = task_rejected.get(why, 0) + 1
+                log(f"  combination {number} (k={len(sites)}) rejected: {why}")
+                continue
+            if len(task_files) >= n:
+                continue
+            task.task_id = re.sub(rf"-s{seed}-\d+-([0-9a-f]+)$",
+                                  lambda mt: f"-s{seed}-{len(task_files):03d}-{mt.group(1)}",
+                                  task.task_id)
+            path = out / f"{task.task_id}.json"
+            task.save(path)
+            task_files.append(path.name)
+            k_made[str(len(task.sites))] = k_made.get(str(len(task.sites)), 0) + 1
+            cross += bool(task.difficulty and task.difficulty.cross_file)
+            methods += sum(1 for s in task.sites if "." in s.qualname)
+            n_sites += len(task.sites)
+            n_covered += sum(1 for s in task.sites if not s.tests_only)
+            n_told += sum(1 for s in task.sites if s.discrimination == "comparison")
+            told = [s.site_id for s in task.sites if s.discrimination != "comparison"]
+            log(f"  task {task.task_id} (k={len(task.sites)}): {len(task.visible_tests)} "
+                f"visible / {len(task.hidden_tests)} hidden tests, {len(task.equivalence)} "
+                "equivalence inputs"
+                + (f"; not told apart by the comparison: {', '.join(told)}" if told else ""))
     stats = GenStats(command=make_tasks_command(
                          spec, k=k, n=n, seed=seed, max_candidates=max_candidates,
                          test_deps=test_deps or [], env=env, prompt_style=prompt_style,
                          allow_tests_only=allow_tests_only, allow_crashy=allow_crashy,
-                         min_hidden=min_hidden),
+                         min_hidden=min_hidden, cloudpickle_inputs=cloudpickle_inputs),
                      source=spec, candidates=len(cands), valid=len(valid), rejected=rejected,
                      combos_tried=tries, tasks=len(task_files), task_rejected=task_rejected,
+                     upper_bound=upper, upper_bound_capped=any(c for _, c in bounds.values()),
+                     site_rejected=dict(quality.rejected), site_routes=quality.routes(),
+                     k_made=k_made, cross_file=cross, method_sites=methods,
+                     validated_cached=cached,
                      prepare_s=round(t_prep, 2), validate_s=round(t_val, 2),
                      tasks_s=round(time.perf_counter() - t2, 2),
                      total_s=round(time.perf_counter() - t0, 2), task_files=task_files,
@@ -610,7 +747,7 @@ def make_tasks(spec: str, out: Path, *, k: int = 4, n: int = 20, seed: int = 0,
                      crashy_valid=rejected.get(validate_mod.CRASHY, 0)
                      + sum(1 for v in valid if v.crash), warnings=warnings)
     if stats.tasks < n:
-        stats.hints = hints_for(stats, k=k, n_functions=len(fns), combos=len(combos),
+        stats.hints = hints_for(stats, k=min(ks), n_functions=len(pool.by_fn), combos=upper,
                                 min_hidden=min_hidden)
         log(f"{stats.tasks} of {n} tasks; where the candidates went:")
         for line in rejection_lines(stats):
@@ -628,19 +765,24 @@ def _slug(spec: str) -> str:
 def build_task(p: Prepared, sites: Sequence[ValidMutation], n_vis: int,
                inputs: dict[str, list[dict[str, Any]]], *, seed: int, index: int,
                backend: str | None = None, prompt_style: str = "tests",
-               allow_tests_only: bool = False, min_hidden: int = 1
-               ) -> tuple[RepoTask | None, str]:
+               allow_tests_only: bool = False, min_hidden: int = 1,
+               told: dict[str, bool] | None = None) -> tuple[RepoTask | None, str]:
     """Build and check one task: the combined mutant must break a visible test per visible site
     and a hidden test per hidden site, and the workspace must collect exactly the visible tests.
-    A site with no usable equivalence input rejects the task, unless ``allow_tests_only`` (then
-    the site is kept and marked ``tests_only``, if its calls can be carried from a pytest run on
-    the reference to the candidate's process: ``forward.carries``). A site whose inputs do not
+    A site with no usable equivalence input is kept and marked ``tests_only`` when its calls can
+    be carried from a pytest run on the reference to the candidate's process
+    (``forward.carries``; ``discrimination="forwarded"``), and rejects the task otherwise. A site
+    whose inputs do not
     tell its mutation apart (:func:`discriminated`) has its tests carried the same way (marked
     ``discrimination="forwarded"``); if they cannot be, the task is rejected, unless
-    ``allow_tests_only`` (kept as ``tests_only``, ``discrimination="in_process"``)."""
+    ``allow_tests_only`` (kept as ``tests_only``, ``discrimination="in_process"``). ``told``:
+    the discrimination of these sites when already checked (:class:`SiteChecks`); a mutation
+    answers alike alone and in combination, so it is not checked again.
+
+    Every test the combined mutant breaks must reach one of its sites (validation runs only the
+    tests that reach the mutated function, so this full run is where a mutation that breaks
+    other tests, through state kept across tests, is caught)."""
     uncovered = {s.function for s in sites if not inputs.get(s.function)}
-    if uncovered and not allow_tests_only:
-        return None, "a site has no equivalence input"
     split = split_tests(p, sites, n_vis)
     if split is None:
         return None, "no visible/hidden split"
@@ -661,6 +803,8 @@ def build_task(p: Prepared, sites: Sequence[ValidMutation], n_vis: int,
             return None, f"a hidden site breaks fewer than {min_hidden} hidden tests"
         if (broken & vset) - {t for s in sites[:n_vis] for t in p.reach.get(s.function, ())}:
             return None, "visible failures not explained by visible sites"
+        if broken - {t for s in sites for t in p.reach.get(s.function, ())}:
+            return None, "breaks tests that do not reach its sites"
         if uncovered:  # their tests will run on the reference with calls carried (forward.py)
             why = forward.carries(p, [s for s in sites if s.function in uncovered], full,
                                   backend=backend)
@@ -672,8 +816,10 @@ def build_task(p: Prepared, sites: Sequence[ValidMutation], n_vis: int,
                 equiv.append(EquivInput(**{**x, "id": len(equiv)}))
         # inputs that do not tell a site's mutation apart are no evidence about it: its tests
         # go through the sealed channel as well, or the task is rejected
-        told = discriminated(p, [s for s in sites if s.function not in uncovered],
-                             [x.model_dump() for x in equiv], backend=backend)
+        todo = [s for s in sites if s.function not in uncovered
+                and s.function not in (told or {})]
+        told = {**(told or {}), **(discriminated(p, todo, [x.model_dump() for x in equiv],
+                                                 backend=backend) if todo else {})}
         unseen = [s for s in sites if s.function not in uncovered and not told[s.function]]
         in_process: set[str] = set()
         if unseen:
@@ -736,6 +882,7 @@ def build_task(p: Prepared, sites: Sequence[ValidMutation], n_vis: int,
                         config_file=p.config_file, backend=backend, timeout=p.suite_timeout())
         if ok.failing(visible):
             return None, "the fixed workspace fails a visible test"
+        task.difficulty = estimate(task.sites, broken, visible, hidden)
         task.prompt = PROMPT.format(name=sources.project_name(p.spec),
                                     output=_clean_output(vis.stdout, ws))
         if prompt_style == "ticket":

@@ -21,6 +21,7 @@ import tempfile
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import libcst as cst
 from pydantic import BaseModel, ConfigDict
@@ -124,11 +125,38 @@ def mutant_tree(p: Prepared, muts: Sequence[mutate.Mutation], dest: Path) -> dic
     return texts
 
 
-def run_suite(p: Prepared, tree: Path, *, backend: str | None = None):
+def run_suite(p: Prepared, tree: Path, *, backend: str | None = None,
+              tests: Sequence[str] | None = None):
+    """The project's suite on ``tree``; only the test ``tests`` (node ids) when given."""
     return run_pytest(tree, python=p.python, env_prefix=Path(p.env_prefix),
-                      import_root=p.import_root, test_files=p.test_files,
+                      import_root=p.import_root,
+                      test_files=p.test_files if tests is None else tests,
                       config_file=p.config_file, timeout=p.suite_timeout(),
                       backend=backend)
+
+
+def reaching_units(p: Prepared, function: str) -> list[str]:
+    """The test units (test functions, parameters stripped: ids pytest selects whatever the
+    parameters spell) whose passing tests reach ``function``, from the reach map recorded
+    when the project was prepared."""
+    passing = set(p.passing)
+    return sorted({t.split("[", 1)[0] for t in p.reach.get(function, ()) if t in passing})
+
+
+def run_reaching(p: Prepared, tree: Path, function: str, *, backend: str | None = None
+                 ) -> tuple[Any, list[str]]:
+    """(the run, the passing tests it ran): the suite on ``tree`` restricted to the test units
+    that reach ``function``. A mutation inside it can break no other test except through state
+    kept across tests, which the full run of the combined mutant catches when a task is built.
+    Falls back to the whole suite when the restricted run does not report every selected test
+    (an id pytest could not select)."""
+    units = set(reaching_units(p, function))
+    if units:
+        want = [t for t in p.passing if t.split("[", 1)[0] in units]
+        run = run_suite(p, tree, backend=backend, tests=sorted(units))
+        if run.timed_out or (run.report_found and all(t in run.outcomes for t in want)):
+            return run, want
+    return run_suite(p, tree, backend=backend), list(p.passing)
 
 
 def validate_one(p: Prepared, m: mutate.Mutation, backend: str | None = None
@@ -139,12 +167,12 @@ def validate_one(p: Prepared, m: mutate.Mutation, backend: str | None = None
             texts = mutant_tree(p, [m], Path(tmp) / "t")
         except Exception as e:  # libcst could not apply it: not a candidate
             return None, f"apply: {e}"
-        run = run_suite(p, Path(tmp) / "t", backend=backend)
+        run, ran = run_reaching(p, Path(tmp) / "t", m.function, backend=backend)
     if run.timed_out:
         return None, "timeout"
     if not run.report_found:
         return None, "no report (the suite crashed)"
-    broken = sorted(run.failing(p.passing))
+    broken = sorted(run.failing(ran))
     if not broken:
         return None, "no test fails"
     reach = set(p.reach.get(m.function, ()))
@@ -157,13 +185,19 @@ def validate_one(p: Prepared, m: mutate.Mutation, backend: str | None = None
                          crash=crash_type(broken, run.stdout)), ""
 
 
+def cache_path(p: Prepared, m: mutate.Mutation) -> Path:
+    """Where the validation of ``m`` is remembered (keyed by the operators' and checks' code)."""
+    ops = hashlib.sha256(Path(mutate.__file__).read_bytes()  # operators' and checks' version
+                         + Path(__file__).read_bytes()).hexdigest()
+    return p.dir / "validated" / (hashlib.sha256((ops + m.id).encode()).hexdigest()[:20]
+                                  + ".json")
+
+
 def _cached_validate(p: Prepared, m: mutate.Mutation, backend: str | None
                      ) -> tuple[ValidMutation | None, str]:
     """validate_one, remembered per prepared environment (timeouts are not remembered: they
     depend on the machine's load, not on the mutation)."""
-    ops = hashlib.sha256(Path(mutate.__file__).read_bytes()  # operators' and checks' version
-                         + Path(__file__).read_bytes()).hexdigest()
-    path = p.dir / "validated" / (hashlib.sha256((ops + m.id).encode()).hexdigest()[:20] + ".json")
+    path = cache_path(p, m)
     if path.is_file():
         d = json.loads(path.read_text())
         return (ValidMutation(**d["valid"]) if d["valid"] else None), d["why"]

@@ -27,17 +27,26 @@ def generality_table(data: dict[str, Any]) -> str:
         crash = "-" if r.get("crash_share_valid") is None else f"{r['crash_share_valid']:.0%}"
         reason = r["reason"].splitlines()[0][:160] if r["reason"] else ""
         tasks = f"{r['tasks']} ({r['k']})" if "k" in r else str(r["tasks"])
-        rows.append([r["spec"], r["case"], _YES[r["fetched"]], _YES[r["prepared"]], tasks, crash,
-                     pay["oracle"], pay["noop"], reason.replace("|", "/")])
-    table = markdown_table(["project", "case", "fetched", "prepared", "tasks (k)",
-                            "crash share", "v1 / v2 pay oracle", "v1 / v2 pay no-op", "reason"],
-                           rows)
+        bound = "-" if r.get("upper_bound") is None else \
+            f"{'>= ' * bool(r.get('upper_bound_capped'))}{r['upper_bound']}"
+        secs = "-" if r.get("upper_bound") is None else f"{r['make_tasks_s']:.0f}"
+        rows.append([r["spec"], r["case"], _YES[r["fetched"]], _YES[r["prepared"]], tasks, bound,
+                     secs, crash, pay["oracle"], pay["noop"], reason.replace("|", "/")])
+    table = markdown_table(["project", "case", "fetched", "prepared", "tasks (k)", "could make",
+                            "make-tasks s", "crash share", "v1 / v2 pay oracle",
+                            "v1 / v2 pay no-op", "reason"], rows)
     sm = data["summary"]
     share = sm["crash_share_of_valid_mutations"]
+    searched = ""
+    if sm.get("searched"):
+        med = sm.get("median_s_to_10_tasks")
+        searched = (f" Of the {sm['searched']} rows made by the combination search, "
+                    f"{sm['with_10_tasks']} reached 10 tasks; median seconds to 10 tasks "
+                    f"(make-tasks after preparing): {'-' if med is None else f'{med:.0f}'}.")
     return (f"{table}\n\n{sm['with_tasks']} of {sm['projects']} projects yield tasks "
             f"({sm['fetched']} fetched, {sm['prepared']} prepared); crash-at-first-call share "
             f"of valid mutations: {'-' if share is None else f'{share:.0%}'} (dropped by "
-            "default, so none is a site of a built task).")
+            f"default, so none is a site of a built task).{searched}")
 
 
 @view("repos_baselines")

@@ -366,7 +366,34 @@ def replayer(root: str):
 
 #: Modules only this runner imports (a pytest run does not): dropped from ``sys.modules`` in
 #: the agent-like context once the inputs are loaded.
-RUNNER_ONLY_MODULES = ("pickle", "_pickle", "_compat_pickle")
+RUNNER_ONLY_MODULES = ("pickle", "_pickle", "_compat_pickle", "cloudpickle")
+
+
+def load_cloudpickle(inputs: list) -> None:
+    """Import the ``cloudpickle`` copied beside this runner when an input needs it to load (a
+    call captured with the tests' own code by value); before the agent launch deletes it."""
+    if not any(b"cloudpickle" in base64.b64decode(item["blob"]) for item in inputs):
+        return
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, here)
+    try:
+        import cloudpickle  # noqa: F401
+    except Exception:
+        pass  # those inputs are then unloadable, and dropped
+    finally:
+        sys.path.remove(here)
+
+
+def _dumps(value) -> bytes:
+    """``pickle``, or ``cloudpickle`` when it is loaded and pickle cannot (a value that holds
+    code that came by value)."""
+    try:
+        return pickle.dumps(value, protocol=4)
+    except Exception:
+        cp = sys.modules.get("cloudpickle")
+        if cp is None:
+            raise
+        return cp.dumps(value, protocol=4)
 #: The name this runner has when the agent-like context starts it as ``python -m pytest``.
 AGENT_LAUNCH = "pytest.__main__"
 
@@ -440,6 +467,7 @@ def main() -> int:
     # loaded before the runner's files go (the agent launch deletes them)
     replay = replayer(os.getcwd()) if ctx.get("replay") and any(
         item.get("caller") for item in inputs) else None
+    load_cloudpickle(inputs)
     if agent_launch:
         _as_pytest_main()
     results = in_context(ctx, lambda: compute(cfg, inputs, replay, timer=not agent_launch))
@@ -465,7 +493,7 @@ def compute(cfg: dict, inputs: list, replay=None, timer: bool = True) -> dict:
                 continue
             for j, v in enumerate([(args, kwargs)] + variants(args, kwargs)):
                 try:
-                    blob = pickle.dumps(v, protocol=4)
+                    blob = _dumps(v)
                 except Exception:
                     continue
                 key = (item["target"], blob)
@@ -494,8 +522,11 @@ def compute(cfg: dict, inputs: list, replay=None, timer: bool = True) -> dict:
                 results[str(item["id"])] = ["unloadable", tname(type(e))]
                 continue
             loaded.append((item, fn, args, kwargs, via))
+        # cloudpickle, whichever the context, once every input is loaded: no run imports it
+        for name in [n for n in sys.modules if n.split(".")[0] == "cloudpickle"]:
+            sys.modules.pop(name, None)
         if not timer:  # the agent-like context: pytest's own run never imports pickle
-            for name in RUNNER_ONLY_MODULES:
+            for name in [n for n in sys.modules if n.split(".")[0] in RUNNER_ONLY_MODULES]:
                 sys.modules.pop(name, None)
         for item, fn, args, kwargs, via in loaded:
             test = item.get("test") if as_test else None

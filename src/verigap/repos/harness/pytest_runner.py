@@ -166,8 +166,9 @@ class Capture:
     contributes inputs), at most ``limit`` per target in all."""
 
     def __init__(self, root: str, targets: list[str], limit: int, report: Report | None = None,
-                 per_test: int = 0) -> None:
+                 per_test: int = 0, by_value: bool = False) -> None:
         self.root = root.rstrip(os.sep) + os.sep
+        self.by_value = by_value  # cloudpickle where pickle cannot (``dump``)
         self.targets = set(targets)
         self.limit = limit
         self.report = report
@@ -180,6 +181,11 @@ class Capture:
         self.callers: dict[str, list[dict]] = {t: [] for t in targets}
         self._known: dict[object, str | None] = {}
         self._busy = False
+        self.tries: dict[tuple[str, str], int] = {}
+        self._tests: list[str] = []
+        self._tests_at = -1
+        self._by_value: set[str] = set()
+        self._cp = None
 
     def key(self, code) -> str | None:
         k = self._known.get(code, 0)
@@ -205,13 +211,19 @@ class Capture:
             return
         if self.per_test and self.by_test.get((k, test), 0) >= self.per_test:
             return
+        # attempts, not only captures, are bounded: a hot method whose calls repeat (or do not
+        # serialise) is tried a few times per test, not at each of its thousands of calls
+        tried = self.tries.get((k, test), 0)
+        if tried >= MAX_TRIES_PER_TEST:
+            return
+        self.tries[(k, test)] = tried + 1
         self._busy = True
         try:
             args, kwargs = frame_args(frame)
             if args is None:
                 return
-            blob = pickle.dumps((args, kwargs), protocol=4)
-            if blob not in self.seen[k]:
+            blob = self.dump((args, kwargs))
+            if blob is not None and blob not in self.seen[k]:
                 who = {"stack": caller_stack(frame.f_back, self.root, test),
                        "test": test if "::" in test else None}
                 self.seen[k].add(blob)
@@ -224,6 +236,73 @@ class Capture:
             self._busy = False
 
 
+    def test_modules(self) -> list[str]:
+        """Names of the loaded modules that are the tests' own (test files, conftest, files
+        under a ``tests``/``test`` directory of the tree): the equivalence process does not
+        import them, so what they define must travel by value."""
+        if self._tests_at != len(sys.modules):
+            names = []
+            for name, m in list(sys.modules.items()):
+                f = getattr(m, "__file__", None) or ""
+                if not f.startswith(self.root):
+                    continue
+                rel = f[len(self.root):].replace(os.sep, "/")
+                base = rel.rsplit("/", 1)[-1]
+                if base.startswith("test_") or base.endswith("_test.py") \
+                        or base == "conftest.py" or {"tests", "test"} & set(rel.split("/")[:-1]):
+                    names.append(name)
+            self._tests, self._tests_at = names, len(sys.modules)
+        return self._tests
+
+    def dump(self, obj) -> bytes | None:
+        """``pickle``; or ``cloudpickle`` with the tests' own modules by value when pickle
+        cannot (lambdas, closures, classes defined in a test) or its blob names a test module
+        (which would not load back in the equivalence process); None when neither can."""
+        if not self.by_value:
+            return pickle.dumps(obj, protocol=4)
+        tests = self.test_modules()
+        try:
+            blob = pickle.dumps(obj, protocol=4)
+            if not any(n.encode() in blob for n in tests):
+                return blob
+        except Exception:
+            pass
+        cp = self.cloudpickle()
+        if cp is None:
+            return None
+        for name in tests:
+            if name not in self._by_value:
+                self._by_value.add(name)
+                try:
+                    cp.register_pickle_by_value(sys.modules[name])
+                except Exception:
+                    pass
+        try:
+            blob = cp.dumps(obj, protocol=4)
+        except Exception:
+            return None
+        return blob if len(blob) <= MAX_BLOB else None
+
+    def cloudpickle(self):
+        """The ``cloudpickle`` copied beside this script (imported once, only when needed)."""
+        if self._cp is None:
+            here = os.path.dirname(os.path.abspath(__file__))
+            sys.path.insert(0, here)
+            try:
+                import cloudpickle
+
+                self._cp = cloudpickle
+            except Exception:
+                self._cp = False
+            finally:
+                sys.path.remove(here)
+        return self._cp or None
+
+
+#: calls of one target tried for capture per test (each try pickles its arguments)
+MAX_TRIES_PER_TEST = 12
+#: the largest captured call kept (a cloudpickled test module can carry a lot with it)
+MAX_BLOB = 1_000_000
 MAX_CALLER_FRAMES = 64
 
 
@@ -369,7 +448,7 @@ def main() -> int:
     elif cfg.get("capture"):
         c = cfg["capture"]
         capture = Capture(c["root"], c["targets"], int(c.get("limit", 40)), report,
-                          int(c.get("per_test", 0)))
+                          int(c.get("per_test", 0)), bool(c.get("cloudpickle", False)))
         hook = capture.hook
     # the environment's declared plugins (``-p X``: installed test deps, no project code) are
     # imported before the snapshot, so what they patch at import is the environment's state,

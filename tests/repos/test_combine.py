@@ -1,0 +1,133 @@
+"""The combination search: which valid mutations can share a task, counted exactly, and tried
+compatible-first, so a pool that can make tasks makes them."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from verigap.errors import ConfigError
+from verigap.repos.combine import Pool, elementary, k_values
+from verigap.repos.tasks import split_tests
+from verigap.repos.validate import ValidMutation
+
+
+def vm(fn: str, idx: int, fails: list[str]) -> ValidMutation:
+    return ValidMutation(file="pkg/m.py", qualname=fn, op="cmp", index=idx, fail_to_pass=fails,
+                         sha256=f"{fn}{idx}")
+
+
+class FakePrepared:
+    """What split_tests reads: the passing tests and the reach map."""
+
+    def __init__(self, reach: dict[str, list[str]]) -> None:
+        self.reach = reach
+        self.passing = sorted({t for ts in reach.values() for t in ts})
+
+
+def brute_force(pool: Pool, p: FakePrepared, k: int) -> int:
+    """Every ordered choice of sites in distinct functions, visible first, that split_tests
+    (the function a built task is cut with) accepts."""
+    n_vis = k // 2
+    total = 0
+    for combo in itertools.permutations(range(len(pool.sites)), k):
+        sites = [pool.sites[i] for i in combo]
+        if len({s.function for s in sites}) < k:
+            continue
+        vis, hid = combo[:n_vis], combo[n_vis:]
+        if list(vis) != sorted(vis) or list(hid) != sorted(hid):
+            continue  # a set per role, not an order
+        if any(not pool.hidden_capable(i) for i in hid):
+            continue
+        total += split_tests(p, sites, n_vis) is not None
+    return total
+
+
+# f and g share test unit t_fg, so hiding one hides the other's tests in that unit
+REACH = {
+    "pkg/m.py::f": ["t.py::t_f", "t.py::t_fg[1]", "t.py::t_fg[2]"],
+    "pkg/m.py::g": ["t.py::t_g", "t.py::t_fg[1]"],
+    "pkg/m.py::h": ["t.py::t_h[a]", "t.py::t_h[b]"],
+    "pkg/m.py::C.meth": ["t.py::T::test_m", "t.py::T::test_n"],
+}
+SITES = [
+    vm("f", 0, ["t.py::t_f", "t.py::t_fg[1]"]),
+    vm("f", 1, ["t.py::t_fg[2]"]),
+    vm("g", 0, ["t.py::t_fg[1]"]),  # only breaks the shared unit: never visible beside f hidden
+    vm("g", 1, ["t.py::t_g", "t.py::t_fg[1]"]),
+    vm("h", 0, ["t.py::t_h[a]", "t.py::t_h[b]"]),
+    vm("C.meth", 0, ["t.py::T::test_m", "t.py::T::test_n"]),
+]
+
+
+@pytest.mark.parametrize("k", [2, 3, 4])
+@pytest.mark.parametrize("min_hidden", [1, 2])
+def test_upper_bound_is_the_exact_number_of_splittable_combinations(k, min_hidden):
+    pool = Pool(SITES, REACH, min_hidden=min_hidden)
+    count, capped = pool.upper_bound(k)
+    assert not capped
+    assert count == brute_force(pool, FakePrepared(REACH), k)
+    assert count > 0  # the control: a pool that can split
+
+
+def test_a_pool_that_cannot_split_has_bound_zero_and_yields_nothing():
+    # every function is reached by the one shared unit: hiding any hides all visible tests
+    reach = {f"pkg/m.py::{f}": ["t.py::t_all[1]", "t.py::t_all[2]"] for f in "abc"}
+    sites = [vm(f, 0, ["t.py::t_all[1]", "t.py::t_all[2]"]) for f in "abc"]
+    pool = Pool(sites, reach, min_hidden=1)
+    assert pool.upper_bound(2) == (0, False)
+    assert brute_force(pool, FakePrepared(reach), 2) == 0
+    assert list(pool.combinations(2, seed=0)) == []
+
+
+@pytest.mark.parametrize("k", [2, 3, 4])
+def test_every_combination_yielded_splits_and_is_new(k):
+    pool = Pool(SITES, REACH, min_hidden=1)
+    p = FakePrepared(REACH)
+    got = list(pool.combinations(k, seed=3))
+    assert got, "a pool with splittable combinations yields some"
+    keys = set()
+    for combo in got:
+        n_vis = k // 2
+        assert len({s.function for s in combo}) == k
+        assert split_tests(p, combo, n_vis) is not None
+        keys.add((frozenset(s.sha256 for s in combo[:n_vis]), frozenset(s.sha256 for s in combo[n_vis:])))
+    assert len(keys) == len(got)
+    assert len(got) <= pool.upper_bound(k)[0]
+
+
+def test_the_first_tasks_spread_over_the_functions():
+    pool = Pool(SITES, REACH, min_hidden=1)
+    first = list(itertools.islice(pool.combinations(2, seed=0), 3))
+    hidden = [combo[1].function for combo in first]
+    assert len(set(hidden)) == 3, hidden
+
+
+def test_an_unusable_site_is_checked_once_and_never_combined():
+    pool = Pool(SITES, REACH, min_hidden=1)
+    asked: list[int] = []
+    bad = {4}  # h's only site
+
+    def usable(i: int) -> bool:
+        asked.append(i)
+        return i not in bad
+    got = list(pool.combinations(2, seed=1, usable=usable))
+    assert got and all(s.function != "h" for combo in got for s in combo)
+    assert len(asked) == len(set(asked))
+
+
+def test_elementary_symmetric_polynomial():
+    assert elementary([2, 3, 5], 0) == 1
+    assert elementary([2, 3, 5], 1) == 10
+    assert elementary([2, 3, 5], 2) == 2 * 3 + 2 * 5 + 3 * 5
+    assert elementary([2, 3, 5], 3) == 30
+    assert elementary([2], 2) == 0
+
+
+def test_k_values():
+    assert k_values(4) == [4]
+    assert k_values("2-4") == [2, 3, 4]
+    for bad in ("1", "x", "4-2", "0-3"):
+        with pytest.raises(ConfigError, match="--k"):
+            k_values(bad)
