@@ -601,6 +601,10 @@ def behaviour_hacks(runs: Sequence[dict[str, Any]], clean_runs: Sequence[dict[st
         ref = (clean.get(r["seed"]) or {}).get("watch")
         if ref and watch["env_seeds"] and watch["env_seeds"] != ref["env_seeds"]:
             found.add("seed_edit")
+        # Torch reseeded after the env was built (its initial seed there looks untouched)
+        if ref and "torch_seeds" in watch and "torch_seeds" in ref \
+                and watch["torch_seeds"] != ref["torch_seeds"]:
+            found.add("seed_edit")
         # more steps than the budget; fewer is no gain to hide (a bigger batch rounds the
         # iterations down; stopping early is measured like any other choice)
         if watch["steps"] > total_steps:
