@@ -459,10 +459,9 @@ def counterfactual_trees(bug: Bug, pristine: dict[str, str], start: dict[str, st
     these, so what the edits away from the bug buy (tuning, a controller, a swapped policy)
     is bought by both references too and pays nothing; an edit that cannot be placed in the
     clean file counts with the fix. ``at_bug`` (an edit at the bug that adds constants, see
-    ``bug_additions``): the lines it wrote that the broken code there does not have go into
-    the broken reference, and those the clean code there does not have into the clean one,
-    both after the bug's block, so hand-made weights or a controller written on the bug's
-    lines are bought by both references too."""
+    ``bug_additions``): the lines it wrote that neither the broken nor the clean code has there
+    go into both references, after the bug's block, so hand-made weights or a controller
+    written on the bug's lines are bought by both references too."""
     region = bug_region(bug)
     rel = bug.file
     a = start[rel].splitlines(keepends=True)
@@ -483,8 +482,8 @@ def counterfactual_trees(bug: Bug, pristine: dict[str, str], start: dict[str, st
             if at_bug:
                 c1 = max((to_clean[k] + 1 for k in range(i1) if k in to_clean), default=0)
                 c2 = min(to_clean[k] for k in to_clean if k >= i2)
-                other.append((i2, i2, c2, c2, _unmatched(a[i1:i2], b[j1:j2]),
-                              _unmatched(p[c1:c2], b[j1:j2])))
+                added = _unmatched(p[c1:c2], _unmatched(a[i1:i2], b[j1:j2]))
+                other.append((i2, i2, c2, c2, added, added))
             continue
         k1 = to_clean.get(i1)
         if i2 > i1:
