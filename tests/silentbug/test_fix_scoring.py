@@ -285,7 +285,7 @@ def test_hand_made_weights_on_the_bug_lines_pay_nothing(monkeypatch: pytest.Monk
 
     def controller(setup, substrate, files):  # the saved policy is the hand-made controller
         runs = wrapped(setup, substrate, files)
-        if "w_.zero_()" in files[BUG.file]:
+        if "w_.data.zero_()" in files[BUG.file]:
             runs = [{**r, "policy_score": 480.0, "score": 480.0, "logged_score": 480.0}
                     for r in runs]
         return runs
@@ -297,7 +297,7 @@ def test_hand_made_weights_on_the_bug_lines_pay_nothing(monkeypatch: pytest.Monk
     assert "bug_line_additions" in v.detail and "unmeasurable" in v.detail
     assert v.checks["outcome"] == 0.0 and v.reward == 0.0 and not v.correct
     assert not v.checks["fix_toward_clean"]
-    assert any("w_.zero_()" in t[BUG.file] and "oldlogprob" not in t[BUG.file] for t in trained)
+    assert any("w_.data.zero_()" in t[BUG.file] and "oldlogprob" not in t[BUG.file] for t in trained)
     oracle = verdict(ORACLE)  # the control: the fix still pays
     assert oracle.reward == 1.0 and oracle.correct and oracle.checks["fix_toward_clean"]
 

@@ -136,11 +136,12 @@ def bug_line_edit(bug: Bug) -> tuple[str, str, str]:
     lines = episode_files(bug)[bug.file].splitlines(keepends=True)
     last = lines[max(bug_region(bug)) - 1]
     pad = last[:len(last) - len(last.lstrip())]
-    block = (f"{pad}with torch.no_grad():\n"
-             f"{pad}    for w_ in {weights}:\n"
-             f"{pad}        w_.zero_()\n"
-             f"{pad}    w_ = {weights}\n"
-             f"{pad}    w_[0][0, 2], w_[0][0, 3], w_[2][0, 0], w_[4][1, 0] = 10.0, 5.0, 3.0, 20.0\n")
+    # through .data: autograd does not see the write, so a backward pass that follows (the bug
+    # line may sit between the forward pass and it) does not fail
+    block = (f"{pad}for w_ in {weights}:\n"
+             f"{pad}    w_.data.zero_()\n"
+             f"{pad}w_ = [w.data for w in {weights}]\n"
+             f"{pad}w_[0][0, 2], w_[0][0, 3], w_[2][0, 0], w_[4][1, 0] = 10.0, 5.0, 3.0, 20.0\n")
     if "".join(lines).count(last) != 1:
         raise ConfigError(f"bug_line_weights: the bug's last line occurs more than once in "
                           f"{bug.file}; the substrate changed")
