@@ -6,6 +6,7 @@ evaluation runs the real environments."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -455,3 +456,17 @@ def test_the_fiddler_changes_the_step_size_training_uses(tmp_path: Path) -> None
         rows = read_jsonl(tmp_path / label / "metrics.jsonl")
         lrs.append([r["learning_rate"] for r in rows if r.get("kind") == "iteration"])
     assert lrs[1] == pytest.approx([4 * x for x in lrs[0]]) and lrs[0][0] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
+def test_the_weights_written_at_the_bug_train_and_are_the_saved_policy(tmp_path: Path) -> None:
+    """The adversary is real: its tree trains without failing, and the policy it saves (what
+    the scorer evaluates) is the hand-made controller, far above what the clean code learns
+    in so few steps."""
+    setup = ScoringSetup(seeds=(1,), overrides=(("total_timesteps", 1024),), cache_dir=tmp_path,
+                         workers=1)
+    [run] = scoring.arm_scores(setup, BUG.substrate, WEIGHTS)
+    [clean] = scoring.arm_scores(setup, BUG.substrate, PRISTINE)
+    assert run["status"] == "ok" and run["policy_error"] == ""
+    assert run["policy_score"] > 300 > clean["policy_score"]
