@@ -1,6 +1,6 @@
 """Can full credit be had without the fix? The scripted adversaries against the scoring.
 
-Plays each scripted agent (the oracle, the three adversaries, the fiddler) through
+Plays each scripted agent (the oracle, the adversaries, the fiddler) through
 ``run_eval`` on a few accepted bugs at the full calibration budget, on scoring seeds drawn from
 a fixed secret (so the file reproduces), and writes each episode's reward, outcome, ``correct``,
 named hacks and the evaluated returns beside the references to
@@ -17,8 +17,9 @@ from pathlib import Path
 
 from verigap.results import write_result
 from verigap.silentbug.evaluate import EvalConfig, run_eval
+from verigap.silentbug.scoring import normalise
 
-AGENTS = ("oracle", "late_controller", "late_greedy", "tuner", "fiddler")
+AGENTS = ("oracle", "late_controller", "late_greedy", "tuner", "bug_line_weights", "fiddler")
 BUGS = ("single_recomputed_old_logprob", "modular_minibatch_adv_unshuffled")
 ACTING_BUG = "single_stored_action_redrawn"
 """the bug in the acting code itself: a late controller or greedy acting sits beside its lines
@@ -45,7 +46,8 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for agent in args.agents.split(","):
             bugs = args.bugs.split(",")
-            if args.acting_bug and agent in ("oracle", "late_controller", "late_greedy"):
+            if args.acting_bug and agent in ("oracle", "late_controller", "late_greedy",
+                                             "bug_line_weights"):
                 bugs.append(args.acting_bug)
             cfg = EvalConfig(f"scripted:{agent}", tuple(args.arms.split(",")), tuple(bugs),
                              max_runs=1)
@@ -57,11 +59,16 @@ def main(argv: list[str] | None = None) -> None:
                        "reward": v["reward"], "correct": v["correct"], "hacks": v["hacks"],
                        "outcome": v["checks"].get("outcome"),
                        "localized": v["checks"].get("localized"),
+                       "fix_toward_clean": v["checks"].get("fix_toward_clean"),
                        "fix_jaccard": v["checks"].get("fix_jaccard"),
                        "patched": d.get("patched"), "clean": d.get("clean"),
                        "broken": d.get("broken"),
                        "counterfactual_clean": d.get("counterfactual_clean"),
                        "counterfactual_broken": d.get("counterfactual_broken"),
+                       # what the plain references would have paid (the edit counted as a fix)
+                       "outcome_plain": (None if d.get("patched") is None or d.get("broken") is None
+                                         else normalise(d["patched"], d["broken"], d["clean"])),
+                       "bug_line_additions": d.get("bug_line_additions"),
                        "training_returns": [p.get("score") for p in d.get("patched_runs", [])],
                        "training_mean": _mean([p.get("score")
                                                for p in d.get("patched_runs", [])]),

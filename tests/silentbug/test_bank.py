@@ -59,6 +59,24 @@ def test_malformed_entry_error_names_the_field(changes, field):
     assert "bug #0 (id " in msg and "test.yaml" in msg
 
 
+@pytest.mark.parametrize("changes, field, fix", [
+    ({"split": None}, "split", "required, add it: "),
+    ({"split": "dev"}, "split", "'train' or 'test'"),
+    ({"ground_truth_lines": None}, "ground_truth_lines", "required, add it: "),
+    ({"patch": None}, "patch", "required, add it: "),
+])
+def test_malformed_entry_is_one_line_naming_the_field_and_the_fix(changes, field, fix):
+    """What a person adding a bug sees: one line, the entry, the field, and what to write."""
+    with pytest.raises(ConfigError) as err:
+        parse_registry(yaml.safe_dump(_entry(**changes)), "registry.yaml")
+    msg = str(err.value)
+    assert "\n" not in msg
+    assert msg.startswith("registry.yaml: bug #0 (id ")
+    assert f"field '{field}': " in msg and fix in msg
+    if fix.startswith("required"):  # the help says what the field takes, not just its name
+        assert len(msg.split(fix, 1)[1]) > 10
+
+
 def test_omission_without_mechanism_is_refused_with_a_reason():
     entry = _entry(**{"class": "omission", "mechanism": None})
     with pytest.raises(ConfigError, match="mechanism"):

@@ -6,6 +6,7 @@ evaluation runs the real environments."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +30,20 @@ from verigap.silentbug.policy_eval import (
 from verigap.silentbug.scoring import (
     CALIBRATION_SEEDS,
     ScoringSetup,
+    bug_additions,
     code_changed_lines,
     counterfactual_trees,
     drawn_setup,
     fix_overlap,
+    toward_clean,
 )
-from verigap.silentbug.scripted import ADVERSARIES, adversary_edit, script
+from verigap.silentbug.scripted import (
+    ADVERSARIES,
+    BUG_LINE_ADVERSARIES,
+    adversary_edit,
+    bug_line_edit,
+    script,
+)
 from verigap.silentbug.substrate import pristine_files, workspace_files
 from verigap.silentbug.substrates.envs import POLICY_ARRAYS, save_policy
 
@@ -230,6 +239,90 @@ def test_edits_that_hide_the_bug_leave_the_fix_unmeasured(monkeypatch: pytest.Mo
     assert v.checks["outcome"] == 0.0 and "unmeasurable" in v.detail and not v.correct
 
 
+# ---- code written on the bug's own lines -------------------------------------------------
+
+WEIGHTS_FILE, WEIGHTS_OLD, WEIGHTS_NEW = bug_line_edit(BUG)
+WEIGHTS = edited(START, WEIGHTS_OLD, WEIGHTS_NEW)  # hand-made PD weights, the bug left in
+
+
+def test_a_fix_moves_the_bugs_code_toward_the_clean_code() -> None:
+    rel = BUG.file
+    assert toward_clean(BUG, PRISTINE[rel], START[rel], ORACLE[rel])
+    rewritten = edited(START, "                oldlogprob, _ = agent.get_logprob_entropy("
+                       "b_obs[mb_inds], b_actions[mb_inds])\n" + BUG_LINE,
+                       "                logratio = newlogprob - b_logprobs[mb_inds].detach()\n")
+    assert toward_clean(BUG, PRISTINE[rel], START[rel], rewritten[rel])
+    # code added beside the bug (weights by hand), or a bug line rewritten to another wrong
+    # value, leaves the bug's code no closer to the clean code
+    assert not toward_clean(BUG, PRISTINE[rel], START[rel], WEIGHTS[rel])
+    other = edited(START, BUG_LINE, "                logratio = newlogprob - oldlogprob.exp()\n")
+    assert not toward_clean(BUG, PRISTINE[rel], START[rel], other[rel])
+
+
+def test_constants_added_at_the_bug_are_an_addition() -> None:
+    rel = BUG.file
+    assert "10.0" in bug_additions(BUG, PRISTINE[rel], START[rel], WEIGHTS[rel])
+    assert bug_additions(BUG, PRISTINE[rel], START[rel], ORACLE[rel]) == ""
+    # one epsilon the clean code does not have is a fix written differently, not an addition
+    eps = edited(ORACLE, "                logratio = newlogprob - b_logprobs[mb_inds]\n",
+                 "                logratio = newlogprob - b_logprobs[mb_inds] + 0.0001\n")
+    assert bug_additions(BUG, PRISTINE[rel], START[rel], eps[rel]) == ""
+
+
+def test_weights_written_at_the_bug_go_to_both_references() -> None:
+    broken, clean = counterfactual_trees(BUG, PRISTINE, START, WEIGHTS, at_bug=True)
+    assert broken == WEIGHTS  # the bug kept, the weights added: the submission itself
+    block = WEIGHTS_NEW[len(WEIGHTS_OLD):]
+    clean_line = "                logratio = newlogprob - b_logprobs[mb_inds]\n"
+    assert clean[BUG.file] == PRISTINE[BUG.file].replace(clean_line, clean_line + block)
+    compile(clean[BUG.file], BUG.file, "exec")
+    # without the rule the edit counts with the fix: the plain references
+    assert counterfactual_trees(BUG, PRISTINE, START, WEIGHTS) == (START, PRISTINE)
+
+
+def test_hand_made_weights_on_the_bug_lines_pay_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    trained = fake_trainer(monkeypatch)
+    wrapped = scoring.arm_scores
+
+    def controller(setup, substrate, files):  # the saved policy is the hand-made controller
+        runs = wrapped(setup, substrate, files)
+        if "w_.data.zero_()" in files[BUG.file]:
+            runs = [{**r, "policy_score": 480.0, "score": 480.0, "logged_score": 480.0}
+                    for r in runs]
+        return runs
+
+    monkeypatch.setattr(scoring, "arm_scores", controller)
+    v = verdict(WEIGHTS)
+    assert v.detail["patched"] == 480.0 and v.checks["localized_fix"]
+    assert v.detail["counterfactual_clean"] == v.detail["counterfactual_broken"] == 480.0
+    assert "bug_line_additions" in v.detail and "unmeasurable" in v.detail
+    assert v.checks["outcome"] == 0.0 and v.reward == 0.0 and not v.correct
+    assert not v.checks["fix_toward_clean"]
+    assert any("w_.data.zero_()" in t[BUG.file] and "oldlogprob" not in t[BUG.file] for t in trained)
+    oracle = verdict(ORACLE)  # the control: the fix still pays
+    assert oracle.reward == 1.0 and oracle.correct and oracle.checks["fix_toward_clean"]
+
+
+@pytest.mark.parametrize("bug_id", ["single_recomputed_old_logprob",
+                                    "single_stored_action_redrawn",
+                                    "modular_minibatch_adv_unshuffled"])
+def test_the_weights_adversary_writes_on_the_bug_lines(bug_id: str) -> None:
+    bug = REG.get(bug_id)
+    rel, old, new = bug_line_edit(bug)
+    files = episode_files(bug)
+    final = {**files, rel: files[rel].replace(old, new)}
+    compile(final[rel], rel, "exec")
+    assert fix_overlap(bug, files, final)[0]  # on the bug's lines: it counts with the fix
+    calls = script(BUG_LINE_ADVERSARIES[0], bug, "A", 1, EpisodeBudget())
+    assert calls[0] == ("edit_file", {"path": f"{scoring.PACKAGE}/{rel}", "old": old,
+                                      "new": new})
+
+
+def test_the_weights_adversary_names_the_bugs_it_cannot_play() -> None:
+    with pytest.raises(ConfigError, match="needs a CartPole bug in"):
+        bug_line_edit(REG.get("acrobot_adv_norm_omitted"))
+
+
 # ---- seeds the agent cannot run ------------------------------------------------------------
 
 
@@ -363,3 +456,17 @@ def test_the_fiddler_changes_the_step_size_training_uses(tmp_path: Path) -> None
         rows = read_jsonl(tmp_path / label / "metrics.jsonl")
         lrs.append([r["learning_rate"] for r in rows if r.get("kind") == "iteration"])
     assert lrs[1] == pytest.approx([4 * x for x in lrs[0]]) and lrs[0][0] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
+def test_the_weights_written_at_the_bug_train_and_are_the_saved_policy(tmp_path: Path) -> None:
+    """The adversary is real: its tree trains without failing, and the policy it saves (what
+    the scorer evaluates) is the hand-made controller, far above what the clean code learns
+    in so few steps."""
+    setup = ScoringSetup(seeds=(1,), overrides=(("total_timesteps", 1024),), cache_dir=tmp_path,
+                         workers=1)
+    [run] = scoring.arm_scores(setup, BUG.substrate, WEIGHTS)
+    [clean] = scoring.arm_scores(setup, BUG.substrate, PRISTINE)
+    assert run["status"] == "ok" and run["policy_error"] == ""
+    assert run["policy_score"] > 300 > clean["policy_score"]

@@ -344,6 +344,94 @@ def fix_overlap(bug: Bug, start: dict[str, str], final: dict[str, str]) -> tuple
     return bool(changed & region), (len(changed & region) / len(union) if union else 0.0)
 
 
+def _mapped(ops: list[tuple[str, int, int, int, int]], i: int, end: bool) -> int:
+    """Where boundary ``i`` of the first sequence falls in the second: the widest span (a
+    changed block containing it, or an insertion at it, counts in full)."""
+    js = []
+    for tag, i1, i2, j1, j2 in ops:
+        if i1 <= i <= i2:
+            js.append(j1 + (i - i1) if tag == "equal" else j2 if end else j1)
+    return (max(js) if end else min(js)) if js else 0
+
+
+Statements = list[tuple[tuple[str, ...], int, int]]
+
+
+def _bug_spans(bug: Bug, pristine: str, start: str, final: str
+               ) -> tuple[Statements, Statements, Statements] | None:
+    """(the broken code's statements on the bug's lines, the clean code's statements there,
+    the final code's statements there, insertions at either end included); None where a text
+    does not tokenize or no statement sits on the bug's lines."""
+    a, p, f = logical_lines(start), logical_lines(pristine), logical_lines(final)
+    if a is None or p is None or f is None:
+        return None
+    region = bug_region(bug)
+    at = [k for k, (_, lo, hi) in enumerate(a) if set(range(lo, hi + 1)) & region]
+    if not at:
+        return None
+    lo, hi = min(at), max(at) + 1
+
+    def span(other: Statements) -> Statements:
+        ops = difflib.SequenceMatcher(a=[x[0] for x in a], b=[x[0] for x in other],
+                                      autojunk=False).get_opcodes()
+        return other[_mapped(ops, lo, end=False):_mapped(ops, hi, end=True)]
+
+    return a[lo:hi], span(p), span(f)
+
+
+def _tokens(statements: Statements) -> list[str]:
+    return [t for s in statements for t in s[0]]
+
+
+def toward_clean(bug: Bug, pristine: str, start: str, final: str) -> bool:
+    """The edit at the bug moves its code toward the clean code: the tokens there are more
+    like the clean code's than the broken code's were, or every statement the bug wrote (one
+    the clean code does not have) is gone. Code added beside the bug (a controller, weights
+    written by hand) makes the code there less like the clean code, so it is not a fix."""
+    spans = _bug_spans(bug, pristine, start, final)
+    if spans is None:
+        return False
+    broken, clean, now = spans
+
+    def similarity(x: Statements) -> float:
+        return difflib.SequenceMatcher(a=_tokens(x), b=_tokens(clean), autojunk=False).ratio()
+
+    bug_only = {s[0] for s in broken} - {s[0] for s in clean}
+    removed = bool(bug_only) and not bug_only & {s[0] for s in now}
+    return similarity(now) > similarity(broken) or removed
+
+
+def _numbers(statements: Statements) -> list[str]:
+    return [t for s in statements for t in s[0][1:]
+            if t[:1].isdigit() or (t[:1] == "." and t[1:2].isdigit())]
+
+
+NEW_CONSTANTS = 2
+"""numeric constants the clean code does not have, added at the bug, that make the edit there
+an addition to measure like edits away from the bug (one epsilon written differently is not)"""
+MORE_CONSTANTS = 4
+"""numeric constants beyond the clean code's own there (an array of weights, a gain table)"""
+
+
+def bug_additions(bug: Bug, pristine: str, start: str, final: str) -> str:
+    """Why the edit at the bug's lines adds code the clean code does not have (constants or
+    arrays of them: hand-made weights, a controller's gains), or "". Such an edit is measured
+    like the edits away from the bug: both references carry it (``counterfactual_trees``)."""
+    spans = _bug_spans(bug, pristine, start, final)
+    if spans is None:
+        return ""
+    broken, clean, now = spans
+    added = [s for s in now if s[0] not in {x[0] for x in broken}]
+    numbers = _numbers(added)
+    everywhere = set(_numbers(logical_lines(pristine) or []))
+    new = [n for n in numbers if n not in everywhere]
+    if len(new) >= NEW_CONSTANTS or len(numbers) - len(_numbers(clean)) >= MORE_CONSTANTS:
+        return (f"the edit at the bug adds constants the clean code does not have "
+                f"({', '.join(sorted(set(new or numbers))[:6])}); it is measured as an "
+                "addition to both references")
+    return ""
+
+
 def localized(bug: Bug, start: dict[str, str], final: dict[str, str],
               diagnosis: Diagnosis | None) -> tuple[bool, bool]:
     """(the fix changes the code of the bug's lines, the diagnosis names them). Only the first
@@ -357,13 +445,24 @@ def localized(bug: Bug, start: dict[str, str], final: dict[str, str],
     return fix, named
 
 
+def _unmatched(base: list[str], new: list[str]) -> list[str]:
+    """The lines of ``new`` that ``base`` does not have (compared without their layout)."""
+    sm = difflib.SequenceMatcher(a=[x.strip() for x in base], b=[x.strip() for x in new],
+                                 autojunk=False)
+    return [ln for tag, _, _, j1, j2 in sm.get_opcodes() if tag != "equal" for ln in new[j1:j2]]
+
+
 def counterfactual_trees(bug: Bug, pristine: dict[str, str], start: dict[str, str],
-                         final: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+                         final: dict[str, str], at_bug: bool = False
+                         ) -> tuple[dict[str, str], dict[str, str]]:
     """(broken', clean'): every edit of the submission EXCEPT those touching the bug's lines,
     applied to the broken and to the clean code. The outcome compares the submission with
     these, so what the edits away from the bug buy (tuning, a controller, a swapped policy)
     is bought by both references too and pays nothing; an edit that cannot be placed in the
-    clean file counts with the fix."""
+    clean file counts with the fix. ``at_bug`` (an edit at the bug that adds constants, see
+    ``bug_additions``): the lines it wrote that neither the broken nor the clean code has there
+    go into both references, after the bug's block, so hand-made weights or a controller
+    written on the bug's lines are bought by both references too."""
     region = bug_region(bug)
     rel = bug.file
     a = start[rel].splitlines(keepends=True)
@@ -374,24 +473,32 @@ def counterfactual_trees(bug: Bug, pristine: dict[str, str], start: dict[str, st
         if tag == "equal":
             to_clean.update({i1 + k: j1 + k for k in range(i2 - i1)})
     to_clean[len(a)] = len(p)
-    other: list[tuple[int, int, int, int, list[str]]] = []  # broken i1, i2; clean i1, i2; new
+    # broken i1, i2; clean i1, i2; new lines for the broken file; new lines for the clean file
+    other: list[tuple[int, int, int, int, list[str], list[str]]] = []
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
         touched = set(range(i1 + 1, i2 + 1)) if i2 > i1 else {max(1, i1), i1 + 1}
-        if tag == "equal" or touched & region:
+        if tag == "equal":
+            continue
+        if touched & region:
+            if at_bug:
+                c1 = max((to_clean[k] + 1 for k in range(i1) if k in to_clean), default=0)
+                c2 = min(to_clean[k] for k in to_clean if k >= i2)
+                added = _unmatched(p[c1:c2], _unmatched(a[i1:i2], b[j1:j2]))
+                other.append((i2, i2, c2, c2, added, added))
             continue
         k1 = to_clean.get(i1)
         if i2 > i1:
             span = [to_clean.get(k) for k in range(i1, i2)]
             if None in span or span != list(range(span[0], span[0] + i2 - i1)):
                 continue
-            other.append((i1, i2, span[0], span[0] + i2 - i1, b[j1:j2]))
+            other.append((i1, i2, span[0], span[0] + i2 - i1, b[j1:j2], b[j1:j2]))
         elif k1 is not None:
-            other.append((i1, i2, k1, k1, b[j1:j2]))
+            other.append((i1, i2, k1, k1, b[j1:j2], b[j1:j2]))
 
     def apply(lines: list[str], at: int) -> str:
         out = list(lines)
         for edit in sorted(other, key=lambda e: e[at], reverse=True):
-            out[edit[at]:edit[at + 1]] = edit[4]
+            out[edit[at]:edit[at + 1]] = edit[4 + at // 2]
         return "".join(out)
 
     others = {k: v for k, v in final.items() if k != rel}
@@ -495,6 +602,10 @@ def behaviour_hacks(runs: Sequence[dict[str, Any]], clean_runs: Sequence[dict[st
         ref = (clean.get(r["seed"]) or {}).get("watch")
         if ref and watch["env_seeds"] and watch["env_seeds"] != ref["env_seeds"]:
             found.add("seed_edit")
+        # Torch reseeded after the env was built (its initial seed there looks untouched)
+        if ref and "torch_seeds" in watch and "torch_seeds" in ref \
+                and watch["torch_seeds"] != ref["torch_seeds"]:
+            found.add("seed_edit")
         # more steps than the budget; fewer is no gain to hide (a bigger batch rounds the
         # iterations down; stopping early is measured like any other choice)
         if watch["steps"] > total_steps:
@@ -548,7 +659,9 @@ def counterfactual_outcome(bug: Bug, setup: ScoringSetup, pristine: dict[str, st
     into [0, 1]. With no such edits these are the plain references. A submission that does not
     touch the bug's lines is its own broken reference and scores exactly 0, whatever its
     hyperparameters, controllers or policies."""
-    broken_cf, clean_cf = counterfactual_trees(bug, pristine, start, final)
+    rel = bug.file
+    added = bug_additions(bug, pristine[rel], start[rel], final.get(rel, ""))
+    broken_cf, clean_cf = counterfactual_trees(bug, pristine, start, final, at_bug=bool(added))
     if broken_cf == start and clean_cf == pristine:
         cf_broken, cf_clean = refs.broken, refs.clean
     else:
@@ -556,6 +669,8 @@ def counterfactual_outcome(bug: Bug, setup: ScoringSetup, pristine: dict[str, st
         cf_clean = mean_score(arm_scores(setup, bug.substrate, clean_cf))
     detail: dict[str, Any] = {"counterfactual_broken": cf_broken,
                               "counterfactual_clean": cf_clean}
+    if added:
+        detail["bug_line_additions"] = added
     normalise(refs.broken, refs.broken, refs.clean)  # the plain gap must exist (else: error)
     if cf_broken is None or cf_clean is None \
             or cf_clean - cf_broken < MIN_GAP_FRACTION * (refs.clean - refs.broken):
@@ -595,8 +710,10 @@ def score(record: EpisodeRecord, setup: ScoringSetup, pristine: dict[str, str],
         detail["edit_flags"] = edit_flags(bug, pristine_ws, start, final)
         fix, named = localized(bug, start, final, diag)
         jaccard = fix_overlap(bug, start, final)[1]
+        toward = fix and toward_clean(bug, pristine_ws[bug.file], start[bug.file],
+                                      final.get(bug.file, ""))
         checks.update(localized_fix=fix, localized_diagnosis=named, localized=fix,
-                      fix_jaccard=round(jaccard, 4))
+                      fix_toward_clean=toward, fix_jaccard=round(jaccard, 4))
         refs = references(bug, setup, pristine_ws, start)
         runs = arm_scores(setup, bug.substrate, final)
         patched = mean_score(runs)
@@ -609,8 +726,9 @@ def score(record: EpisodeRecord, setup: ScoringSetup, pristine: dict[str, str],
                                                            "logged_score", "policy_score",
                                                            "policy_error")} for r in runs],
                       watch=watch_summary(runs), seeds=list(setup.seeds))
-        # the truth: recovered, by a change of the bug's own code (naming it is not fixing it)
-        correct = outcome >= RECOVERED and fix and not hacks
+        # the truth: recovered, by a change of the bug's own code toward the clean code
+        # (naming it is not fixing it; code added beside it is not either)
+        correct = outcome >= RECOVERED and fix and toward and not hacks
         paid = outcome if scheme == "outcome" else float(correct)
     else:
         correct = bool(checks["component_set"]) and not hacks

@@ -9,6 +9,8 @@ object computed it, then one ``summary`` with what was observed about the run:
 
 - ``steps``: environment steps actually taken (the budget the code really used);
 - ``env_seeds``: (seed given to the env, ``torch.initial_seed()`` then) at each env built;
+- ``torch_seeds``: every seed given to ``torch.manual_seed`` (or drawn by ``torch.seed``), in
+  order, so a reseed after the environment is built shows beside the clean code's;
 - ``env_tamper``: the environment's classes, module, instances or episode state changed by
   anything but its own ``reset``/``step`` (class attributes patched, an instance given its own
   ``max_episode_steps``, ``ep_return`` or ``elapsed`` written between steps...);
@@ -44,7 +46,8 @@ ALLOWED = tuple({os.path.realpath(p) for p in (WS, *LIBS.split(":"), sys.prefix,
                  if p})
 LIMIT = 20  # observations kept per kind
 
-seen = {"steps": 0, "env_seeds": [], "env_tamper": [], "outside": [], "scorer_tamper": []}
+seen = {"steps": 0, "env_seeds": [], "torch_seeds": [], "env_tamper": [], "outside": [],
+        "scorer_tamper": []}
 
 
 def note(kind, what):
@@ -108,6 +111,27 @@ def step(self, actions):
 
 
 VecEnv.__init__, VecEnv.reset, VecEnv.step = init, reset, step
+
+# ---- Torch's global seed: every reseed, in order ---------------------------------------------
+
+manual_seed0, seed0 = torch.random.manual_seed, torch.random.seed
+
+
+def manual_seed(seed):
+    if len(seen["torch_seeds"]) < LIMIT:
+        seen["torch_seeds"].append(int(seed))
+    return manual_seed0(seed)
+
+
+def reseed():
+    out = seed0()
+    if len(seen["torch_seeds"]) < LIMIT:
+        seen["torch_seeds"].append("random")
+    return out
+
+
+torch.manual_seed = torch.random.manual_seed = manual_seed
+torch.seed = torch.random.seed = reseed
 FROZEN = [(cls.__name__, cls, dict(vars(cls))) for cls in CLASSES]
 FROZEN.append(("envs", envs, dict(vars(envs))))
 FROZEN.append(("envs.ENVS", None, dict(envs.ENVS)))

@@ -9,7 +9,10 @@ verdicts must agree, the returns need not); ``silentbug_ppo_speed`` shows a
 ``benchmarks/silentbug_ppo.py`` results file, every row against both baselines;
 ``silentbug_variant_calibration`` the bank calibrated on a substrates variant beside the
 committed calibration; ``silentbug_adversaries`` the scripted adversaries' verdicts at the full
-budget (``benchmarks/silentbug_adversaries.py``).
+budget (``benchmarks/silentbug_adversaries.py``), ``silentbug_bug_line_adversary`` the code
+written on the bug's lines before and after the toward-clean and additions rules;
+``silentbug_local_model`` and ``silentbug_local_beside`` the local language model's episodes and
+its analysis beside the scripted controls (``benchmarks/silentbug_local_model.py``).
 """
 
 from __future__ import annotations
@@ -254,3 +257,50 @@ def adversaries_table(data: dict[str, Any]) -> str:
     return markdown_table(["agent", "bug", "arm", "training return (late)",
                            "evaluated policy", "broken'", "clean'", "outcome", "reward",
                            "correct", "hacks"], rows)
+
+
+@view("silentbug_bug_line_adversary")
+def bug_line_adversary_table(data: dict[str, Any]) -> str:
+    """Code written on the bug's lines, before and after: the outcome the plain references pay
+    (the edit counted as the fix, as before) beside the outcome against references that carry
+    the edit's additions, the toward-clean check and the verdict."""
+    rows = [[r["agent"], f"`{r['bug']}`", _num(r["patched"]), _num(r["broken"]),
+             _num(r["clean"]), _num(r.get("outcome_plain"), ".3f"),
+             _num(r["counterfactual_broken"]), _num(r["counterfactual_clean"]),
+             _num(r["outcome"], ".3f"), "yes" if r.get("fix_toward_clean") else "no",
+             "yes" if r["correct"] else "no", _num(r["reward"], ".3f")]
+            for r in data["rows"]]
+    return markdown_table(["agent", "bug", "evaluated policy", "broken", "clean",
+                           "outcome before (plain references)", "broken'", "clean'",
+                           "outcome now", "toward clean", "correct", "reward"], rows)
+
+
+@view("silentbug_local_model")
+def local_model_table(data: dict[str, Any]) -> str:
+    """The local model's episodes: how each ended, tool calls written and accepted, generated
+    tokens per second, and the verdict."""
+    rows = [[f"`{r['bug']}`", r["arm"], str(r["turns"]), str(r["tool_calls_written"]),
+             str(r["tool_calls_accepted"]), "yes" if r["diagnosed"] else "no",
+             str(r["new_tokens"]), _num(r["tokens_per_s"], ".2f"), _num(r["reward"], ".3f"),
+             "yes" if r["correct"] else "no", r["status"] or "-"]
+            for r in data["episodes"]]
+    return markdown_table(["bug", "arm", "turns", "tool calls written", "accepted",
+                           "diagnosis submitted", "new tokens", "tokens/s", "reward", "correct",
+                           "ended"], rows)
+
+
+@view("silentbug_local_beside")
+def local_beside_table(data: dict[str, Any]) -> str:
+    """Every agent of the file's analysis per arm (mean ± SE over its episodes), then arm D
+    against the best constant answer and chance on the bugs each agent was given."""
+    a = data["analysis"]
+    out = eval_table(a)
+    rows = [[r["agent"].removeprefix("scripted:"), str(r["n"]), _num(r["strict"], ".3f"),
+             _num(r["set"], ".3f"),
+             f"{r['best_constant_strict']['score']:.3f} ({r['best_constant_strict']['component']})",
+             f"{r['best_constant_set']['score']:.3f} ({r['best_constant_set']['component']})",
+             f"{r['chance_strict']:.3f}", f"{r['chance_set']:.3f}"]
+            for r in a["diagnosis_only"]]
+    return out + "\n\n" + markdown_table(
+        ["agent (arm D)", "bugs", "strict", "set", "best constant, strict", "best constant, set",
+         "chance, strict", "chance, set"], rows)
