@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from verigap.errors import VerigapError
+from verigap.errors import ConfigError, VerigapError
 from verigap.experiments.registry import DEFAULT_REGISTRY, load_registry
 from verigap.experiments.render import (
     figure,
@@ -149,6 +149,34 @@ def verdicts(registry: Path = REG,
         print(json.dumps(rows, indent=2, sort_keys=True))
         return
     _table(rows)
+
+
+@app.command()
+def curves(registry: Path = REG,
+           runs: Path = typer.Option(RUNS, help="the runs directory the log ran into"),
+           out: Path = typer.Option(..., help="the curves file to write (JSON)"),
+           settings: list[str] = typer.Option(None, "--setting", help="default: all")) -> None:
+    """Write every run's training curve as it stands (finished, partial or not started), so an
+    unfinished log still shows what it has, labelled.
+
+    Example: verigap experiments curves --registry src/verigap/experiments/predictions_language_model.yaml --runs runs/experiments-language-model --out results/experiments/language_model_curves.json
+    """
+    from verigap.experiments.language_model import run_curves
+
+    try:
+        reg = load_registry(registry)
+        for s in settings or []:
+            if s not in reg.settings:
+                raise ConfigError(f"--setting {s}: unknown; known: {', '.join(reg.settings)}")
+        data = run_curves(reg, runs, settings or None)
+    except VerigapError as e:
+        _fail(str(e))
+    write_result(out, {"registry": str(registry), "settings": data},
+                 command=f"verigap experiments curves --registry {registry} --runs {runs} "
+                         f"--out {out}")
+    for s, d in data.items():
+        console.print(f"{s}: " + ", ".join(f"seed {k} {v['status']} ({v['steps_done']}/"
+                                           f"{v['steps']} steps)" for k, v in d["seeds"].items()))
 
 
 @app.command()

@@ -95,3 +95,51 @@ def run_language_model(run_dir: Path, config: dict[str, Any], sft_cache: Path) -
     fields = {k: v for k, v in config.items() if k != "trainer"}
     fields["lora_targets"] = tuple(fields["lora_targets"])
     return run_experiment(LMExperimentConfig(**fields), Path(run_dir), sft_cache=sft_cache)
+
+
+CURVE_FIELDS = ("step", "reward", "visible_pass", "true_success", "false_success")
+"""Per training step (the language model: the step's sampled completions; the MLP: its
+monitoring evaluations): what was paid and the truth beside it."""
+
+
+def _read_curve(run_dir: Path) -> list[dict[str, Any]]:
+    import json
+
+    path = run_dir / "metrics.jsonl"
+    if not path.is_file():
+        return []
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [{k: r[k] for k in CURVE_FIELDS if k in r} for r in rows]
+
+
+def run_curves(reg: Any, runs_dir: Path, settings: list[str] | None = None,
+               quick: bool = False) -> dict[str, Any]:
+    """Every run's curve as it stands, finished or not: per setting and seed its status
+    (``finished``, ``partial`` with the steps done, or ``not started``), the curve, and the
+    held-out start and final rates of a finished run. A partial curve is labelled so."""
+    import json
+
+    from verigap.experiments.runner import config_key
+    from verigap.runs import RESULT
+
+    out: dict[str, Any] = {}
+    for s in settings or list(reg.settings):
+        per_seed = {}
+        for seed in reg.seeds:
+            cfg = reg.run_config(s, seed, quick=quick)
+            run_dir = Path(runs_dir) / config_key(cfg) / f"seed{seed}"
+            curve = _read_curve(run_dir)
+            rec: dict[str, Any] = {"steps": int(cfg["steps"]), "curve": curve,
+                                   "steps_done": max((r["step"] for r in curve), default=0)}
+            if (run_dir / RESULT).is_file():
+                res = json.loads((run_dir / RESULT).read_text())
+                rec.update(status="finished", start=res["start"], final=res["final"],
+                           cpu_s=res.get("cpu_s"))
+                if not curve and res.get("curve"):
+                    rec["curve"] = [{k: r[k] for k in CURVE_FIELDS if k in r}
+                                    for r in res["curve"]]
+            else:
+                rec["status"] = "partial" if curve else "not started"
+            per_seed[str(seed)] = rec
+        out[s] = {"trainer": reg.trainer_of(s), "seeds": per_seed}
+    return out
