@@ -25,12 +25,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from transformers import TrainerCallback
-from trl import GRPOTrainer
+from verigap import numerics  # first: the pin acts only before PyTorch loads
 
-from verigap import trl as vt
-from verigap.agents._local import load_model, resolve_weights
-from verigap.results import read_result, write_result
+numerics.apply()
+from transformers import TrainerCallback  # noqa: E402
+from trl import GRPOTrainer  # noqa: E402
+
+from verigap import trl as vt  # noqa: E402
+from verigap.agents._local import load_model, resolve_weights  # noqa: E402
+from verigap.results import read_result, write_result  # noqa: E402
 
 PHASES = {"_generate": "generate", "_get_per_token_logps_and_entropies": "logprobs",
           "_compute_loss": "loss_forward", "training_step": "step"}
@@ -95,6 +98,7 @@ def main(argv: list[str] | None = None) -> None:
                     help="TRL's default: a second forward inside the backward")
     ap.add_argument("--out", type=Path, default=Path("results/agents/lm_grpo_speed.json"))
     a = ap.parse_args(argv)
+    numerics.reexec_if_needed()  # pinned, as the experiment runs (one thread), or refuse
     import torch
 
     clock = PhaseClock()
@@ -111,9 +115,12 @@ def main(argv: list[str] | None = None) -> None:
     work = Path(tempfile.mkdtemp(prefix="verigap-lm-grpo-"))
     trainer = vt.grpo_trainer(model, tok, cfg, work, log_path=work / "m.jsonl")
     key = "checkpointing" if a.gradient_checkpointing else "no_checkpointing"
+    if numerics.mode() != "pinned":
+        key += f"_{numerics.mode()}"
 
     def write(history: list[dict]) -> None:
-        with open(f"{a.out}.lock", "w") as lock:  # the two settings may run side by side
+        lock_path = Path(tempfile.gettempdir()) / f"{a.out.name}.lock"
+        with open(lock_path, "w") as lock:  # the two settings may run side by side
             fcntl.flock(lock, fcntl.LOCK_EX)
             _write(history)
 
@@ -129,6 +136,7 @@ def main(argv: list[str] | None = None) -> None:
             "beta": cfg.beta, "gradient_checkpointing": cfg.gradient_checkpointing,
             "steps": steps, "median_step_cpu_s": cpu[len(cpu) // 2],
             "load_avg_1min": round(os.getloadavg()[0], 2), "autogroup": _autogroup(),
+            "numerics": numerics.mode(),
             "completion_tokens": [r.get("completions/mean_length") for r in history
                                   if "loss" in r],
             "command": "python " + " ".join(sys.argv)}
