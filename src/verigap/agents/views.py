@@ -66,7 +66,8 @@ def lm_grpo_speed_table(data: dict[str, Any]) -> str:
     r0 = runs[keys[-1]]
     note = (f"\n\nThe last measured step of each run; {r0['prompts_per_step']} prompt x "
             f"{r0['group']} completions of at most {r0['max_completion_length']} tokens, LoRA "
-            f"r={r0['lora_r']}, KL {r0['beta']:g}, {r0['threads']} thread (pinned); 1-minute "
+            f"r={r0['lora_r']}, KL {r0['beta']:g}, {r0['threads']} thread(s), "
+            f"{'pinned' if r0.get('numerics') == 'pinned' else 'not pinned'}; 1-minute "
             f"load average {r0['load_avg_1min']:.1f} on 2 cores.")
     return markdown_table(head, rows) + note
 
