@@ -56,15 +56,16 @@ def lm_grpo_speed_table(data: dict[str, Any]) -> str:
     keys = [k for k in ("checkpointing", "no_checkpointing") if k in runs]
     head = ["phase"] + [f"{'checkpointing on' if k == 'checkpointing' else 'off'}: "
                         f"{u}" for k in keys for u in ("CPU s", "wall s")]
+    at = min(len(runs[k]["steps"]) for k in keys) - 1  # the same step of every run
     rows = []
     for key, label in PHASE_LABELS:
         row = [label]
         for k in keys:
-            last = runs[k]["steps"][-1][key]
+            last = runs[k]["steps"][at][key]
             row += [f"{last['cpu_s']:.1f}", f"{last['wall_s']:.0f}"]
         rows.append(row)
     r0 = runs[keys[-1]]
-    note = (f"\n\nThe last measured step of each run; {r0['prompts_per_step']} prompt x "
+    note = (f"\n\nStep {at + 1} of each run; {r0['prompts_per_step']} prompt x "
             f"{r0['group']} completions of at most {r0['max_completion_length']} tokens, LoRA "
             f"r={r0['lora_r']}, KL {r0['beta']:g}, {r0['threads']} thread(s), "
             f"{'pinned' if r0.get('numerics') == 'pinned' else 'not pinned'}; 1-minute "
