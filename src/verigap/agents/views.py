@@ -93,6 +93,11 @@ def lm_experiment_status(data: dict[str, Any]) -> str:
                      state, _pct(start), _pct(final),
                      _pct(_mean([r["visible_pass"] for r in last])),
                      _pct(_mean([r["false_success"] for r in last]))])
+    states = [x["status"] for d in data["settings"].values() for x in d["seeds"].values()]
+    note = (f"\n\n{states.count('finished')} of {len(states)} runs finished, "
+            f"{states.count('partial')} partial (curves as far as they went), "
+            f"{states.count('not started')} not started. A prediction gets its verdict when all "
+            "its runs have finished; until then it is pending.")
     return markdown_table(["setting", "trainer", "seeds: status (steps done / steps)",
                            "held-out false success, start", "held-out false success, end",
-                           "last logged visible pass", "last logged false success"], rows)
+                           "last logged visible pass", "last logged false success"], rows) + note
