@@ -79,5 +79,6 @@ def test_language_model_log_runs_and_is_judged_on_a_tiny_model(tmp_path, monkeyp
     vis, later = curves["vis"]["seeds"]["0"], curves["later"]["seeds"]["0"]
     assert vis["status"] == "finished" and [r["step"] for r in vis["curve"]] == [1, 2]
     assert later["status"] == "not started" and later["steps"] == 3
+    assert later["start"] == vis["start"]  # one SFT per seed: its start is known already
     stored = json.loads((tmp_path / "v.json").read_text())["data"]
     assert stored["runs"]["vis/seed0"]["steps"] == 2

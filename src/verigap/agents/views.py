@@ -86,11 +86,14 @@ def lm_experiment_status(data: dict[str, Any]) -> str:
         seeds = d["seeds"].values()
         done = [s for s in seeds if s["status"] == "finished"]
         state = ", ".join(f"{s['status']} ({s['steps_done']}/{s['steps']})" for s in seeds)
-        start = _mean([s["start"]["false_success"] for s in done])
+        started = [s for s in seeds if "start" in s]
+        start = _mean([s["start"]["false_success"] for s in started])
+        parsed = _mean([s["start"]["answer_parsed"] for s in started
+                        if "answer_parsed" in s["start"]])
         final = _mean([s["final"]["false_success"] for s in done])
         last = [s["curve"][-1] for s in seeds if s["curve"]]
         rows.append([name, "language model" if d["trainer"] == "language_model" else "NumPy MLP",
-                     state, _pct(start), _pct(final),
+                     state, _pct(parsed), _pct(start), _pct(final),
                      _pct(_mean([r["visible_pass"] for r in last])),
                      _pct(_mean([r["false_success"] for r in last]))])
     states = [x["status"] for d in data["settings"].values() for x in d["seeds"].values()]
@@ -99,5 +102,5 @@ def lm_experiment_status(data: dict[str, Any]) -> str:
             f"{states.count('not started')} not started. A prediction gets its verdict when all "
             "its runs have finished; until then it is pending.")
     return markdown_table(["setting", "trainer", "seeds: status (steps done / steps)",
-                           "held-out false success, start", "held-out false success, end",
+                           "answers parsed, start", "held-out false success, start", "held-out false success, end",
                            "last logged visible pass", "last logged false success"], rows) + note

@@ -112,11 +112,27 @@ def _read_curve(run_dir: Path) -> list[dict[str, Any]]:
     return [{k: r[k] for k in CURVE_FIELDS if k in r} for r in rows]
 
 
+def _cached_start(runs_dir: Path, cfg: dict[str, Any]) -> dict[str, float] | None:
+    """A language-model run's SFT-start evaluation, stored once its SFT has finished (the
+    runner caches it under ``runs_dir/_sft``), so an unfinished run still shows its start."""
+    import json
+
+    if cfg.get("trainer") != "language_model":
+        return None
+    from verigap.trl import LMExperimentConfig, sft_key
+
+    fields = {k: v for k, v in cfg.items() if k != "trainer"}
+    fields["lora_targets"] = tuple(fields["lora_targets"])
+    path = runs_dir / "_sft" / sft_key(LMExperimentConfig(**fields)) / "start.json"
+    return json.loads(path.read_text())["eval"] if path.is_file() else None
+
+
 def run_curves(reg: Any, runs_dir: Path, settings: list[str] | None = None,
                quick: bool = False) -> dict[str, Any]:
     """Every run's curve as it stands, finished or not: per setting and seed its status
-    (``finished``, ``partial`` with the steps done, or ``not started``), the curve, and the
-    held-out start and final rates of a finished run. A partial curve is labelled so."""
+    (``finished``, ``partial`` with the steps done, or ``not started``), the curve, the
+    held-out start rates once its SFT has finished and the final rates of a finished run. A
+    partial curve is labelled so."""
     import json
 
     from verigap.experiments.runner import config_key
@@ -140,6 +156,9 @@ def run_curves(reg: Any, runs_dir: Path, settings: list[str] | None = None,
                                     for r in res["curve"]]
             else:
                 rec["status"] = "partial" if curve else "not started"
+                start = _cached_start(Path(runs_dir), cfg)
+                if start is not None:
+                    rec["start"] = start
             per_seed[str(seed)] = rec
         out[s] = {"trainer": reg.trainer_of(s), "seeds": per_seed}
     return out
