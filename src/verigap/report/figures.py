@@ -488,8 +488,9 @@ def lm_beside_mlp(curves: dict[str, Any], path: Path,
             c = colors.get(n, ACCENT)
             left.plot(x, vis, color=c, ls="--", marker=".", label=f"{n}: visible pass{tag}")
             left.plot(x, fs, color=c, marker=".", label=f"{n}: false success")
+        planned = max((x["steps"] for n in names for x in s[n]["seeds"].values()), default=1)
         left.set(title="Language model (LoRA GRPO, per-step samples)", xlabel="GRPO step",
-                 ylim=(0, 1), ylabel="share of episodes")
+                 ylim=(0, 1), xlim=(0, planned), ylabel="share of episodes")
         if not names:
             left.text(0.5, 0.5, "no language-model step logged yet", ha="center",
                       transform=left.transAxes)
