@@ -99,8 +99,57 @@ def test_run_experiment_writes_a_resumable_run_directory(tmp_path) -> None:
     run = tmp_path / "run"
     assert json.loads((run / "config.json").read_text())["reward"] == {"kind": "audit",
                                                                         "rate": 0.25}
-    for name in vt.TRUTH:
-        assert result[f"gain_{name}"] == result[f"final_{name}"] - result[f"start_{name}"]
+    assert set(result["start"]) == set(result["final"]) == set(vt.TRUTH)
+    assert result["config"]["steps"] == 1 and result["cpu_s"] > 0
+    assert [r["step"] for r in result["curve"]] == [1] and result["curve"][0]["n"] == 4
     assert (run / "metrics.jsonl").read_text().count("\n") == 1
     stamp = (run / "result.json").stat().st_mtime_ns
     assert vt.run_experiment(cfg, run) == result and (run / "result.json").stat().st_mtime_ns == stamp
+
+
+@pytest.mark.slow
+def test_sft_start_is_cached_per_seed_and_loads_to_the_same_policy(tmp_path) -> None:
+    """Two runs that differ only in their reward share one SFT: the second loads the stored
+    adapter, and the merged policy it gets is the first one's, weight for weight."""
+    import torch
+
+    from verigap.agents._tiny import tiny_chat_model
+
+    cfg = vt.LMExperimentConfig(sft_programs=8, lora_r=4, lora_alpha=8, eval_programs=2)
+    other = vt.LMExperimentConfig(**{**cfg.__dict__, "reward": {"kind": "oracle"}})
+    assert vt.sft_key(cfg) == vt.sft_key(other)
+    assert vt.sft_key(cfg) != vt.sft_key(vt.LMExperimentConfig(**{**cfg.__dict__, "seed": 1}))
+    m1, tok = tiny_chat_model(seed=2)
+    a, ev_a, cpu_a = vt.sft_start(cfg, m1, tok, tmp_path / "a", tmp_path / "cache")
+    m2, _ = tiny_chat_model(seed=2)
+    b, ev_b, cpu_b = vt.sft_start(other, m2, tok, tmp_path / "b", tmp_path / "cache")
+    assert cpu_a > 0 and cpu_b == 0.0 and ev_a == ev_b
+    sa, sb = a.state_dict(), b.state_dict()
+    assert sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+    base = tiny_chat_model(seed=2)[0].state_dict()
+    assert any(not torch.equal(sa[k], base[k]) for k in sa)  # SFT moved the weights
+
+
+@pytest.mark.slow
+def test_same_config_and_seed_give_the_same_run(tmp_path) -> None:
+    """Pinned, two runs of one config and seed log the same rewards, truth and TRL losses, step
+    for step (sampling, audits and the update all repeat)."""
+    from verigap.agents._tiny import tiny_chat_model
+
+    cfg = vt.LMExperimentConfig(sft_programs=8, steps=2, prompts_per_step=1, group=2,
+                                max_completion_length=8, lora_r=4, lora_alpha=8,
+                                eval_programs=2, reward={"kind": "audit", "rate": 0.5})
+    runs = []
+    for name, c in (("a", cfg), ("b", cfg), ("other_seed", vt.LMExperimentConfig(
+            **{**cfg.__dict__, "seed": 1}))):
+        model, tok = tiny_chat_model(seed=3)
+        r = vt.run_experiment(c, tmp_path / name, model=model, tokenizer=tok)
+        runs.append((r, (tmp_path / name / "metrics.jsonl").read_text()))
+    (ra, la), (rb, lb), (rc, _) = runs
+    assert la == lb and la.count("\n") == 2
+    keys = ("loss", "kl", "reward", "grad_norm", "entropy", "completions/mean_length")
+    assert [{k: s.get(k) for k in keys} for s in ra["trl_log"]] == \
+        [{k: s.get(k) for k in keys} for s in rb["trl_log"]]
+    assert ra["start"] == rb["start"] and ra["final"] == rb["final"]
+    # the control: another seed samples other completions, so its entropies differ
+    assert [s["entropy"] for s in ra["trl_log"]] != [s["entropy"] for s in rc["trl_log"]]

@@ -66,7 +66,7 @@ class SchemeReward:
         verdicts = text.grade_answers(text.stack(program),
                                       [_completion_text(c) for c in completions],
                                       self.scheme, self.rng)
-        rec = {"n": len(verdicts), "reward": float(np.mean([v.reward for v in verdicts])),
+        rec = {"step": len(self.log) + 1, "n": len(verdicts), "reward": float(np.mean([v.reward for v in verdicts])),
                **{name: float(np.mean([_truth(v, name) for v in verdicts])) for name in TRUTH},
                "caught": int(sum(v.caught for v in verdicts)),
                "deletions": int(sum(v.deletions for v in verdicts))}
@@ -133,22 +133,25 @@ class LMExperimentConfig:
     """the reward scheme that pays the policy"""
     seed: int = 0
     k: int = 4
-    sft_programs: int = 512
+    sft_programs: int = 64
     sft_epochs: int = 1
     sft_lr: float = 2e-4
-    steps: int = 200
-    prompts_per_step: int = 4
-    group: int = 8
+    steps: int = 50
+    prompts_per_step: int = 1
+    group: int = 4
     """completions per prompt (GRPO's group)"""
     beta: float = 0.04
     """KL penalty against the SFT policy (the LoRA adapter disabled)"""
-    lr: float = 1e-5
-    max_completion_length: int = 48
+    lr: float = 1e-4
+    max_completion_length: int = 32
     temperature: float = 1.0
     lora_r: int = 16
     lora_alpha: int = 32
     lora_targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
-    eval_programs: int = 200
+    eval_programs: int = 50
+    gradient_checkpointing: bool = False
+    """TRL's default is on: it saves accelerator memory by running each forward again in the
+    backward. A 135M model on CPU has memory to spare, so on CPU it only costs a forward"""
 
     def scheme(self) -> RewardScheme:
         return scheme_from_dict(self.reward)
@@ -161,10 +164,11 @@ def lora_config(cfg: LMExperimentConfig) -> Any:
                       target_modules=list(cfg.lora_targets), task_type="CAUSAL_LM")
 
 
-def _common(out: Path, seed: int) -> dict[str, Any]:
+def _common(out: Path, seed: int, checkpointing: bool = False) -> dict[str, Any]:
     return {"output_dir": str(out), "report_to": [], "save_strategy": "no", "use_cpu": True,
             "seed": seed, "data_seed": seed, "logging_steps": 1, "disable_tqdm": True,
-            "bf16": False, "fp16": False, "dataloader_num_workers": 0}
+            "bf16": False, "fp16": False, "dataloader_num_workers": 0,
+            "gradient_checkpointing": checkpointing}
 
 
 def sft_trainer(model: Any, tokenizer: Any, cfg: LMExperimentConfig, out: Path,
@@ -174,7 +178,8 @@ def sft_trainer(model: Any, tokenizer: Any, cfg: LMExperimentConfig, out: Path,
 
     args = SFTConfig(num_train_epochs=cfg.sft_epochs, learning_rate=cfg.sft_lr,
                      per_device_train_batch_size=8, assistant_only_loss=False,
-                     max_length=1024, **_common(out, cfg.seed))
+                     max_length=1024,
+                     **_common(out, cfg.seed, cfg.gradient_checkpointing))
     return SFTTrainer(model=model, processing_class=tokenizer, args=args,
                       train_dataset=sft_dataset(cfg.sft_programs, cfg.k, seed=cfg.seed),
                       peft_config=lora_config(cfg) if peft else None)
@@ -193,7 +198,7 @@ def grpo_trainer(model: Any, tokenizer: Any, cfg: LMExperimentConfig, out: Path,
                       num_generations=cfg.group, per_device_train_batch_size=batch,
                       generation_batch_size=batch, max_completion_length=cfg.max_completion_length,
                       temperature=cfg.temperature, reward_weights=weights,
-                      **_common(out, cfg.seed))
+                      **_common(out, cfg.seed, cfg.gradient_checkpointing))
     data = prompt_dataset(max(cfg.steps * cfg.prompts_per_step, 8), cfg.k, seed=cfg.seed)
     return GRPOTrainer(model=model, processing_class=tokenizer, reward_funcs=funcs, args=args,
                        train_dataset=data, peft_config=lora_config(cfg) if peft else None)
@@ -212,10 +217,68 @@ def evaluate(model: Any, tokenizer: Any, n: int, k: int = 4) -> dict[str, float]
     return {name: float(np.mean([_truth(v, name) for v in vs])) for name in TRUTH}
 
 
+def sft_key(cfg: LMExperimentConfig) -> str:
+    """What the SFT start depends on: runs that differ only in their GRPO stage share it."""
+    import hashlib
+
+    d = asdict(cfg)
+    keep = ("model", "seed", "k", "sft_programs", "sft_epochs", "sft_lr", "lora_r",
+            "lora_alpha", "lora_targets", "eval_programs", "gradient_checkpointing")
+    return hashlib.sha256(json.dumps({k: d[k] for k in keep}, sort_keys=True).encode()
+                          ).hexdigest()[:12]
+
+
+def sft_start(cfg: LMExperimentConfig, model: Any, tokenizer: Any, out: Path,
+              cache: Path | None = None) -> tuple[Any, dict[str, float], float]:
+    """(the SFT policy with its adapter merged, its greedy held-out evaluation, CPU seconds).
+
+    With ``cache``, the adapter and the evaluation are stored in ``cache/<sft_key>`` and the
+    next run with the same SFT fields loads them instead of training: the visible, audit and
+    oracle runs of one seed start from the same policy, as the MLP log's runs do."""
+    if cache is None:
+        return _sft_start(cfg, model, tokenizer, out, None)
+    import fcntl
+
+    slot = cache / sft_key(cfg)
+    slot.mkdir(parents=True, exist_ok=True)
+    with open(slot / "lock", "w") as lock:  # two runs of one seed: one trains, one waits
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _sft_start(cfg, model, tokenizer, out, slot)
+
+
+def _sft_start(cfg: LMExperimentConfig, model: Any, tokenizer: Any, out: Path,
+               slot: Path | None) -> tuple[Any, dict[str, float], float]:
+    import torch
+
+    if slot is not None and (slot / "start.json").is_file():
+        from peft import PeftModel
+
+        start = json.loads((slot / "start.json").read_text())
+        merged = PeftModel.from_pretrained(model, slot / "adapter").merge_and_unload()
+        return merged, start["eval"], 0.0
+    c0 = time.process_time()
+    torch.manual_seed(cfg.seed)
+    sft = sft_trainer(model, tokenizer, cfg, out)
+    sft.train()
+    if slot is not None:
+        sft.model.save_pretrained(slot / "adapter")
+    merged = sft.model.merge_and_unload()
+    ev = evaluate(merged, tokenizer, cfg.eval_programs, cfg.k)
+    cpu = time.process_time() - c0
+    if slot is not None:
+        write_json_atomic(slot / "start.json", {"eval": ev, "cpu_s": cpu, "config": asdict(cfg)})
+    return merged, ev, cpu
+
+
 def run_experiment(cfg: LMExperimentConfig, run_dir: Path, *, model: Any = None,
-                   tokenizer: Any = None) -> dict[str, Any]:
+                   tokenizer: Any = None, sft_cache: Path | None = None) -> dict[str, Any]:
     """SFT then GRPO into ``run_dir``; a run whose ``result.json`` exists is skipped (resume).
-    ``model``/``tokenizer`` override ``cfg.model`` (tests pass a tiny random model)."""
+    ``model``/``tokenizer`` override ``cfg.model`` (tests pass a tiny random model).
+
+    ``metrics.jsonl`` gets one record per GRPO step as it is graded (the training batch's
+    reward, visible pass, true and false success), so a run stopped early keeps its curve. The
+    result has the experiment log's shape: ``start`` and ``final`` (greedy held-out rates),
+    ``config``, ``curve`` and the CPU seconds of each stage."""
     import torch
 
     done = run_dir / "result.json"
@@ -224,28 +287,26 @@ def run_experiment(cfg: LMExperimentConfig, run_dir: Path, *, model: Any = None,
     run_dir.mkdir(parents=True, exist_ok=True)
     write_json_atomic(run_dir / "config.json", asdict(cfg))
     torch.manual_seed(cfg.seed)
+    c0 = time.process_time()
     if model is None:
         from verigap.agents._local import load_model, resolve_weights
 
         model, tokenizer = load_model(resolve_weights(cfg.model.partition(":")[2]))
-    t0 = time.perf_counter()
-    sft = sft_trainer(model, tokenizer, cfg, run_dir / "sft")
-    sft.train()
-    model = sft.model.merge_and_unload()
-    start = evaluate(model, tokenizer, cfg.eval_programs, cfg.k)
-    t_sft = time.perf_counter() - t0
+    model, start, sft_cpu = sft_start(cfg, model, tokenizer, run_dir / "sft", sft_cache)
     log = run_dir / "metrics.jsonl"
     log.unlink(missing_ok=True)
+    torch.manual_seed(cfg.seed)
     grpo = grpo_trainer(model, tokenizer, cfg, run_dir / "grpo", log_path=log)
-    t1 = time.perf_counter()
+    t1, c1 = time.perf_counter(), time.process_time()
     grpo.train()
-    t_grpo = time.perf_counter() - t1
+    t_grpo, c_grpo = time.perf_counter() - t1, time.process_time() - c1
     final = evaluate(grpo.model, tokenizer, cfg.eval_programs, cfg.k)
-    result = {**{f"start_{k}": v for k, v in start.items()},
-              **{f"final_{k}": v for k, v in final.items()},
-              **{f"gain_{k}": final[k] - start[k] for k in start},
-              "sft_s": round(t_sft, 1), "grpo_s": round(t_grpo, 1),
-              "s_per_grpo_step": round(t_grpo / cfg.steps, 2),
+    curve = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    result = {"config": json.loads(json.dumps(asdict(cfg))), "start": start, "final": final, "curve": curve,
+              "sft_cpu_s": round(sft_cpu, 1), "grpo_wall_s": round(t_grpo, 1),
+              "grpo_cpu_s": round(c_grpo, 1),
+              "cpu_s_per_grpo_step": round(c_grpo / max(1, cfg.steps), 2),
+              "cpu_s": round(time.process_time() - c0, 1),
               "trl_log": [r for r in grpo.state.log_history if "loss" in r]}
     write_json_atomic(done, result)
     return result

@@ -18,8 +18,18 @@ def test_local_model_view_has_a_row_per_loop() -> None:
     assert "| silent bug, arm A | not measured |" in out
 
 
-def test_grpo_speed_view_states_the_plan() -> None:
-    out = get_view("lm_grpo_speed")({"steps": 2, "prompts_per_step": 4, "group": 8,
-                                     "max_completion_length": 48, "step_s": [61.0, 59.0],
-                                     "median_step_s": 61.0, "plan": {"grpo_cpu_hours": 30.5}})
-    assert "| 2 | 4 x 8 | 48 | 61, 59 | 61 | 30.5 |" in out
+def test_grpo_speed_view_shows_each_phase_with_and_without_checkpointing() -> None:
+    def step(gen: float, back: float) -> dict:
+        parts = {"generate": gen, "reference_forward": 10.0, "loss_forward": 12.0,
+                 "backward_and_rest": back}
+        parts["step"] = sum(parts.values())
+        return {k: {"cpu_s": v, "wall_s": 3 * v} for k, v in parts.items()}
+
+    run = {"prompts_per_step": 1, "group": 4, "max_completion_length": 32, "lora_r": 16,
+           "beta": 0.04, "threads": 1, "numerics": "pinned", "load_avg_1min": 20.0}
+    out = get_view("lm_grpo_speed")({"runs": {
+        "checkpointing": {**run, "steps": [step(15.0, 40.0)]},
+        "no_checkpointing": {**run, "steps": [step(14.0, 25.0)]}}})
+    assert "| backward and optimizer | 40.0 | 120 | 25.0 | 75 |" in out
+    assert "| whole step | 77.0 | 231 | 61.0 | 183 |" in out
+    assert "1 thread(s), pinned" in out

@@ -1,35 +1,84 @@
-"""The language-model predictions use the registry's schema and metric vocabulary, and name
-settings that are configs of verigap.trl's experiment (or the MLP trainer's)."""
+"""The language-model log loads in the experiment log's registry, resolves each setting to its
+trainer's config, runs (on a tiny random model) and is judged as the MLP log is."""
 
 from __future__ import annotations
 
-from dataclasses import fields
+import json
 from pathlib import Path
 
-import yaml
+import pytest
 
-from verigap.experiments.metrics import check_metric
-from verigap.experiments.registry import Prediction
+from verigap.errors import ConfigError
+from verigap.experiments.language_model import LMSetting, run_curves, run_language_model
+from verigap.experiments.registry import load_registry, parse_registry
+from verigap.experiments.runner import plan, run_experiment
+from verigap.patchworld.grpo import GRPOConfig
 
 REGISTRY = Path(__file__).parents[2] / "src/verigap/experiments/predictions_language_model.yaml"
 
 
-def test_predictions_validate_and_name_defined_settings() -> None:
-    data = yaml.safe_load(REGISTRY.read_text())
-    preds = [Prediction.model_validate(p) for p in data["predictions"]]
-    assert len({p.id for p in preds}) == len(preds) >= 4
-    for p in preds:
-        check_metric(p.criterion.metric)
-        assert set(p.criterion.settings_used()) <= set(data["settings"])
+def test_registry_loads_and_each_setting_resolves_to_its_trainer() -> None:
+    reg = load_registry(REGISTRY)
+    assert reg.trainer == "language_model" and len(reg.predictions) == 5
+    lm = reg.config("lm_audit_25", 2)
+    assert isinstance(lm, LMSetting) and lm.steps == reg.defaults["grpo"]["steps"]
+    cfg = lm.experiment_config()
+    assert cfg.seed == 2 and cfg.reward == {"kind": "audit", "rate": 0.25}
+    assert cfg.lora_targets == ("q_proj", "k_proj", "v_proj", "o_proj")
+    mlp = reg.config("mlp_visible_50", 0)
+    # the MLP setting takes the MLP trainer's own defaults, not the language model's
+    assert isinstance(mlp, GRPOConfig) and mlp.steps == lm.steps
+    assert mlp.programs == GRPOConfig().programs
+    jobs, where = plan(reg, None, Path("runs"))
+    fns = {j.name.split("/")[0]: j.fn for j in jobs}
+    assert fns["lm_visible"] is run_language_model and fns["mlp_visible_50"] is run_experiment
+    assert len(jobs) == 12 and where[("lm_visible", 0)] != where[("lm_audit_25", 0)]
 
 
-def test_settings_use_fields_of_the_experiment_config() -> None:
-    from verigap.trl import LMExperimentConfig
+def test_setting_and_trainer_errors_are_one_line_and_name_the_fix() -> None:
+    data = {"trainer": "language_model", "seeds": [0],
+            "settings": {"a": {"grpo": {"group": 1}}},
+            "predictions": [{"id": "X", "question": "q", "prediction": "p", "criterion": {
+                "kind": "threshold", "setting": "a", "metric": "final_false_success",
+                "compare": "<", "value": 0.1, "min_seeds": 1}}]}
+    with pytest.raises(ConfigError, match="setting a, field grpo.group"):
+        parse_registry(data)
+    data["settings"] = {"a": {"trainer": "xgboost"}}
+    with pytest.raises(ConfigError, match="unknown trainer 'xgboost'; use numpy_mlp or"):
+        parse_registry(data)
 
-    data = yaml.safe_load(REGISTRY.read_text())
-    known = {f.name for f in fields(LMExperimentConfig)}
-    assert {"reward"} >= {k for s in data["settings"].values() if "trainer" not in s for k in s}
-    assert data["defaults"]["model"] == LMExperimentConfig().model
-    assert data["defaults"]["grpo"]["group"] == LMExperimentConfig().group
-    assert data["defaults"]["grpo"]["steps"] == LMExperimentConfig().steps
-    assert "beta" in known and data["defaults"]["grpo"]["beta"] == LMExperimentConfig().beta
+
+@pytest.mark.slow
+def test_language_model_log_runs_and_is_judged_on_a_tiny_model(tmp_path, monkeypatch) -> None:
+    """`run_log` runs an LM setting through verigap.trl (SFT, GRPO, evaluations) and computes
+    the verdict from the runs' held-out rates; the curves file labels every run's status."""
+    from verigap.agents import _local
+    from verigap.agents._tiny import tiny_chat_model
+    from verigap.experiments.runner import run_log
+
+    monkeypatch.setattr(_local, "resolve_weights", lambda name: Path(name))
+    monkeypatch.setattr(_local, "load_model", lambda path: tiny_chat_model(seed=0))
+    reg = parse_registry({
+        "trainer": "language_model", "seeds": [0],
+        "defaults": {"model": "local:tiny", "sft": {"programs": 8},
+                     "grpo": {"steps": 2, "group": 2, "max_completion_length": 8},
+                     "lora": {"r": 4, "alpha": 8}, "eval_programs": 2},
+        "settings": {"vis": {"reward": {"kind": "visible"}},
+                     "later": {"reward": {"kind": "visible"}, "grpo": {"steps": 3}}},
+        "predictions": [{"id": "T1", "question": "q", "prediction": "p", "criterion": {
+            "kind": "threshold", "setting": "vis", "metric": "final_false_success",
+            "compare": "<", "value": 0.5, "min_seeds": 1}}]})
+    data = run_log(reg, ["T1"], runs_dir=tmp_path / "runs", results_path=tmp_path / "v.json",
+                   executor="serial", progress=False)
+    entry = data["predictions"]["T1"]
+    # a random model parses no answer, so it has no false success; one seed gives no interval,
+    # so the rule calls it inconclusive
+    assert entry["values"] == {"vis": {"final_false_success": [0.0]}}
+    assert entry["verdict"] == "inconclusive" and "too few seeds" in entry["reason"]
+    curves = run_curves(reg, tmp_path / "runs")
+    vis, later = curves["vis"]["seeds"]["0"], curves["later"]["seeds"]["0"]
+    assert vis["status"] == "finished" and [r["step"] for r in vis["curve"]] == [1, 2]
+    assert later["status"] == "not started" and later["steps"] == 3
+    assert later["start"] == vis["start"]  # one SFT per seed: its start is known already
+    stored = json.loads((tmp_path / "v.json").read_text())["data"]
+    assert stored["runs"]["vis/seed0"]["steps"] == 2

@@ -235,6 +235,29 @@ def test_the_language_model_slot_fills_only_when_its_results_exist(tmp_path: Pat
     assert "0.25" in (tmp_path / "site" / "llm" / "index.html").read_text()
 
 
+def test_the_language_model_page_draws_its_curves_beside_the_mlp(tmp_path: Path) -> None:
+    """A curves file gives the page its figure and status table; a run that has not finished
+    is labelled partial with the steps it did."""
+    results = tmp_path / "results"
+    curve = [{"step": 1, "reward": 0.5, "visible_pass": 0.5, "true_success": 0.25,
+              "false_success": 0.25}]
+    partial = {"status": "partial", "steps": 50, "steps_done": 1, "curve": curve}
+    rates = {"visible_pass": 0.6, "true_success": 0.1, "false_success": 0.5}
+    mlp = {"status": "finished", "steps": 50, "steps_done": 50, "start": rates,
+           "final": rates, "curve": [{**curve[0], "step": 0}, {**curve[0], "step": 50}]}
+    write_result(results / "llm" / "lm_curves.json", {"registry": "r.yaml", "settings": {
+        "lm_visible": {"trainer": "language_model", "seeds": {"0": partial}},
+        "mlp_visible_50": {"trainer": "numpy_mlp", "seeds": {"0": mlp}}}},
+        command="verigap experiments curves")
+    build_site(tmp_path / "site", results_dir=results, runs_dir=tmp_path / "runs")
+    page = (tmp_path / "site" / "llm" / "index.html").read_text()
+    assert "figures/lm_beside_mlp.png" in page and (tmp_path / "site" / "figures"
+                                                     / "lm_beside_mlp.png").is_file()
+    assert "partial (1/50)" in page and "finished (50/50)" in page
+    index = (tmp_path / "site" / "index.html").read_text()
+    assert "0 of 2 runs" not in index and "1 of 2 runs of the language-model log finished" in index
+
+
 def test_a_card_shows_the_first_step_of_a_long_command() -> None:
     from verigap.report.front import short_command
 

@@ -35,14 +35,72 @@ def local_model_table(data: dict[str, Any]) -> str:
             "started (other work shared the machine).")
 
 
+@view("lm_grpo_speed_first")
+def lm_grpo_speed_first(data: dict[str, Any]) -> str:
+    """The first measurement in one line (wall seconds of one step under load)."""
+    return (f"{data['median_step_s']:.0f} s wall for one step of {data['prompts_per_step']} x "
+            f"{data['group']} completions of at most {data['max_completion_length']} tokens, "
+            f"1-minute load average {data['load_avg_1min']:.1f}")
+
+
+PHASE_LABELS = (("generate", "generation"), ("reference_forward", "reference forward (KL)"),
+                ("loss_forward", "policy forward (loss)"),
+                ("backward_and_rest", "backward and optimizer"), ("step", "whole step"))
+
+
 @view("lm_grpo_speed")
 def lm_grpo_speed_table(data: dict[str, Any]) -> str:
-    """Seconds per GRPO step and what the pre-registered sweep would cost."""
-    rows = [[str(data["steps"]), f"{data['prompts_per_step']} x {data['group']}",
-             str(data["max_completion_length"]), ", ".join(f"{s:.0f}" for s in data["step_s"]),
-             f"{data['median_step_s']:.0f}", f"{data['plan']['grpo_cpu_hours']:.1f}"]]
-    scale = data["plan"].get("scale_to_registered_step", 1)
-    note = ("" if scale == 1 else f"\n\nThe registered step (4 x 8) is {scale:g} times this "
-            "one's completions; the hours scale the measured step by that factor (wall time on the loaded machine, not an idle one).")
-    return markdown_table(["steps", "prompts x group", "max tokens", "seconds per step",
-                           "median s/step", "wall hours for 9 runs x 200 steps at this load"], rows) + note
+    """One GRPO step phase by phase: CPU seconds (what it costs) and wall seconds (what it took
+    on the shared machine), with and without TRL's default gradient checkpointing."""
+    runs = data["runs"]
+    keys = [k for k in ("checkpointing", "no_checkpointing") if k in runs]
+    head = ["phase"] + [f"{'checkpointing on' if k == 'checkpointing' else 'off'}: "
+                        f"{u}" for k in keys for u in ("CPU s", "wall s")]
+    at = min(len(runs[k]["steps"]) for k in keys) - 1  # the same step of every run
+    rows = []
+    for key, label in PHASE_LABELS:
+        row = [label]
+        for k in keys:
+            last = runs[k]["steps"][at][key]
+            row += [f"{last['cpu_s']:.1f}", f"{last['wall_s']:.0f}"]
+        rows.append(row)
+    r0 = runs[keys[-1]]
+    note = (f"\n\nStep {at + 1} of each run; {r0['prompts_per_step']} prompt x "
+            f"{r0['group']} completions of at most {r0['max_completion_length']} tokens, LoRA "
+            f"r={r0['lora_r']}, KL {r0['beta']:g}, {r0['threads']} thread(s), "
+            f"{'pinned' if r0.get('numerics') == 'pinned' else 'not pinned'}; 1-minute "
+            f"load average {r0['load_avg_1min']:.1f} on 2 cores.")
+    return markdown_table(head, rows) + note
+
+
+def _mean(xs: list[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
+
+
+@view("lm_experiment_status")
+def lm_experiment_status(data: dict[str, Any]) -> str:
+    """Per setting: the trainer, each seed's status and steps done, and the held-out false
+    success at the start and end of the finished runs."""
+    rows = []
+    for name, d in data["settings"].items():
+        seeds = d["seeds"].values()
+        done = [s for s in seeds if s["status"] == "finished"]
+        state = ", ".join(f"{s['status']} ({s['steps_done']}/{s['steps']})" for s in seeds)
+        started = [s for s in seeds if "start" in s]
+        start = _mean([s["start"]["false_success"] for s in started])
+        parsed = _mean([s["start"]["answer_parsed"] for s in started
+                        if "answer_parsed" in s["start"]])
+        final = _mean([s["final"]["false_success"] for s in done])
+        last = [s["curve"][-1] for s in seeds if s["curve"]]
+        rows.append([name, "language model" if d["trainer"] == "language_model" else "NumPy MLP",
+                     state, _pct(parsed), _pct(start), _pct(final),
+                     _pct(_mean([r["visible_pass"] for r in last])),
+                     _pct(_mean([r["false_success"] for r in last]))])
+    states = [x["status"] for d in data["settings"].values() for x in d["seeds"].values()]
+    note = (f"\n\n{states.count('finished')} of {len(states)} runs finished, "
+            f"{states.count('partial')} partial (curves as far as they went), "
+            f"{states.count('not started')} not started. A prediction gets its verdict when all "
+            "its runs have finished; until then it is pending.")
+    return markdown_table(["setting", "trainer", "seeds: status (steps done / steps)",
+                           "answers parsed, start", "held-out false success, start", "held-out false success, end",
+                           "last logged visible pass", "last logged false success"], rows) + note

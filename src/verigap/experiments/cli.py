@@ -162,6 +162,34 @@ def verdicts(registry: Path = REG,
 
 
 @app.command()
+def curves(registry: Path = REG,
+           runs: Path = typer.Option(RUNS, help="the runs directory the log ran into"),
+           save: Path = typer.Option(..., help="the curves file to write (JSON)"),
+           settings: list[str] = typer.Option(None, "--setting", help="default: all")) -> None:
+    """Write every run's training curve as it stands (finished, partial or not started), so an
+    unfinished log still shows what it has, labelled.
+
+    Example: verigap experiments curves --registry src/verigap/experiments/predictions_language_model.yaml --runs runs/experiments-language-model --save results/llm/lm_curves.json
+    """
+    from verigap.experiments.language_model import run_curves
+
+    try:
+        reg = load_registry(registry)
+        for s in settings or []:
+            if s not in reg.settings:
+                raise ConfigError(f"--setting {s}: unknown; known: {', '.join(reg.settings)}")
+        data = run_curves(reg, runs, settings or None)
+    except VerigapError as e:
+        _fail(str(e))
+    write_result(save, {"registry": str(registry), "settings": data},
+                 command=f"verigap experiments curves --registry {registry} --runs {runs} "
+                         f"--save {save}")
+    for s, d in data.items():
+        console.print(f"{s}: " + ", ".join(f"seed {k} {v['status']} ({v['steps_done']}/"
+                                           f"{v['steps']} steps)" for k, v in d["seeds"].items()))
+
+
+@app.command()
 def rejudge(registry: Path = REG,
             results: Path = typer.Option(RESULTS, help="the verdicts file to judge again")
             ) -> None:

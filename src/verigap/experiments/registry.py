@@ -21,6 +21,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from verigap.errors import ConfigError
+from verigap.experiments.language_model import TRAINERS, LMSetting
 from verigap.experiments.metrics import check_metric
 from verigap.patchworld.grpo import GRPOConfig
 
@@ -156,6 +157,9 @@ class Registry(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     seeds: list[int] = Field([0, 1, 2], min_length=1)
+    trainer: Literal["numpy_mlp", "language_model"] = Field(
+        "numpy_mlp", description="the trainer of every setting that names no other; "
+                                 "defaults and quick apply to its settings only")
     defaults: dict[str, Any] = Field(default_factory=dict,
                                      description="trainer fields every setting starts from")
     quick: dict[str, Any] = Field(default_factory=dict,
@@ -163,13 +167,30 @@ class Registry(BaseModel):
     settings: dict[str, dict[str, Any]]
     predictions: list[Prediction]
 
-    def config(self, setting: str, seed: int, quick: bool = False) -> GRPOConfig:
-        """The full trainer config of one run."""
-        data = _merge(self.defaults, self.settings[setting])
-        if quick:
-            data = _merge(data, self.quick)
+    def trainer_of(self, setting: str) -> str:
+        return str(self.settings[setting].get("trainer", self.trainer))
+
+    def config(self, setting: str, seed: int, quick: bool = False) -> GRPOConfig | LMSetting:
+        """The full trainer config of one run. A setting naming another trainer than the
+        registry's is built from its own fields and that trainer's defaults alone."""
+        own = {k: v for k, v in self.settings[setting].items() if k != "trainer"}
+        trainer = self.trainer_of(setting)
+        data = own
+        if trainer == self.trainer:
+            data = _merge(self.defaults, own)
+            if quick:
+                data = _merge(data, self.quick)
+        if trainer == "language_model":
+            return LMSetting.model_validate({**data, "seed": seed})
         data.setdefault("options", {})
         return GRPOConfig.model_validate({**data, "seed": seed})
+
+    def run_config(self, setting: str, seed: int, quick: bool = False) -> dict[str, Any]:
+        """The config a run directory stores and is keyed by (JSON)."""
+        cfg = self.config(setting, seed, quick)
+        if isinstance(cfg, LMSetting):
+            return cfg.run_config()
+        return cfg.model_dump(mode="json")
 
     def prediction(self, pid: str) -> Prediction:
         for p in self.predictions:
@@ -181,7 +202,7 @@ class Registry(BaseModel):
         """sha256 of the prediction's text, criterion and the resolved configs it uses."""
         doc = {"id": p.id, "question": p.question, "prediction": p.prediction,
                "criterion": p.criterion.model_dump(mode="json"),
-               "settings": {s: self.config(s, 0).model_dump(mode="json")
+               "settings": {s: self.run_config(s, 0)
                             for s in sorted(set(p.criterion.settings_used()))}}
         return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
@@ -225,6 +246,9 @@ def parse_registry(data: Any, source: str = "registry") -> Registry:
 
 def _check(reg: Registry, source: str) -> None:
     for name in reg.settings:
+        if reg.trainer_of(name) not in TRAINERS:
+            raise ConfigError(f"{source}: setting {name}, field trainer: unknown trainer "
+                              f"{reg.trainer_of(name)!r}; use {' or '.join(TRAINERS)}")
         for quick in (False, True):
             try:
                 reg.config(name, reg.seeds[0], quick=quick)
@@ -262,7 +286,8 @@ def _check(reg: Registry, source: str) -> None:
                                   f"{e}") from None
             if metric.startswith("probe_"):
                 for s in c.settings_used():
-                    if reg.config(s, reg.seeds[0]).policy.kind != "transformer":
+                    policy = reg.config(s, reg.seeds[0]).policy
+                    if policy is None or policy.kind != "transformer":
                         raise ConfigError(
                             f"{source}: prediction {p.id}, field criterion.{field_name}: "
                             f"{metric} needs probes, which only a transformer policy has; "

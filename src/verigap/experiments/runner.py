@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from verigap.experiments.language_model import run_language_model
 from verigap.experiments.metrics import AGENT_KEYS, metric_value
 from verigap.experiments.registry import DEFAULT_REGISTRY, Registry
 from verigap.experiments.verdicts import Values, log_summary, merge_entries, verdict_entry
@@ -72,11 +73,12 @@ def plan(reg: Registry, ids: list[str] | None, runs_dir: Path, quick: bool = Fal
     where: dict[tuple[str, int], Path] = {}
     for s in needed:
         for seed in reg.seeds:
-            cfg = reg.config(s, seed, quick=quick).model_dump(mode="json")
+            cfg = reg.run_config(s, seed, quick=quick)
             run_dir = runs_dir / config_key(cfg) / f"seed{seed}"
             where[(s, seed)] = run_dir
+            fn = run_language_model if reg.trainer_of(s) == "language_model" else run_experiment
             if run_dir not in jobs:
-                jobs[run_dir] = Job(name=f"{s}/seed{seed}", run_dir=run_dir, fn=run_experiment,
+                jobs[run_dir] = Job(name=f"{s}/seed{seed}", run_dir=run_dir, fn=fn,
                                     kwargs={"config": cfg, "sft_cache": runs_dir / "_sft"},
                                     config=cfg)
     return list(jobs.values()), where

@@ -455,3 +455,55 @@ def multiagent_settings(ma: dict[str, Any], path: Path) -> Path | None:
                title="Who audits, and what they see")
         _pct(ax, "x")
         return save(fig, path)
+
+
+# ---- language model beside the MLP ------------------------------------------------------------
+
+def _seed_mean(seeds: list[dict[str, Any]], key: str) -> tuple[np.ndarray, np.ndarray]:
+    """Steps every seed with a curve has logged, and the seed-mean of ``key`` at each."""
+    curves = [{r["step"]: r[key] for r in s["curve"] if key in r} for s in seeds if s["curve"]]
+    steps = sorted(set.intersection(*(set(c) for c in curves))) if curves else []
+    return np.array(steps), np.array([np.mean([c[x] for c in curves]) for x in steps])
+
+
+def lm_beside_mlp(curves: dict[str, Any], path: Path,
+                  lm: tuple[str, ...] = ("lm_visible", "lm_audit_25", "lm_oracle"),
+                  mlp: str = "mlp_visible_50") -> Path | None:
+    """Visible pass and false success per GRPO step: the language model's settings (left; the
+    sampled completions of each step) beside the NumPy MLP at the same step count (right; its
+    monitoring evaluations). Partial runs are drawn as far as they went, and labelled."""
+    s = curves.get("settings", {})
+    names = [n for n in lm if n in s and any(x["curve"] for x in s[n]["seeds"].values())]
+    if not names and mlp not in s:
+        return None
+    colors = {"lm_visible": GAP, "lm_audit_25": CORRECT, "lm_oracle": NEUTRAL}
+    with styled(9.0, 3.6, 2) as (fig, axes):
+        left, right = axes
+        for n in names:
+            seeds = list(s[n]["seeds"].values())
+            done = sum(x["status"] == "finished" for x in seeds)
+            tag = "" if done == len(seeds) else f" (partial: {done}/{len(seeds)} seeds finished)"
+            x, fs = _seed_mean(seeds, "false_success")
+            _, vis = _seed_mean(seeds, "visible_pass")
+            c = colors.get(n, ACCENT)
+            left.plot(x, vis, color=c, ls="--", marker=".", label=f"{n}: visible pass{tag}")
+            left.plot(x, fs, color=c, marker=".", label=f"{n}: false success")
+        planned = max((x["steps"] for n in names for x in s[n]["seeds"].values()), default=1)
+        left.set(title="Language model (LoRA GRPO, per-step samples)", xlabel="GRPO step",
+                 ylim=(0, 1), xlim=(0, planned), ylabel="share of episodes")
+        if not names:
+            left.text(0.5, 0.5, "no language-model step logged yet", ha="center",
+                      transform=left.transAxes)
+        if mlp in s:
+            seeds = list(s[mlp]["seeds"].values())
+            x, fs = _seed_mean(seeds, "false_success")
+            _, vis = _seed_mean(seeds, "visible_pass")
+            right.plot(x, vis, color=PASS, ls="--", marker="o", label="visible pass")
+            right.plot(x, fs, color=GAP, marker="o", label="false success")
+        right.set(title="NumPy MLP, same step count (held-out)", xlabel="GRPO step",
+                  ylim=(0, 1))
+        for ax in axes:
+            _pct(ax)
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(loc="upper left", fontsize=7)
+        return save(fig, path)

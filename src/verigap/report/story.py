@@ -39,6 +39,8 @@ GENERALITY = "repos/generality.json"
 PPO_SPEED = "silentbug/ppo_speed.json"
 #: The language-model experiment's results (built elsewhere): shown when a file is there.
 LANGUAGE_MODEL_DIR = "llm"
+LM_CURVES = "lm_curves.json"
+LM_SPEED = "agents/lm_grpo_speed.json"
 
 
 @dataclass
@@ -491,13 +493,30 @@ def language_model(inputs: SiteInputs, story: Story) -> None:
     rels = [f.relative_to(inputs.results_dir).as_posix() for f in files]
     body = "".join(f"<h2>{html.escape(r)}</h2>" + data_html(read_result(f))
                    for r, f in zip(rels, files, strict=True))
+    intro = ("<p>A language model trained against the same reward schemes; its results files, "
+             "as written.</p>")
+    figs: list[Figure] = []
+    finding = f"{len(rels)} results file(s): " + ", ".join(html.escape(r) for r in rels) + "."
+    curves_rel = f"{LANGUAGE_MODEL_DIR}/{LM_CURVES}"
+    if curves_rel in rels:
+        curves = _load(inputs, curves_rel)
+        fig = _fig(inputs, F.lm_beside_mlp, "lm_beside_mlp.png",
+                   "Visible pass and false success per GRPO step: SmolLM2-135M (LoRA) beside the "
+                   "NumPy MLP at the same step count; unfinished runs are labelled partial.",
+                   "two panels of curves per GRPO step", curves)
+        figs = _figs(fig)
+        table = _view("lm_experiment_status", curves)
+        if _has(inputs, LM_SPEED):
+            table += "<h2>One GRPO step, phase by phase</h2>" + _view("lm_grpo_speed",
+                                                                        _load(inputs, LM_SPEED))
+        body = table + body
+        states = [x["status"] for d in curves["settings"].values() for x in d["seeds"].values()]
+        finding = (f"{states.count('finished')} of {len(states)} runs of the language-model log "
+                   f"finished, {states.count('partial')} partial; curves beside the MLP's.")
     story.pages.append(Page("llm/index.html", "Language-model experiment", "Language model",
-                            "<p>A language model trained against the same reward schemes; its "
-                            "results files, as written.</p>", body, sources=rels))
-    story.headlines.append(Headline("Language-model experiment", "llm/index.html",
-                                    f"{len(rels)} results file(s): "
-                                    + ", ".join(html.escape(r) for r in rels) + ".", None,
-                                    _cmd(inputs, rels[0])))
+                            intro, body, figs, sources=rels))
+    story.headlines.append(Headline("Language-model experiment", "llm/index.html", finding,
+                                    figs[0] if figs else None, _cmd(inputs, rels[0])))
 
 
 @provider
