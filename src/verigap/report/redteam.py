@@ -115,6 +115,14 @@ def independent_table(data: dict[str, Any]) -> str:
     return markdown(data)
 
 
+@view("monitor_compare")
+def monitor_compare_table(data: dict[str, Any]) -> str:
+    """Monitors (the builtin rules, an LLM) side by side on the same records, one protocol."""
+    from verigap.monitor.compare import markdown
+
+    return markdown(data)
+
+
 @view("trajset_composition")
 def trajset_table(data: dict[str, Any]) -> str:
     """The published trajectory set's composition: projects, intents, acts by family."""
