@@ -30,9 +30,10 @@ ALLOWED_MODULE_LOOPS: dict[frozenset[str], str] = {
 
 #: loops between top-level packages (each with why); same rule
 ALLOWED_PACKAGE_LOOPS: dict[frozenset[str], str] = {
-    frozenset({"verigap.patchworld", "verigap.experiments"}):
-        "the experiments run Patch World; Patch World's CLI and views read the experiment "
-        "registry",
+    frozenset({"verigap.patchworld", "verigap.experiments", "verigap.trl"}):
+        "the experiments run Patch World (the NumPy trainer directly, the language model through "
+        "verigap.trl, which renders Patch World as text); Patch World's CLI and views read the "
+        "experiment registry",
     frozenset({"verigap.agents", "verigap.monitor", "verigap.report", "verigap.repos"}):
         "report holds both the view base every family's views import (report.views) and the "
         "red-team page that reads repos and monitor results (report.redteam); splitting the "

@@ -34,6 +34,14 @@ METRICS = "metrics.jsonl"
 Executor = Literal["serial", "process", "ray"]
 
 
+def config_key(config: dict[str, Any]) -> str:
+    """A run configuration's key without its seed: the seeds of one setting share it."""
+    import hashlib
+
+    cfg = {k: v for k, v in config.items() if k != "seed"}
+    return hashlib.sha256(json.dumps(cfg, sort_keys=True).encode()).hexdigest()[:12]
+
+
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write JSON so that readers see either the old file or the whole new one, never half."""
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -179,7 +179,7 @@ def test_an_openai_compatible_server_is_a_monitor(fake_model_server: Any) -> Non
                      "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
 
     fake_model_server.reply = reply
-    det = detectors.resolve("llm:openai:m", base_url=f"{fake_model_server.url}/v1")
+    det = llm.LLMMonitor.from_spec("openai:m", base_url=f"{fake_model_server.url}/v1")
     report = detectors.evaluate(RECORDS, det)
     assert report["isolated"]["detection_rate"] == 1.0
     assert report["isolated"]["false_alarm_rate"] == 0.0
@@ -200,8 +200,8 @@ def test_sample_is_seeded_and_keeps_both_kinds() -> None:
 
 
 def test_compare_names_a_bad_monitor_spec() -> None:
-    from verigap.monitor.cli import app
+    from verigap.cli import app
 
-    res = CliRunner().invoke(app, ["compare", "--monitor", "gpt", "--sample", "0",
+    res = CliRunner().invoke(app, ["monitor", "compare", "--monitor", "gpt", "--sample", "0",
                                    "--heldout-sample", "1"])
-    assert res.exit_code == 2 and "use builtin or llm:MODEL_SPEC" in res.output
+    assert res.exit_code == 2 and "use builtin or llm:MODEL_SPEC" in res.stderr

@@ -135,8 +135,7 @@ def run_curves(reg: Any, runs_dir: Path, settings: list[str] | None = None,
     partial curve is labelled so."""
     import json
 
-    from verigap.experiments.runner import config_key
-    from verigap.runs import RESULT
+    from verigap.runs import RESULT, config_key
 
     out: dict[str, Any] = {}
     for s in settings or list(reg.settings):

@@ -7,8 +7,6 @@ so an interrupted log resumes where it stopped. SFT starting policies are cached
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import time
 from pathlib import Path
@@ -20,7 +18,7 @@ from verigap.experiments.registry import DEFAULT_REGISTRY, Registry
 from verigap.experiments.verdicts import Values, log_summary, merge_entries, verdict_entry
 from verigap.patchworld.grpo import train
 from verigap.results import read_result, write_result
-from verigap.runs import METRICS, Executor, Job, is_complete, read_jsonl, run_jobs
+from verigap.runs import METRICS, Executor, Job, config_key, is_complete, read_jsonl, run_jobs
 
 RUNS = Path("runs/experiments")
 RESULTS = Path("results/experiments/verdicts.json")
@@ -37,11 +35,6 @@ def run_experiment(run_dir: Path, config: dict[str, Any], sft_cache: Path) -> di
     result["curve"] = [{k: r[k] for k in CURVE_KEYS if k in r}
                        for r in read_jsonl(Path(run_dir) / METRICS)]
     return result
-
-
-def config_key(config: dict[str, Any]) -> str:
-    cfg = {k: v for k, v in config.items() if k != "seed"}
-    return hashlib.sha256(json.dumps(cfg, sort_keys=True).encode()).hexdigest()[:12]
 
 
 def selected(reg: Registry, ids: list[str] | None) -> list:

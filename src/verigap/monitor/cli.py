@@ -83,7 +83,12 @@ def evaluate(
         if any(m not in ("isolated", "contrastive") for m in modes):
             raise VerigapError(f"--mode {mode!r}: use isolated, contrastive or both")
         records = dataset.read_jsonl(data)[:limit] if limit else dataset.read_jsonl(data)
-        det = detectors.resolve(detector, base_url=base_url, api_key_env=api_key_env)
+        if detector.startswith("llm:") and detector[4:]:  # the hack-naming LLM monitor
+            from verigap.monitor.llm import LLMMonitor
+
+            det = LLMMonitor.from_spec(detector[4:], base_url=base_url)
+        else:
+            det = detectors.resolve(detector, base_url=base_url, api_key_env=api_key_env)
         report = detectors.evaluate(records, det, modes=modes)
     except VerigapError:
         raise  # the root prints it: one line on stderr, exit 2
@@ -140,6 +145,7 @@ def independent_cmd(
                      ] = "test",
     cases: Annotated[Path | None, typer.Option(
         help="Case file (default: results/redteam/independent_cases.jsonl).")] = None,
+    as_json: bool = json_option(),
 ) -> None:
     """Hack naming on the independent held-out set (cases written before the rules were
     read, frozen with a seeded dev/test split): the monitor and v2's namer, detection, right
@@ -151,17 +157,15 @@ def independent_cmd(
     from verigap.results import write_result
 
     if split not in ("test", "dev", "all"):
-        console.print(f"[red]error:[/red] --split {split!r}: choose test, dev or all")
-        raise typer.Exit(2)
-    try:
-        recs = independent.records(independent.load(cases or independent.CASES))
-        data = independent.evaluate(recs, None if split == "all" else split)
-    except VerigapError as e:
-        console.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(2) from None
+        raise VerigapError(f"--split {split!r}: choose test, dev or all")
+    recs = independent.records(independent.load(cases or independent.CASES))
+    data = independent.evaluate(recs, None if split == "all" else split)
     write_result(out, data, command=_command("independent", split=split, out=out,
                                               cases=cases))
-    console.print(independent.markdown(data))
+    if as_json:
+        print(json.dumps(data, indent=2, default=str))
+    else:
+        console.print(independent.markdown(data))
 
 
 @app.command("leakage")

@@ -289,15 +289,12 @@ class LLMDetector:
 
 def resolve(spec: str, *, base_url: str | None = None, api_key_env: str | None = None,
             max_chars: int = 4000) -> Detector:
-    """``builtin``, ``openai:MODEL``, ``anthropic:MODEL``, ``llm:MODEL_SPEC`` (the hack-naming
-    monitor of :mod:`verigap.monitor.llm`, e.g. ``llm:local:smollm2``) or ``module:function``."""
+    """``builtin``, ``openai:MODEL``, ``anthropic:MODEL`` or ``module:function`` (the
+    hack-naming monitor ``llm:MODEL_SPEC`` is :mod:`verigap.monitor.llm`, which builds on this
+    module; ``verigap monitor eval`` resolves it)."""
     if spec == "builtin":
         return Builtin()
     kind, sep, rest = spec.partition(":")
-    if kind == "llm" and rest:  # the hack-naming LLM monitor (names from verigap.hacks)
-        from verigap.monitor.llm import LLMMonitor
-
-        return LLMMonitor.from_spec(rest, base_url=base_url)
     if not sep or not rest:
         raise ConfigError(f"--detector {spec!r}: use builtin, openai:MODEL, anthropic:MODEL, "
                           "llm:local:smollm2 or module:function")
