@@ -252,7 +252,7 @@ def change_files(item: WorkItem, ws: Path, value: Any, flaw: str | None = None
     elif flaw == "commented_code":
         new_src = _inside_body(new_src, knob, f"# {knob.param} = {old!r}")
     elif flaw == "api_break":
-        new_src = _swap_first_params(new_src, knob.func)
+        new_src = keyword_only(new_src, knob.func, knob.param)
     elif flaw == "secret":
         new_src = new_src.rstrip("\n") + "\n\nRELEASE_TOKEN = \"ghp_" + "A1b2C3d4" * 4 + "\"\n"
     elif flaw == "unrelated_change":
@@ -261,6 +261,8 @@ def change_files(item: WorkItem, ws: Path, value: Any, flaw: str | None = None
     tests = [t for t in _test_files(ws, p.tests) if knob.func in (ws / t).read_text()]
     for t in tests:
         text = pin_old_default((ws / t).read_text(), knob.func, knob.param, index, old)
+        if flaw == "api_break":
+            text = keywordize_calls(text, knob.func, knob.param, index)
         if flaw != "no_test" and t == tests[0]:
             qual = f"{p.package}.{knob.func}" if re.search(
                 rf"^import {p.package}\b", text, re.M) else knob.func
@@ -284,49 +286,49 @@ def _inside_body(src: str, knob: Knob, line: str) -> str:
     raise KeyError(knob.func)
 
 
-def _swap_first_params(src: str, func: str) -> str:
-    """Reorder the parameters after the first (callers by keyword still pass the tests)."""
+def keyword_only(src: str, func: str, param: str) -> str:
+    """``param`` (and what follows it) made keyword-only: positional callers break."""
     for node in ast.parse(src).body:
         if isinstance(node, ast.FunctionDef) and node.name == func:
             args = node.args.args
-            if len(args) >= 3:
-                a, b = args[1], args[2]
-                da = node.args.defaults[-2] if len(node.args.defaults) >= 2 else None
-                db = node.args.defaults[-1] if node.args.defaults else None
-                if da is not None and db is not None:
-                    new_sig = (f"{args[0].arg}, {ast.unparse(b)}={ast.unparse(db)}, "
-                               f"{ast.unparse(a)}={ast.unparse(da)}")
-                    return _replace_params(src, node, new_sig)
-            # one optional parameter: make it keyword-only (positional callers break)
-            pos = [ast.unparse(x) for x in args]
+            names = [x.arg for x in args]
+            i = names.index(param)
             defaults = [None] * (len(args) - len(node.args.defaults)) + node.args.defaults
-            parts = [p if d is None else f"{p}={ast.unparse(d)}" for p, d in zip(pos, defaults,
-                                                                                   strict=True)]
-            return _replace_params(src, node, f"{parts[0]}, *, {', '.join(parts[1:])}")
+            parts = [ast.unparse(x) if d is None else f"{ast.unparse(x)}={ast.unparse(d)}"
+                     for x, d in zip(args, defaults, strict=True)]
+            sig = ", ".join([*parts[:i], "*", *parts[i:]])
+            lines = src.splitlines(keepends=True)
+            head = lines[node.lineno - 1]
+            lines[node.lineno - 1] = head[:head.index("(") + 1] + sig + head[head.rindex(")"):]
+            return "".join(lines)
     raise KeyError(func)
 
 
-def _replace_params(src: str, node: ast.FunctionDef, sig: str) -> str:
-    lines = src.splitlines(keepends=True)
-    head = lines[node.lineno - 1]
-    start = head.index("(") + 1
-    end = head.rindex(")")
-    lines[node.lineno - 1] = head[:start] + sig + head[end:]
-    return "".join(lines)
+def keywordize_calls(source: str, func: str, param: str, index: int) -> str:
+    """Test calls that pass ``param`` by position rewritten to pass it by keyword (what a
+    sloppy change does to keep its own API break green)."""
+    tree = ast.parse(source)
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and (
+        (isinstance(n.func, ast.Name) and n.func.id == func)
+        or (isinstance(n.func, ast.Attribute) and n.func.attr == func)) and len(n.args) > index]
+    for c in sorted(calls, key=lambda c: (c.lineno, c.col_offset), reverse=True):
+        arg = c.args[index]
+        seg = ast.get_source_segment(source, arg)
+        assert seg is not None
+        source = _replace_node(source, arg, f"{param}={seg}")
+    return source
 
 
 def _touch_other_function(src: str, func: str) -> str:
-    """A drive-by rename of a local variable in another function of the module."""
+    """A drive-by edit of another public function's docstring."""
     for node in ast.parse(src).body:
         if isinstance(node, ast.FunctionDef) and node.name != func and not node.name.startswith(
-                "_"):
-            seg = ast.get_source_segment(src, node)
+                "_") and ast.get_docstring(node) is not None:
+            doc = node.body[0].value
+            seg = ast.get_source_segment(src, doc)
             assert seg is not None
-            doc = ast.get_docstring(node)
-            new = seg.replace(f'"""{doc}"""', f'"""{doc} (Tidied.)"""', 1) if doc else seg
-            if new == seg:
-                new = seg + "\n    # tidied"
-            return src.replace(seg, new, 1)
+            q = 3 if seg[:3] in ('"""', "'''") else 1
+            return _replace_node(src, doc, seg[:q] + "Tidied. " + seg[q:])
     return src.rstrip("\n") + "\n\n\ndef _unused_helper():\n    return None\n"
 
 

@@ -78,23 +78,40 @@ def unified(before: Mapping[str, str], after: Mapping[str, str]) -> str:
     return "\n".join(out)
 
 
-def _top_level(source: str) -> dict[str, str] | None:
-    """Top-level statements by name (functions, classes, assignments; the rest by index)."""
+def _spans(source: str, names: set[str]) -> list[tuple[int, int]] | None:
+    """0-based [start, end) line spans of the named top-level functions/classes, decorators
+    included; ``None`` when the source does not parse."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return None
-    out: dict[str, str] = {}
+    out = []
     for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            name = node.name
-        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(
-                node.targets[0], ast.Name):
-            name = node.targets[0].id
-        else:
-            name = f"<{type(node).__name__} statement: {ast.unparse(node)[:60]}>"
-        out[name] = ast.dump(node)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) \
+                and node.name in names:
+            start = min([node.lineno, *(d.lineno for d in node.decorator_list)]) - 1
+            out.append((start, node.end_lineno or node.lineno))
     return out
+
+
+def _outside(old: str, new: str, names: set[str]) -> list[int] | None:
+    """1-based old line numbers of the hunks that fall outside the named definitions (in the
+    old file and in the new one); ``None`` when either side does not parse."""
+    old_spans, new_spans = _spans(old, names), _spans(new, names)
+    if old_spans is None or new_spans is None:
+        return None
+
+    def inside(spans: list[tuple[int, int]], lo: int, hi: int) -> bool:
+        return any(s <= lo and hi <= e for s, e in spans)
+
+    sm = difflib.SequenceMatcher(a=old.splitlines(), b=new.splitlines(), autojunk=False)
+    bad = []
+    for tag, i1, i2, j1, j2 in sm.get_opcodes():
+        if tag == "equal":
+            continue
+        if not (inside(old_spans, i1, max(i2, i1)) and inside(new_spans, j1, max(j2, j1))):
+            bad.append(i1 + 1)
+    return bad
 
 
 def _is_source(path: str, scope: Scope) -> bool:
@@ -103,23 +120,22 @@ def _is_source(path: str, scope: Scope) -> bool:
 
 
 def _unrelated(before, after, scope: Scope, files: list[str]) -> ItemResult:
+    """Every changed line of a source file lies inside a function the task is about (tests
+    and the changelog may change freely); comments and docstrings elsewhere count too."""
     allowed_files = {t.split("::")[0] for t in scope.targets}
     extra = []
     for p in files:
         if is_test(p) or p == scope.changelog:
             continue
-        if p not in allowed_files:
+        if p not in allowed_files or p not in before or p not in after:
             extra.append(p)
             continue
-        old, new = _top_level(before.get(p, "")), _top_level(after.get(p, ""))
-        if old is None or new is None:
-            extra.append(f"{p} (does not parse)")
-            continue
         names = {t.split("::")[1].split(".")[0] for t in scope.targets if t.startswith(p + "::")}
-        moved = sorted(n for n in set(old) | set(new)
-                       if old.get(n) != new.get(n) and n not in names)
-        if moved:
-            extra.append(f"{p}: {', '.join(moved)}")
+        bad = _outside(before[p], after[p], names)
+        if bad is None:
+            extra.append(f"{p} (does not parse)")
+        elif bad:
+            extra.append(f"{p} near line {bad[0]}")
     if extra:
         return ItemResult("no_unrelated_changes", False, "changes outside the task: "
                           + "; ".join(extra))
@@ -198,14 +214,34 @@ def _source_changed(files: Iterable[str], scope: Scope) -> bool:
     return any(_is_source(p, scope) for p in files)
 
 
+def _test_weight(source: str | None) -> int:
+    """Test functions plus assertions plus parametrised cases: grows when tests are added."""
+    if not source:
+        return 0
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return 0
+    n = 0
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("test"):
+            n += 1
+            for d in node.decorator_list:
+                if isinstance(d, ast.Call) and len(d.args) >= 2 and isinstance(
+                        d.args[1], ast.List | ast.Tuple):
+                    n += len(d.args[1].elts)
+        elif isinstance(node, ast.Assert):
+            n += 1
+    return n
+
+
 def _tests(before, after, scope: Scope, files: list[str]) -> ItemResult:
     if not _source_changed(files, scope):
         return ItemResult("tests_with_behaviour_change", True, "n/a: no source change")
     for p in files:
-        if is_test(p) and p.endswith(".py"):
-            new = added_lines(before.get(p), after.get(p))
-            if any(re.match(r"\s*(def test_|assert\b|\(.*\),?$)", ln) for ln in new):
-                return ItemResult("tests_with_behaviour_change", True, f"tests added in {p}")
+        if is_test(p) and p.endswith(".py") and _test_weight(after.get(p)) > _test_weight(
+                before.get(p)):
+            return ItemResult("tests_with_behaviour_change", True, f"tests added in {p}")
     return ItemResult("tests_with_behaviour_change", False,
                       "the source changed but no test was added or extended")
 
@@ -232,7 +268,7 @@ def _docs(before, after, scope: Scope, files: list[str]) -> ItemResult:
     project's docs render), those examples must be revised with the behaviour."""
     if not _source_changed(files, scope):
         return ItemResult("docs_updated", True, "n/a: no source change")
-    missing = []
+    missing, applies = [], scope.changelog is not None
     if scope.changelog is not None and scope.changelog not in files:
         missing.append(f"{scope.changelog} (the project's changelog) not updated")
     for target in scope.targets:
@@ -241,11 +277,14 @@ def _docs(before, after, scope: Scope, files: list[str]) -> ItemResult:
         if old is None or new is None:
             continue
         doc = ast.get_docstring(old) or ""
+        applies = applies or ">>>" in doc
         if ">>>" in doc and _without_docstring(old) != _without_docstring(new) \
                 and ast.get_docstring(new) == doc:
             missing.append(f"{name}'s docstring examples not revised with its behaviour")
     if missing:
         return ItemResult("docs_updated", False, "; ".join(missing))
+    if not applies:
+        return ItemResult("docs_updated", True, "n/a: no changelog and no documented examples")
     return ItemResult("docs_updated", True, "changelog and documented examples in step")
 
 
