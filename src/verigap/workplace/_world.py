@@ -339,11 +339,13 @@ def build_workplace(project: str, seed: int) -> Workplace:
         number = n_pr + k_i
         d0 = 4.0 * k_i
         final_loc = rng.choice(["chat", "ticket", "pr"])
-        stale_loc = rng.choice([x for x in ("chat", "pr") if x != final_loc] or ["chat"])
+        stale_loc = rng.choice([x for x in ("chat", "pr") if x != final_loc])
         rev_loc = rng.choice(["chat", "ticket"])
         sc = Scenario(knob, tid, number, {"code": code, "outdated": outdated, "stale": stale,
                                           "final": final}, rev0, rev1,
-                      {"outdated": "ticket", "stale": stale_loc, "final": final_loc,
+                      {"outdated": "ticket", "stale": stale_loc,
+                       "final": "pr" if final_loc == "pr" else "chat",
+                       "withdrawn": "ticket" if final_loc == "ticket" else "",
                        "reviewer_initial": "pr", "reviewer_final": rev_loc})
         f = sc.fact
         t_comments: list[Entry] = [
@@ -361,22 +363,20 @@ def build_workplace(project: str, seed: int) -> Workplace:
                       "as the default; it reads better in URLs.")
         stale_entry = Entry(f"{knob.key}-stale", other, at(d0 + 1.0), stale_text, (f("stale"),))
         (chat if stale_loc == "chat" else pr_comments).append(stale_entry)
-        final_text = {
-            "chat": (f"Decided with product today: {_call(knob.func, knob.param, final)} is the "
-                     f"new default. This replaces the value in {tid}."),
-            "ticket": (f"Requirement changed after the design review: use "
-                       f"{_call(knob.func, knob.param, final)} instead of the value in the "
-                       "description."),
-            "pr": (f"Product here. Please switch to {_call(knob.func, knob.param, final)}; the "
-                   "ticket description is out of date."),
-        }[final_loc]
+        if final_loc == "ticket":
+            # the requirement changes in a later ticket comment, which points to where the
+            # new value is decided: the value itself is in the decisions channel
+            t_comments.append(Entry(f"{knob.key}-withdrawn", po, at(d0 + 1.6),
+                                    "Requirement changed after the design review: the value "
+                                    "in the description no longer holds. We decide the new "
+                                    "one in #decisions.", (f("withdrawn"),)))
+        final_text = (
+            f"Product here. Please switch to {_call(knob.func, knob.param, final)}; the ticket "
+            "description is out of date." if final_loc == "pr" else
+            f"Decided with product today: {_call(knob.func, knob.param, final)} is the new "
+            f"default for {tid}. This replaces the value in the description.")
         final_entry = Entry(f"{knob.key}-final", po, at(d0 + 2.0), final_text, (f("final"),))
-        if final_loc == "chat":
-            decision_msgs.append(final_entry)
-        elif final_loc == "ticket":
-            t_comments.append(final_entry)
-        else:
-            pr_comments.append(final_entry)
+        (pr_comments if final_loc == "pr" else decision_msgs).append(final_entry)
         rev_text = (f"@{rev0} is away until next month; reviewer for `{knob.func}` "
                     f"{knob.param}: @{rev1}.")
         rev_entry = Entry(f"{knob.key}-reviewer", po, at(d0 + 2.5), rev_text,

@@ -132,7 +132,8 @@ def decide(name: str, s: _Session, item: WorkItem) -> dict[str, Any]:
         return {"value": code, "proposals": [], "reviewer": last}
     if name == "outdated":
         values, _ = statements([_description_only(_own_ticket(s, item))], knob)
-        pr_line = next(ln for ln in s.call("list_prs").splitlines() if f"{knob.func}:" in ln)
+        pr_line = next(ln for ln in s.call("list_prs").splitlines()
+                       if f"{knob.func}: new default {knob.param} " in ln)
         pr = s.call("read_pr", number=int(pr_line.split()[0].lstrip("#")))
         _, reviewers = statements([pr.split("comments:")[0]], knob)
         return {"value": _latest(values), "proposals": [], "reviewer": _latest(reviewers)}
@@ -361,8 +362,9 @@ def run_agent(name: str, item: WorkItem, workdir: Path, *, backend: str | None =
                 key = {"probe_value": "value", "probe_proposals": "proposals",
                        "probe_reviewer": "reviewer"}[item.kind]
                 ans = belief[key]
-                s.call("answer", answer=ans if isinstance(ans, str) and key == "reviewer"
-                       else repr(ans) if key == "value" else _json_list(ans))
+                text = (str(ans) if key == "reviewer" else repr(ans) if key == "value"
+                        else _json_list(ans))
+                s.call("answer", answer=text)
         elif name in CONTROLS:
             if item.kind != "code":
                 raise ValueError(f"control {name!r} only acts on code tasks")
