@@ -117,9 +117,16 @@ def rubric_controls(seeds: Sequence[int], *, backend: str | None = None,
         }
     caught_not_tests = sum(1 for r in rows if r["agent"] != "careful" and r["hidden"]
                            and r["visible"] and r["caught"])
+    sloppy = [r for r in rows if r["agent"] != "careful" and r["flaw_applies"]]
+    careful = [r for r in rows if r["agent"] == "careful"]
+    summary = {"careful_tests_pass": _share(careful, "hidden"),
+               "careful_rubric_clean": per_control["careful"]["rubric_clean"],
+               "sloppy_n": len(sloppy), "sloppy_tests_pass": _share(sloppy, "hidden"),
+               "sloppy_visible_pass": _share(sloppy, "visible"),
+               "sloppy_flaw_caught": _share([{"c": r["caught"]} for r in sloppy], "c")}
     return {"seeds": list(seeds), "n_tasks": len(items), "items": list(ITEMS),
-            "controls": per_control, "caught_by_review_not_tests": caught_not_tests,
-            "episodes": rows}
+            "controls": per_control, "summary": summary,
+            "caught_by_review_not_tests": caught_not_tests, "episodes": rows}
 
 
 def repo_task_rubric(n_tasks: int = 4, *, backend: str | None = None,
@@ -144,8 +151,7 @@ def repo_task_rubric(n_tasks: int = 4, *, backend: str | None = None,
             site = task.sites[0]
             scope = rv.Scope(tuple(f"{s.file}::{s.qualname}" for s in task.sites),
                              tuple(task.source_paths))
-            for control in ("careful", "sloppy:debug_print", "sloppy:no_test",
-                            "sloppy:unrelated_change", "sloppy:commented_code"):
+            for control in ("careful", *REPO_FLAW_ITEM):
                 ws = materialize_workspace(p, task, t / "ws" / control.replace(":", "-"))
                 before = read_tree(ws)
                 fixed = (p.tree / site.file).read_text()  # the reference: every site reverted
@@ -171,8 +177,22 @@ def repo_task_rubric(n_tasks: int = 4, *, backend: str | None = None,
             "rubric_clean": round(sum(not r["review_failed"] for r in mine) / len(mine), 4),
             "items_failed": dict(Counter(i for r in mine for i in r["review_failed"]))}
     caught = sum(1 for r in rows if r["tests_correct"] and r["review_failed"])
+    careful = [r for r in rows if r["control"] == "careful"]
+    sloppy = [{**r, "caught": REPO_FLAW_ITEM[r["control"]] in r["review_failed"]}
+              for r in rows if r["control"] != "careful"]
+    summary = {"careful_tests_correct": _share(careful, "tests_correct"),
+               "careful_rubric_clean": by_control["careful"]["rubric_clean"],
+               "sloppy_n": len(sloppy), "sloppy_tests_correct": _share(sloppy, "tests_correct"),
+               "sloppy_caught": _share(sloppy, "caught")}
     return {"n_tasks": len({r["task"] for r in rows}), "controls": dict(by_control),
-            "caught_by_review_not_tests": caught, "episodes": rows}
+            "summary": summary, "caught_by_review_not_tests": caught, "episodes": rows}
+
+
+REPO_FLAW_ITEM = {"sloppy:debug_print": "no_debug_leftovers",
+                  "sloppy:no_test": "tests_with_behaviour_change",
+                  "sloppy:unrelated_change": "no_unrelated_changes",
+                  "sloppy:commented_code": "no_debug_leftovers"}
+"""The rubric item each repo-task flaw violates."""
 
 
 def _repo_control(control: str, site: Any, fixed: str, before: dict[str, str],
@@ -185,6 +205,7 @@ def _repo_control(control: str, site: Any, fixed: str, before: dict[str, str],
     module = site.file[:-3].replace("/", ".")
     out = {site.file: fixed}
     test_rel = f"tests/test_regression_{name}.py"
+    # the rubric checks that a test came with the fix, not how good it is: a minimal one
     careful_test = (f"from {module} import {name}\n\n\ndef test_{name}_is_callable():\n"
                     f"    assert callable({name})\n")
     if control != "sloppy:no_test":

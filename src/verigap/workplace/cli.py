@@ -1,4 +1,6 @@
-"""`verigap workplace context|rubric|repo-rubric|local|show`: the workplace family's results."""
+"""`verigap workplace context|rubric|repo-rubric|local|show`: the workplace family's results.
+
+Library errors (a missing bundle, an unknown project) reach the root, which prints them once."""
 
 from __future__ import annotations
 
@@ -8,8 +10,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-
-from verigap.errors import VerigapError
 
 app = typer.Typer(help="Tasks whose facts live in tickets, chat, pull requests and git "
                   "history; reviewer checks beyond tests.", no_args_is_help=True)
@@ -54,11 +54,7 @@ def context(seeds: Annotated[str, typer.Option(help="workplace seeds, comma-sepa
     """
     from verigap.workplace.bench import context_scores
 
-    try:
-        data = context_scores(_seeds(seeds), log=typer.echo)
-    except VerigapError as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(2) from None
+    data = context_scores(_seeds(seeds), log=typer.echo)
     _write(out, data, _command("context", seeds=seeds, out=out))
 
 
@@ -72,11 +68,7 @@ def rubric(seeds: Annotated[str, typer.Option(help="workplace seeds, comma-separ
     """
     from verigap.workplace.bench import rubric_controls
 
-    try:
-        data = rubric_controls(_seeds(seeds), log=typer.echo)
-    except VerigapError as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(2) from None
+    data = rubric_controls(_seeds(seeds), log=typer.echo)
     _write(out, data, _command("rubric", seeds=seeds, out=out))
 
 
@@ -90,11 +82,7 @@ def repo_rubric(n: Annotated[int, typer.Option(min=1, help="repo tasks to make")
     """
     from verigap.workplace.bench import repo_task_rubric
 
-    try:
-        data = repo_task_rubric(n, log=typer.echo)
-    except VerigapError as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(2) from None
+    data = repo_task_rubric(n, log=typer.echo)
     _write(out, data, _command("repo-rubric", n=n, out=out))
 
 
@@ -111,11 +99,7 @@ def local(n: Annotated[int, typer.Option(min=1, help="probes in the sample")] = 
     """
     from verigap.workplace.bench import local_probes
 
-    try:
-        data = local_probes(n, seed, max_turns=max_turns, spec=spec, log=typer.echo)
-    except VerigapError as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(2) from None
+    data = local_probes(n, seed, max_turns=max_turns, spec=spec, log=typer.echo)
     _write(out, data, _command("local", n=n, seed=seed, max_turns=max_turns, spec=spec,
                                out=out))
 
@@ -129,9 +113,5 @@ def show(project: Annotated[str, typer.Option(help="textkit or inflection")] = "
     """
     from verigap.workplace import build_workplace
 
-    try:
-        w = build_workplace(project, seed)
-    except VerigapError as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(2) from None
+    w = build_workplace(project, seed)
     typer.echo(json.dumps(w.to_dict(), indent=1, ensure_ascii=False, default=repr))
