@@ -72,11 +72,25 @@ _PYTEST = ("import sys, pytest; sys.path.insert(0, ''); "
            "sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', *sys.argv[1:]]))")
 
 
-def _run(tree: Path, args: list[str], backend: str | None) -> bool:
-    from verigap.repos import execution
+#: The environment a graded run gets: nothing from the caller's, a fixed hash seed, and no
+#: pytest plugins loaded from what happens to be installed.
+GRADING_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8",
+               "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0",
+               "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
 
-    res = execution.run([sys.executable, "-I", "-c", *args], scratch=tree,
-                        ro_binds=[Path(sys.prefix)], timeout=120, backend=backend)
+
+def _run(tree: Path, args: list[str], backend: str | None) -> bool:
+    """One graded command in a fresh sandbox over ``tree`` (this interpreter, isolated mode,
+    its environment mounted read-only); passed means exit code 0 within the time limit."""
+    from verigap.sandbox import Limits, make_sandbox
+
+    tree.chmod(0o755)  # the sandbox user must be able to enter it
+    box = make_sandbox(tree, backend=backend or "bwrap", limits=Limits(wall_s=120.0),
+                       ro_binds=[Path(sys.prefix)])
+    try:
+        res = box.exec([sys.executable, "-I", "-c", *args], env=GRADING_ENV, timeout=120)
+    finally:
+        box.close()
     return res.returncode == 0 and not res.timed_out
 
 
