@@ -227,14 +227,14 @@ def _repo_control(control: str, site: Any, fixed: str, before: dict[str, str],
 
 
 def local_probes(n: int, seed: int, *, max_turns: int, spec: str = "local:smollm2",
-                 log: Log = print) -> dict[str, Any]:
+                 max_new_tokens: int = 128, log: Log = print) -> dict[str, Any]:
     """The local model on a seeded sample of probes (answers graded like any agent's)."""
     from verigap.agents import Budget, client_from_spec, run_episode
     from verigap.workplace._env import WorkplaceEnv
 
     probes = [i for i in build_items([0, 1, 2, 3]) if i.kind != "code"]
     sample = random.Random(seed).sample(probes, n)
-    client = client_from_spec(spec)
+    client = client_from_spec(spec, max_new_tokens=max_new_tokens)
     system = ("You work on a software team. Use the tools to search chat, tickets, pull "
               "requests and git history; later decisions replace earlier ones. When you know, "
               "call answer with the value only.")
@@ -253,6 +253,7 @@ def local_probes(n: int, seed: int, *, max_turns: int, spec: str = "local:smollm
             log(f"{item.item_id}: correct={v.correct} answer={v.detail['answer']!r} "
                 f"turns={ep.turns} ({ep.wall_s:.0f}s)")
     return {"spec": spec, "n": n, "seed": seed, "max_turns": max_turns,
+            "max_new_tokens": max_new_tokens,
             "true_success": _share(rows, "correct"),
             "answered": round(sum(r["answer"] is not None for r in rows) / len(rows), 4),
             "consulted_all_needed": _share(rows, "consulted_all_needed"),

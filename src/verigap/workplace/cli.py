@@ -87,21 +87,23 @@ def repo_rubric(n: Annotated[int, typer.Option(min=1, help="repo tasks to make")
 
 
 @app.command("local")
-def local(n: Annotated[int, typer.Option(min=1, help="probes in the sample")] = 6,
+def local(n: Annotated[int, typer.Option(min=1, help="probes in the sample")] = 4,
           seed: Annotated[int, typer.Option(help="sampling seed")] = 0,
-          max_turns: Annotated[int, typer.Option(min=1)] = 4,
+          max_turns: Annotated[int, typer.Option(min=1)] = 2,
+          max_new_tokens: Annotated[int, typer.Option(min=8, help="tokens per turn")] = 96,
           spec: Annotated[str, typer.Option(help="model spec")] = "local:smollm2",
           out: Annotated[Path, typer.Option(help="results file")] = OUT / "local_model.json",
           ) -> None:
     """A model (the local one by default) on a seeded sample of probes.
 
-    Example: verigap workplace local --n 6 --max-turns 4
+    Example: verigap workplace local --n 4 --max-turns 2
     """
     from verigap.workplace.bench import local_probes
 
-    data = local_probes(n, seed, max_turns=max_turns, spec=spec, log=typer.echo)
-    _write(out, data, _command("local", n=n, seed=seed, max_turns=max_turns, spec=spec,
-                               out=out))
+    data = local_probes(n, seed, max_turns=max_turns, spec=spec, max_new_tokens=max_new_tokens,
+                        log=typer.echo)
+    _write(out, data, _command("local", n=n, seed=seed, max_turns=max_turns,
+                               max_new_tokens=max_new_tokens, spec=spec, out=out))
 
 
 @app.command("show")
