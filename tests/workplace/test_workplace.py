@@ -153,3 +153,16 @@ def test_inflection_workplace_carries_real_history():
     assert w.scenarios[0].values["code"] == "-"
     item = next(i for i in build_items([0], ["inflection"]) if i.kind == "probe_value")
     assert run_agent("reconciler", item, Path("/tmp") / "unused-wp").correct
+
+
+def test_hidden_test_input_tells_every_candidate_value_apart():
+    from verigap.workplace._world import PROJECTS, call_reference, default_in_source, project_tree
+
+    for name, project in PROJECTS.items():
+        if name == "inflection" and not (bundles_dir() / "inflection.bundle").is_file():
+            continue
+        tree = project_tree(name)
+        for knob in project.knobs:
+            code = default_in_source((tree / knob.module).read_text(), knob.func, knob.param)
+            outputs = [call_reference(tree, knob, v) for v in (code, *knob.candidates)]
+            assert len(set(outputs)) == len(outputs), (knob.key, outputs)

@@ -71,7 +71,7 @@ PROJECTS: dict[str, Project] = {
         knobs=(
             Knob("textkit/slug.py", "slugify", "sep", ("_", ".", "~", "+"),
                  ("Hello World Again",), "slugify_title"),
-            Knob("textkit/slug.py", "slugify", "max_len", (12, 16, 20, 24),
+            Knob("textkit/slug.py", "slugify", "max_len", (10, 16, 22, 28),
                  ("the quick brown fox jumps over the lazy dog",), "slug_limit"),
             Knob("textkit/wrap.py", "truncate", "ellipsis", ("…", "~", " [more]", "»"),
                  ("abcdefghij klmnopqrst", 12), "truncate_words"),
