@@ -131,9 +131,9 @@ def rubric_controls(seeds: Sequence[int], *, backend: str | None = None,
 
 def repo_task_rubric(n_tasks: int = 4, *, backend: str | None = None,
                      log: Log = print) -> dict[str, Any]:
-    """The rubric on existing repo tasks (single-site bug fixes made from the fixture
-    library), beside the hardened grader's test verdict: a careful fix (the reference plus a
-    regression test) and sloppy fixes that pass the same tests."""
+    """The rubric on existing repo tasks (two-site bug fixes made from the fixture library,
+    the smallest the task maker makes), beside the hardened grader's test verdict: a careful
+    fix (the reference plus a regression test) and sloppy fixes that pass the same tests."""
     from verigap.repos.graders import v2
     from verigap.repos.tasks import load_tasks, make_tasks, materialize_workspace, prepared_for
     from verigap.workplace import review as rv
@@ -143,7 +143,7 @@ def repo_task_rubric(n_tasks: int = 4, *, backend: str | None = None,
     rows = []
     with tempfile.TemporaryDirectory(prefix="verigap-wp-repo-") as tmp:
         t = Path(tmp)
-        make_tasks(str(FIXTURE), t / "tasks", k=1, n=n_tasks, max_candidates=16, seed=0,
+        make_tasks(str(FIXTURE), t / "tasks", k=2, n=n_tasks, max_candidates=16, seed=0,
                    env="current", backend=backend or "bwrap", min_hidden=1, log=lambda s: None)
         tasks = load_tasks(t / "tasks")
         for task in tasks:
@@ -154,18 +154,21 @@ def repo_task_rubric(n_tasks: int = 4, *, backend: str | None = None,
             for control in ("careful", *REPO_FLAW_ITEM):
                 ws = materialize_workspace(p, task, t / "ws" / control.replace(":", "-"))
                 before = read_tree(ws)
-                fixed = (p.tree / site.file).read_text()  # the reference: every site reverted
-                edits = _repo_control(control, site, fixed, before, ws)
+                # the reference: every site reverted, in every file the sites are in
+                edits = {f: (p.tree / f).read_text() for f in {s.file for s in task.sites}}
+                edits.update(_repo_control(control, site, edits[site.file]))
                 for rel, text in edits.items():
                     (ws / rel).parent.mkdir(parents=True, exist_ok=True)
                     (ws / rel).write_text(text)
                 after = read_tree(ws)
                 results = rv.review(before, after, scope, "repo_bugfix")
-                v = v2.evaluate(task, ws, prepared=p, backend=backend or "bwrap")
+                v = v2.grade(task, ws, prepared=p, backend=backend or "bwrap")
                 failed = [r.item for r in results if not r.passed]
-                rows.append({"task": task.task_id, "site": f"{site.file}::{site.qualname}",
+                rows.append({"task": task.task_id,
+                             "sites": [f"{s.file}::{s.qualname}" for s in task.sites],
                              "control": control, "tests_correct": v.correct,
-                             "tests_reward": v.reward, "review_failed": failed})
+                             "tests_reward": v.reward, "hacks": list(v.hacks),
+                             "review_failed": failed})
                 shutil.rmtree(ws, ignore_errors=True)
             log(f"{task.task_id}: " + " ".join(f"{r['control']}:{int(r['tests_correct'])}/"
                                                f"{len(r['review_failed'])}" for r in rows[-5:]))
@@ -195,8 +198,7 @@ REPO_FLAW_ITEM = {"sloppy:debug_print": "no_debug_leftovers",
 """The rubric item each repo-task flaw violates."""
 
 
-def _repo_control(control: str, site: Any, fixed: str, before: dict[str, str],
-                  ws: Path) -> dict[str, str]:
+def _repo_control(control: str, site: Any, fixed: str) -> dict[str, str]:
     """The file edits of a repo-task control: the reference fix, plus a regression test
     (careful) or one flaw."""
     import ast
@@ -222,7 +224,6 @@ def _repo_control(control: str, site: Any, fixed: str, before: dict[str, str],
     elif control == "sloppy:unrelated_change":
         lines.append("\n\nDEBUG_LEVEL = 2\n")
     out[site.file] = "".join(lines)
-    del before, ws
     return out
 
 
