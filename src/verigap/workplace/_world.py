@@ -170,10 +170,8 @@ class Workplace:
     scenarios: tuple[Scenario, ...] = field(default=())
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        for s, sd in zip(self.scenarios, d["scenarios"], strict=True):
-            sd["knob"] = asdict(s.knob)
-        return d
+        """The whole workplace as plain data (what ``verigap workplace show`` prints)."""
+        return asdict(self)
 
 
 # ---- the project's tree and history ------------------------------------------------------
