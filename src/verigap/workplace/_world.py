@@ -12,6 +12,7 @@ carries the ids of the facts it states, so a tool call that shows it can be cred
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.util
 import os
 import random
@@ -231,8 +232,10 @@ def _inflection_clone() -> Path:
     return clone
 
 
+@functools.lru_cache(maxsize=4)
 def _real_history(limit: int = 40) -> tuple[Commit, ...]:
-    """The newest ``limit`` commits up to the task base, with real messages and patches."""
+    """The newest ``limit`` commits up to the task base, with real messages and patches
+    (read once per process: the base commit never moves)."""
     clone = _inflection_clone()
     fmt = "%H%x1f%an%x1f%aI%x1f%s%x1f%b%x1e"
     out = _git(clone, "log", f"-{limit}", f"--format={fmt}", INFLECTION_COMMIT)
@@ -307,8 +310,10 @@ def _call(func: str, param: str, value: Any) -> str:
     return f"`{func}({param}={value!r})`"
 
 
+@functools.lru_cache(maxsize=64)
 def build_workplace(project: str, seed: int) -> Workplace:
-    """The workplace of ``project`` for ``seed``: same inputs, same records, always."""
+    """The workplace of ``project`` for ``seed``: same inputs, same records, always (so one
+    per process is kept and shared; treat it as read-only)."""
     if project not in PROJECTS:
         raise ConfigError(f"unknown project {project!r}; choose one of {', '.join(PROJECTS)}")
     p = PROJECTS[project]
