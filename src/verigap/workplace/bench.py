@@ -228,8 +228,11 @@ def _repo_control(control: str, site: Any, fixed: str) -> dict[str, str]:
 
 
 def local_probes(n: int, seed: int, *, max_turns: int, spec: str = "local:smollm2",
-                 max_new_tokens: int = 128, log: Log = print) -> dict[str, Any]:
-    """The local model on a seeded sample of probes (answers graded like any agent's)."""
+                 max_new_tokens: int = 128, log: Log = print,
+                 save: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """The local model on a seeded sample of probes (answers graded like any agent's).
+    ``save`` gets the summary after every episode (``complete`` false until the last), so a
+    run stopped early leaves the episodes it finished, a prefix of the seeded sample."""
     from verigap.agents import Budget, client_from_spec, run_episode
     from verigap.workplace._env import WorkplaceEnv
 
@@ -253,9 +256,13 @@ def local_probes(n: int, seed: int, *, max_turns: int, spec: str = "local:smollm
                          "tool_calls_made": len(calls), "wall_s": round(ep.wall_s, 1)})
             log(f"{item.item_id}: correct={v.correct} answer={v.detail['answer']!r} "
                 f"turns={ep.turns} ({ep.wall_s:.0f}s)")
-    return {"spec": spec, "n": n, "seed": seed, "max_turns": max_turns,
-            "max_new_tokens": max_new_tokens,
-            "true_success": _share(rows, "correct"),
-            "answered": round(sum(r["answer"] is not None for r in rows) / len(rows), 4),
-            "consulted_all_needed": _share(rows, "consulted_all_needed"),
-            "episodes": rows}
+            summary = {"spec": spec, "n": n, "n_done": len(rows), "complete": len(rows) == n,
+                       "seed": seed, "max_turns": max_turns, "max_new_tokens": max_new_tokens,
+                       "true_success": _share(rows, "correct"),
+                       "answered": round(sum(r["answer"] is not None for r in rows)
+                                         / len(rows), 4),
+                       "consulted_all_needed": _share(rows, "consulted_all_needed"),
+                       "episodes": rows}
+            if save is not None:
+                save(summary)
+    return summary

@@ -100,10 +100,10 @@ def local(n: Annotated[int, typer.Option(min=1, help="probes in the sample")] = 
     """
     from verigap.workplace.bench import local_probes
 
-    data = local_probes(n, seed, max_turns=max_turns, spec=spec, max_new_tokens=max_new_tokens,
-                        log=typer.echo)
-    _write(out, data, _command("local", n=n, seed=seed, max_turns=max_turns,
-                               max_new_tokens=max_new_tokens, spec=spec, out=out))
+    command = _command("local", n=n, seed=seed, max_turns=max_turns,
+                       max_new_tokens=max_new_tokens, spec=spec, out=out)
+    local_probes(n, seed, max_turns=max_turns, spec=spec, max_new_tokens=max_new_tokens,
+                 log=typer.echo, save=lambda data: _write(out, data, command))
 
 
 @app.command("show")
