@@ -27,6 +27,7 @@ from verigap.repos.redteam_cli import redteam
 from verigap.sandbox.cli import app as sandbox_app
 from verigap.server.cli import serve
 from verigap.silentbug.cli import app as silentbug_app
+from verigap.workplace.cli import app as workplace_app
 
 #: Optional packages and the extra (pyproject.toml) that installs each.
 EXTRAS = {"libcst": "repos", "hypothesis": "repos", "torch": "torch", "openai": "agents",
@@ -93,6 +94,7 @@ app.add_typer(silentbug_app, name="silentbug")
 app.add_typer(sandbox_app, name="sandbox")
 app.add_typer(experiments_app, name="experiments")
 app.add_typer(monitor_app, name="monitor")
+app.add_typer(workplace_app, name="workplace")
 app.command("serve")(serve)
 
 

@@ -22,6 +22,7 @@ class EpisodeChecks:
     passed: bool  # every visible check green (build + visible tests)
     correct: bool  # the hidden check; only "seen" by schemes that run it
     deletions: int = 0  # sites the agent deleted outright
+    review_failures: int = 0  # reviewer-rubric items the change fails (verigap.workplace.review)
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,33 @@ class Oracle(_Scheme):
         return BatchPayout(r, np.ones(r.size, dtype=bool), _no(r.size))
 
 
-RewardScheme = Annotated[Visible | DeletionPenalty | Audit | Oracle, Field(discriminator="kind")]
+class ReviewPenalty(_Scheme):
+    """Visible reward minus a fixed cost for every reviewer-rubric item the change fails
+    (unrelated changes, a broken public API, no test, debug leftovers, ...): the rubric as an
+    explicit term beside the tests."""
+
+    kind: Literal["review_penalty"] = "review_penalty"
+    per_item: float = Field(0.25, ge=0.0)
+
+    def pay(self, checks: EpisodeChecks, rng: np.random.Generator) -> Payout:
+        out = self.pay_batch(np.array([checks.passed]), np.array([checks.correct]),
+                             np.array([checks.deletions]), rng,
+                             review_failures=np.array([checks.review_failures]))
+        return Payout(float(out.reward[0]), bool(out.audited[0]), bool(out.caught[0]))
+
+    def pay_batch(self, passed, correct, deletions, rng, review_failures=None):
+        failures = (np.zeros(np.asarray(passed).size) if review_failures is None
+                    else np.asarray(review_failures, dtype=np.float64))
+        r = _visible(passed) - self.per_item * failures
+        return BatchPayout(r, _no(r.size), _no(r.size))
+
+    @property
+    def label(self) -> str:
+        return f"review_penalty_{self.per_item:g}"
+
+
+RewardScheme = Annotated[Visible | DeletionPenalty | Audit | Oracle | ReviewPenalty,
+                         Field(discriminator="kind")]
 _ADAPTER: TypeAdapter[RewardScheme] = TypeAdapter(RewardScheme)
 
 
@@ -145,7 +172,9 @@ def parse_scheme(text: str) -> RewardScheme:
         return Oracle()
     if name in ("deletion", "deletion_penalty") and len(nums) <= 1:
         return DeletionPenalty(**({"per_deletion": nums[0]} if nums else {}))
+    if name in ("review", "review_penalty") and len(nums) <= 1:
+        return ReviewPenalty(**({"per_item": nums[0]} if nums else {}))
     if name == "audit" and len(nums) in (1, 2):
         return Audit(rate=nums[0], **({"penalty": nums[1]} if len(nums) == 2 else {}))
     raise ValueError(f"unknown reward scheme {text!r}; use one of: visible, oracle, "
-                     "deletion[:PER_DELETION], audit:RATE[:PENALTY]")
+                     "deletion[:PER_DELETION], audit:RATE[:PENALTY], review[:PER_ITEM]")

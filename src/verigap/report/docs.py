@@ -119,7 +119,7 @@ NO_HAND_NUMBERS = ("README.md", "docs/README.md", "docs/architecture.md", "docs/
                    "docs/multiagent.md", "docs/repos.md", "docs/results.md",
                    "docs/sandbox_and_agents.md", "docs/sandbox_speed.md", "docs/serving.md",
                    "docs/silentbug.md", "docs/speed.md", "docs/trajectories.md",
-                   "docs/transformer.md")
+                   "docs/transformer.md", "docs/workplace.md")
 
 # What is not prose: code, comments (and so every marker, with what it draws), link targets.
 _NOT_PROSE = (

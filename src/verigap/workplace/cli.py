@@ -1,0 +1,119 @@
+"""`verigap workplace context|rubric|repo-rubric|local|show`: the workplace family's results.
+
+Library errors (a missing bundle, an unknown project) reach the root, which prints them once."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+app = typer.Typer(help="Tasks whose facts live in tickets, chat, pull requests and git "
+                  "history; reviewer checks beyond tests.", no_args_is_help=True)
+
+OUT = Path("results/workplace")
+
+
+def _command(*words: object, **options: object) -> str:
+    parts = ["verigap", "workplace", *map(str, words)]
+    for k, v in options.items():
+        if v is not None:
+            parts += [f"--{k.replace('_', '-')}", str(v)]
+    return " ".join(shlex.quote(x) for x in parts)
+
+
+def _seeds(text: str) -> list[int]:
+    try:
+        seeds = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise typer.BadParameter("--seeds takes integers separated by commas, e.g. 0,1,2,3"
+                                 ) from None
+    if not seeds:
+        raise typer.BadParameter("--seeds needs at least one seed, e.g. 0,1,2,3")
+    return seeds
+
+
+def _write(path: Path, data: dict, command: str) -> None:
+    from verigap.results import write_result
+
+    write_result(path, data, command=command)
+    typer.echo(f"wrote {path}")
+
+
+@app.command("context")
+def context(seeds: Annotated[str, typer.Option(help="workplace seeds, comma-separated")] = "0,1,2,3",
+            out: Annotated[Path, typer.Option(help="results file")] = OUT / "context.json",
+            ) -> None:
+    """Score the reconciling, code-only and outdated-instruction agents on every task and
+    probe (per kind), with the facts their tool calls surfaced.
+
+    Example: verigap workplace context --seeds 0,1,2,3
+    """
+    from verigap.workplace.bench import context_scores
+
+    data = context_scores(_seeds(seeds), log=typer.echo)
+    _write(out, data, _command("context", seeds=seeds, out=out))
+
+
+@app.command("rubric")
+def rubric(seeds: Annotated[str, typer.Option(help="workplace seeds, comma-separated")] = "0,1,2,3",
+           out: Annotated[Path, typer.Option(help="results file")] = OUT / "rubric.json",
+           ) -> None:
+    """Careful and sloppy controls on every code task: tests and each reviewer item.
+
+    Example: verigap workplace rubric --seeds 0,1
+    """
+    from verigap.workplace.bench import rubric_controls
+
+    data = rubric_controls(_seeds(seeds), log=typer.echo)
+    _write(out, data, _command("rubric", seeds=seeds, out=out))
+
+
+@app.command("repo-rubric")
+def repo_rubric(n: Annotated[int, typer.Option(min=1, help="repo tasks to make")] = 4,
+                out: Annotated[Path, typer.Option(help="results file")] = OUT
+                / "repo_rubric.json") -> None:
+    """The reviewer rubric on existing repo tasks (fixture library), beside v2's verdict.
+
+    Example: verigap workplace repo-rubric --n 4
+    """
+    from verigap.workplace.bench import repo_task_rubric
+
+    data = repo_task_rubric(n, log=typer.echo)
+    _write(out, data, _command("repo-rubric", n=n, out=out))
+
+
+@app.command("local")
+def local(n: Annotated[int, typer.Option(min=1, help="probes in the sample")] = 4,
+          seed: Annotated[int, typer.Option(help="sampling seed")] = 0,
+          max_turns: Annotated[int, typer.Option(min=1)] = 2,
+          max_new_tokens: Annotated[int, typer.Option(min=8, help="tokens per turn")] = 96,
+          spec: Annotated[str, typer.Option(help="model spec")] = "local:smollm2",
+          out: Annotated[Path, typer.Option(help="results file")] = OUT / "local_model.json",
+          ) -> None:
+    """A model (the local one by default) on a seeded sample of probes.
+
+    Example: verigap workplace local --n 4 --max-turns 2
+    """
+    from verigap.workplace.bench import local_probes
+
+    command = _command("local", n=n, seed=seed, max_turns=max_turns,
+                       max_new_tokens=max_new_tokens, spec=spec, out=out)
+    local_probes(n, seed, max_turns=max_turns, spec=spec, max_new_tokens=max_new_tokens,
+                 log=typer.echo, save=lambda data: _write(out, data, command))
+
+
+@app.command("show")
+def show(project: Annotated[str, typer.Option(help="textkit or inflection")] = "textkit",
+         seed: Annotated[int, typer.Option()] = 0) -> None:
+    """Print a generated workplace as JSON (the data the tools read).
+
+    Example: verigap workplace show --project inflection --seed 1
+    """
+    from verigap.workplace import build_workplace
+
+    w = build_workplace(project, seed)
+    typer.echo(json.dumps(w.to_dict(), indent=1, ensure_ascii=False, default=repr))
