@@ -54,6 +54,11 @@ BAD_INPUT: dict[str, list[str]] = {
     "monitor impossible": ["/nope/tasks", "--out", "{tmp}/i.json", "--runs", "{tmp}/r"],
     "monitor trajset": ["/nope/tasks", "--out", "{tmp}/t.jsonl.xz", "--runs", "{tmp}/r"],
     "monitor lofo": ["/nope/data.jsonl", "--out", "{tmp}/l.json"],
+    "workplace context": ["--seeds", "x", "--out", "{tmp}/c.json"],
+    "workplace rubric": ["--seeds", ",", "--out", "{tmp}/r.json"],
+    "workplace repo-rubric": ["--n", "0", "--out", "{tmp}/r.json"],
+    "workplace local": ["--n", "0", "--out", "{tmp}/l.json"],
+    "workplace show": ["--project", "nope"],
     "monitor independent": ["--split", "nope", "--out", "{tmp}/i.json"],
     "monitor compare": ["--sample", "-1", "--out", "{tmp}/c.json"],
 }

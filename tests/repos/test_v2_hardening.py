@@ -108,8 +108,12 @@ def test_task_sets_cover_every_site_by_default(fixture_tasks, tmp_path, backend)
     inputs = {s.function: [x.model_dump() for x in task.equivalence if x.target == s.function]
               for s in task.sites}
     inputs[task.sites[0].function] = []
+    # a site with no input is not rejected when the sealed channel carries its tests: it is
+    # kept as tests-only, discriminated by the forwarded run (the route v2 grades it by)
     got, why = build_task(p, sites, n_vis, inputs, seed=0, index=0, backend=backend)
-    assert got is None and why == "a site has no equivalence input"
+    assert got is not None, why
+    assert got.sites[0].tests_only and got.sites[0].discrimination == "forwarded"
+    assert not any(s.tests_only for s in got.sites[1:])
     kept, why = build_task(p, sites, n_vis, inputs, seed=0, index=0, backend=backend,
                            allow_tests_only=True)
     assert kept is not None, why
