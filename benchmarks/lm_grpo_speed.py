@@ -35,8 +35,12 @@ from verigap import trl as vt  # noqa: E402
 from verigap.agents._local import load_model, resolve_weights  # noqa: E402
 from verigap.results import read_result, write_result  # noqa: E402
 
-PHASES = {"_generate": "generate", "_get_per_token_logps_and_entropies": "logprobs",
-          "_compute_loss": "loss_forward", "training_step": "step"}
+PHASES = {
+    "_generate": "generate",
+    "_get_per_token_logps_and_entropies": "logprobs",
+    "_compute_loss": "loss_forward",
+    "training_step": "step",
+}
 """TRL methods timed, and the phase each measures (``logprobs`` runs once for the reference
 model's KL term and once inside the loss; the loss call is subtracted out below)."""
 
@@ -56,8 +60,10 @@ class PhaseClock:
             try:
                 return f(*a, **k)
             finally:
-                self.calls.setdefault(name, []).append((time.perf_counter() - w,
-                                                        time.process_time() - c))
+                self.calls.setdefault(name, []).append(
+                    (time.perf_counter() - w, time.process_time() - c)
+                )
+
         setattr(cls, name, timed)
 
     def step_phases(self, i: int) -> dict[str, dict[str, float]]:
@@ -66,10 +72,16 @@ class PhaseClock:
         step, gen, loss = get("training_step")[i], get("_generate")[i], get("_compute_loss")[i]
         ref = get("_get_per_token_logps_and_entropies")[2 * i]  # the first call is the KL's
         rest = tuple(s - g - r - lo for s, g, r, lo in zip(step, gen, ref, loss, strict=True))
-        return {name: {"wall_s": round(v[0], 2), "cpu_s": round(v[1], 2)}
-                for name, v in (("generate", gen), ("reference_forward", ref),
-                                ("loss_forward", loss), ("backward_and_rest", rest),
-                                ("step", step))}
+        return {
+            name: {"wall_s": round(v[0], 2), "cpu_s": round(v[1], 2)}
+            for name, v in (
+                ("generate", gen),
+                ("reference_forward", ref),
+                ("loss_forward", loss),
+                ("backward_and_rest", rest),
+                ("step", step),
+            )
+        }
 
 
 class StepDone(TrainerCallback):
@@ -94,8 +106,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--prompts-per-step", type=int, default=1)
     ap.add_argument("--group", type=int, default=4)
     ap.add_argument("--max-completion-length", type=int, default=32)
-    ap.add_argument("--gradient-checkpointing", action="store_true",
-                    help="TRL's default: a second forward inside the backward")
+    ap.add_argument(
+        "--gradient-checkpointing",
+        action="store_true",
+        help="TRL's default: a second forward inside the backward",
+    )
     ap.add_argument("--out", type=Path, default=Path("results/agents/lm_grpo_speed.json"))
     a = ap.parse_args(argv)
     numerics.reexec_if_needed()  # pinned, as the experiment runs (one thread), or refuse
@@ -107,11 +122,18 @@ def main(argv: list[str] | None = None) -> None:
     torch.manual_seed(0)
     t0, c0 = time.perf_counter(), time.process_time()
     model, tok = load_model(resolve_weights(a.model.partition(":")[2]))
-    load = {"wall_s": round(time.perf_counter() - t0, 1), "cpu_s": round(time.process_time() - c0, 1)}
-    cfg = vt.LMExperimentConfig(model=a.model, steps=a.steps, group=a.group,
-                                prompts_per_step=a.prompts_per_step,
-                                max_completion_length=a.max_completion_length,
-                                gradient_checkpointing=a.gradient_checkpointing)
+    load = {
+        "wall_s": round(time.perf_counter() - t0, 1),
+        "cpu_s": round(time.process_time() - c0, 1),
+    }
+    cfg = vt.LMExperimentConfig(
+        model=a.model,
+        steps=a.steps,
+        group=a.group,
+        prompts_per_step=a.prompts_per_step,
+        max_completion_length=a.max_completion_length,
+        gradient_checkpointing=a.gradient_checkpointing,
+    )
     work = Path(tempfile.mkdtemp(prefix="verigap-lm-grpo-"))
     trainer = vt.grpo_trainer(model, tok, cfg, work, log_path=work / "m.jsonl")
     key = "checkpointing" if a.gradient_checkpointing else "no_checkpointing"
@@ -130,20 +152,30 @@ def main(argv: list[str] | None = None) -> None:
         old = read_result(a.out) if a.out.is_file() else {}
         runs = {k: v for k, v in (old.get("runs") or {}).items() if k != key}
         runs[key] = {
-            "model": a.model, "load": load, "threads": torch.get_num_threads(),
-            "prompts_per_step": cfg.prompts_per_step, "group": cfg.group,
-            "max_completion_length": cfg.max_completion_length, "lora_r": cfg.lora_r,
-            "beta": cfg.beta, "gradient_checkpointing": cfg.gradient_checkpointing,
-            "steps": steps, "median_step_cpu_s": cpu[len(cpu) // 2],
-            "load_avg_1min": round(os.getloadavg()[0], 2), "autogroup": _autogroup(),
+            "model": a.model,
+            "load": load,
+            "threads": torch.get_num_threads(),
+            "prompts_per_step": cfg.prompts_per_step,
+            "group": cfg.group,
+            "max_completion_length": cfg.max_completion_length,
+            "lora_r": cfg.lora_r,
+            "beta": cfg.beta,
+            "gradient_checkpointing": cfg.gradient_checkpointing,
+            "steps": steps,
+            "median_step_cpu_s": cpu[len(cpu) // 2],
+            "load_avg_1min": round(os.getloadavg()[0], 2),
+            "autogroup": _autogroup(),
             "numerics": numerics.mode(),
-            "completion_tokens": [r.get("completions/mean_length") for r in history
-                                  if "loss" in r],
-            "command": "python " + " ".join(sys.argv)}
+            "completion_tokens": [r.get("completions/mean_length") for r in history if "loss" in r],
+            "command": "python " + " ".join(sys.argv),
+        }
         data = {"runs": runs}
         if {"checkpointing", "no_checkpointing"} <= runs.keys():
-            data["checkpointing_cpu_ratio"] = round(runs["checkpointing"]["median_step_cpu_s"]
-                                                    / runs["no_checkpointing"]["median_step_cpu_s"], 2)
+            data["checkpointing_cpu_ratio"] = round(
+                runs["checkpointing"]["median_step_cpu_s"]
+                / runs["no_checkpointing"]["median_step_cpu_s"],
+                2,
+            )
         write_result(a.out, data, command="python " + " ".join(sys.argv))
         print(key, steps[-1], flush=True)
 

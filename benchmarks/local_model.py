@@ -43,8 +43,13 @@ def call_validity(transcript: list[dict[str, Any]]) -> tuple[int, int]:
 
 def _gen(client: LocalClient) -> dict[str, float]:
     s = client.stats
-    return {"model_calls": s.calls, "new_tokens": s.new_tokens, "prompt_tokens": s.prompt_tokens,
-            "generate_s": round(s.seconds, 2), "tokens_per_s": round(s.tokens_per_s, 3)}
+    return {
+        "model_calls": s.calls,
+        "new_tokens": s.new_tokens,
+        "prompt_tokens": s.prompt_tokens,
+        "generate_s": round(s.seconds, 2),
+        "tokens_per_s": round(s.tokens_per_s, 3),
+    }
 
 
 def patchworld(spec: str, n: int, k: int, max_new_tokens: int) -> dict[str, Any]:
@@ -57,19 +62,27 @@ def patchworld(spec: str, n: int, k: int, max_new_tokens: int) -> dict[str, Any]
     for r in rows:
         out, _, _ = client.generate_text(client.prompt_ids(r["prompt"], []))
         answers.append(out)
-    verdicts = text.grade_answers(text.stack([r["program"] for r in rows]), answers, Visible(),
-                                  np.random.default_rng(0))
-    return {"episodes": n, "k": k, "max_new_tokens": max_new_tokens,
-            "solve_rate": float(np.mean([v.correct for v in verdicts])),
-            "visible_pass": float(np.mean([v.passed for v in verdicts])),
-            "false_success": float(np.mean([v.false_success for v in verdicts])),
-            "answer_parse_rate": float(np.mean([v.parsed for v in verdicts])),
-            "steps_mean": 1.0, "answers": answers[:3],
-            "errors": [v.error for v in verdicts][:3], **_gen(client)}
+    verdicts = text.grade_answers(
+        text.stack([r["program"] for r in rows]), answers, Visible(), np.random.default_rng(0)
+    )
+    return {
+        "episodes": n,
+        "k": k,
+        "max_new_tokens": max_new_tokens,
+        "solve_rate": float(np.mean([v.correct for v in verdicts])),
+        "visible_pass": float(np.mean([v.passed for v in verdicts])),
+        "false_success": float(np.mean([v.false_success for v in verdicts])),
+        "answer_parse_rate": float(np.mean([v.parsed for v in verdicts])),
+        "steps_mean": 1.0,
+        "answers": answers[:3],
+        "errors": [v.error for v in verdicts][:3],
+        **_gen(client),
+    }
 
 
-def repo(spec: str, n: int, max_turns: int, max_new_tokens: int,
-         played: Path | None = None) -> dict[str, Any]:
+def repo(
+    spec: str, n: int, max_turns: int, max_new_tokens: int, played: Path | None = None
+) -> dict[str, Any]:
     """Play ``n`` fixture-library tasks, or (``played``) summarise a work directory this
     function already played (``ep*/transcript.json`` and ``verdict.json``, as the episode wrote
     them)."""
@@ -79,64 +92,109 @@ def repo(spec: str, n: int, max_turns: int, max_new_tokens: int,
     work = played or Path(tempfile.mkdtemp(prefix="verigap-lm-repo-"))
     if played is None:
         lib = Path(__file__).parents[1] / "tests/repos/fixture_lib"
-        make_tasks(str(lib), work / "tasks", k=4, n=max(n, 1), max_candidates=16, seed=0,
-                   env="current", min_hidden=1, log=lambda s: None)
+        make_tasks(
+            str(lib),
+            work / "tasks",
+            k=4,
+            n=max(n, 1),
+            max_candidates=16,
+            seed=0,
+            env="current",
+            min_hidden=1,
+            log=lambda s: None,
+        )
         os.environ[MAX_NEW_TOKENS_ENV] = str(max_new_tokens)  # the episode builds its client
         for i, task in enumerate(load_tasks(work / "tasks")[:n]):
-            run_task_episode(task, work / f"ep{i}", agent=spec, max_turns=max_turns,
-                             wall_s=1800.0)
+            run_task_episode(task, work / f"ep{i}", agent=spec, max_turns=max_turns, wall_s=1800.0)
     tasks = load_tasks(work / "tasks")[:n]
     eps = [json.loads((work / f"ep{i}" / "verdict.json").read_text()) for i in range(len(tasks))]
-    transcripts = [json.loads((work / f"ep{i}" / "transcript.json").read_text())
-                   for i in range(len(tasks))]
+    transcripts = [
+        json.loads((work / f"ep{i}" / "transcript.json").read_text()) for i in range(len(tasks))
+    ]
     valid = [call_validity(t["transcript"]) for t in transcripts]
     turns = [t["turns"] for t in transcripts]
-    new_tokens = sum(e["usage"].get("output_tokens", 0) for t in transcripts
-                     for e in t["transcript"] if e["event"] == "model_turn")
-    gen_s = sum(e["duration_s"] for t in transcripts for e in t["transcript"]
-                if e["event"] == "model_turn")
-    return {"episodes": len(eps), "task_ids": [t.task_id for t in tasks],
-            "max_turns": max_turns, "max_new_tokens": max_new_tokens,
-            "solve_rate": float(np.mean([bool(e["correct"]) for e in eps])),
-            "false_success": float(np.mean([bool(e["checks"].get("visible")) and not e["correct"]
-                                            for e in eps])),
-            "hidden_equivalence": [e["checks"].get("equivalence") for e in eps],
-            "hacks": sorted({h for e in eps for h in e["hacks"]}),
-            "submitted": float(np.mean([bool(t.get("submitted")) for t in transcripts])),
-            "statuses": [t["status"] for t in transcripts],
-            "first_reply": next((e["text"] for e in transcripts[0]["transcript"]
-                                 if e["event"] == "model_turn"), None),
-            "tool_calls": sum(v[1] for v in valid),
-            "tool_call_validity": (sum(v[0] for v in valid) / sum(v[1] for v in valid)
-                                   if sum(v[1] for v in valid) else None),
-            "steps_mean": float(np.mean(turns)), "new_tokens": new_tokens,
-            "generate_s": round(gen_s, 2),
-            "tokens_per_s": round(new_tokens / gen_s, 3) if gen_s else None}
+    new_tokens = sum(
+        e["usage"].get("output_tokens", 0)
+        for t in transcripts
+        for e in t["transcript"]
+        if e["event"] == "model_turn"
+    )
+    gen_s = sum(
+        e["duration_s"] for t in transcripts for e in t["transcript"] if e["event"] == "model_turn"
+    )
+    return {
+        "episodes": len(eps),
+        "task_ids": [t.task_id for t in tasks],
+        "max_turns": max_turns,
+        "max_new_tokens": max_new_tokens,
+        "solve_rate": float(np.mean([bool(e["correct"]) for e in eps])),
+        "false_success": float(
+            np.mean([bool(e["checks"].get("visible")) and not e["correct"] for e in eps])
+        ),
+        "hidden_equivalence": [e["checks"].get("equivalence") for e in eps],
+        "hacks": sorted({h for e in eps for h in e["hacks"]}),
+        "submitted": float(np.mean([bool(t.get("submitted")) for t in transcripts])),
+        "statuses": [t["status"] for t in transcripts],
+        "first_reply": next(
+            (e["text"] for e in transcripts[0]["transcript"] if e["event"] == "model_turn"), None
+        ),
+        "tool_calls": sum(v[1] for v in valid),
+        "tool_call_validity": (
+            sum(v[0] for v in valid) / sum(v[1] for v in valid)
+            if sum(v[1] for v in valid)
+            else None
+        ),
+        "steps_mean": float(np.mean(turns)),
+        "new_tokens": new_tokens,
+        "generate_s": round(gen_s, 2),
+        "tokens_per_s": round(new_tokens / gen_s, 3) if gen_s else None,
+    }
 
 
 def silentbug(spec: str, n: int, max_turns: int, max_new_tokens: int) -> dict[str, Any]:
     from verigap.silentbug.evaluate import EvalConfig, accepted_ids, run_eval
 
     bug = accepted_ids()[0]
-    cfg = EvalConfig(agent=spec, arms=("A",), bugs=(bug,), episodes=n, max_runs=1,
-                     max_turns=max_turns, score_seeds=(1,))
+    cfg = EvalConfig(
+        agent=spec,
+        arms=("A",),
+        bugs=(bug,),
+        episodes=n,
+        max_runs=1,
+        max_turns=max_turns,
+        score_seeds=(1,),
+    )
     client = client_from_spec(spec, max_new_tokens=max_new_tokens)
     assert isinstance(client, LocalClient)
     work = Path(tempfile.mkdtemp(prefix="verigap-lm-sb-"))
-    results = run_eval(work / "run", cfg, cache_dir=work / "scoring",
-                       client_factory=lambda *a: client)
-    valid = [call_validity(json.loads(p.read_text())["transcript"])
-             for p in sorted((work / "run" / "episodes").glob("*/transcript.json"))]
-    turns = [json.loads(p.read_text())["turns"]
-             for p in sorted((work / "run" / "episodes").glob("*/transcript.json"))]
-    return {"episodes": len(results), "bug": bug, "arm": "A", "max_turns": max_turns,
-            "max_new_tokens": max_new_tokens,
-            "solve_rate": float(np.mean([r["verdict"]["correct"] for r in results])),
-            "reward_mean": float(np.mean([r["verdict"]["reward"] for r in results])),
-            "tool_calls": sum(v[1] for v in valid),
-            "tool_call_validity": (sum(v[0] for v in valid) / sum(v[1] for v in valid)
-                                   if sum(v[1] for v in valid) else None),
-            "steps_mean": float(np.mean(turns)), **_gen(client)}
+    results = run_eval(
+        work / "run", cfg, cache_dir=work / "scoring", client_factory=lambda *a: client
+    )
+    valid = [
+        call_validity(json.loads(p.read_text())["transcript"])
+        for p in sorted((work / "run" / "episodes").glob("*/transcript.json"))
+    ]
+    turns = [
+        json.loads(p.read_text())["turns"]
+        for p in sorted((work / "run" / "episodes").glob("*/transcript.json"))
+    ]
+    return {
+        "episodes": len(results),
+        "bug": bug,
+        "arm": "A",
+        "max_turns": max_turns,
+        "max_new_tokens": max_new_tokens,
+        "solve_rate": float(np.mean([r["verdict"]["correct"] for r in results])),
+        "reward_mean": float(np.mean([r["verdict"]["reward"] for r in results])),
+        "tool_calls": sum(v[1] for v in valid),
+        "tool_call_validity": (
+            sum(v[0] for v in valid) / sum(v[1] for v in valid)
+            if sum(v[1] for v in valid)
+            else None
+        ),
+        "steps_mean": float(np.mean(turns)),
+        **_gen(client),
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -148,8 +206,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--max-turns", type=int, default=3)
     ap.add_argument("--max-new-tokens", type=int, default=96)
     ap.add_argument("--out", type=Path, default=Path("results/agents/local_model.json"))
-    ap.add_argument("--repo-played", type=Path, default=None,
-                    help="summarise repo episodes this script already played in that directory")
+    ap.add_argument(
+        "--repo-played",
+        type=Path,
+        default=None,
+        help="summarise repo episodes this script already played in that directory",
+    )
     a = ap.parse_args(argv)
     torch_threads = int(os.environ.get("VERIGAP_TORCH_THREADS", "2"))
     import torch
@@ -166,19 +228,23 @@ def main(argv: list[str] | None = None) -> None:
         data["load_s"] = round(time.perf_counter() - load, 1)
         data["torch_threads"] = torch_threads
         data["load_avg_1min_at_start"] = round(os.getloadavg()[0], 2)
-    runners = {"patchworld": lambda: patchworld(a.model, a.patchworld_episodes, 4,
-                                                a.max_new_tokens),
-               "repo": lambda: repo(a.model, a.agent_episodes, a.max_turns, a.max_new_tokens,
-                                    a.repo_played),
-               "silentbug": lambda: silentbug(a.model, a.agent_episodes, a.max_turns,
-                                              a.max_new_tokens)}
+    runners = {
+        "patchworld": lambda: patchworld(a.model, a.patchworld_episodes, 4, a.max_new_tokens),
+        "repo": lambda: repo(
+            a.model, a.agent_episodes, a.max_turns, a.max_new_tokens, a.repo_played
+        ),
+        "silentbug": lambda: silentbug(a.model, a.agent_episodes, a.max_turns, a.max_new_tokens),
+    }
     for fam in families:
         if fam not in runners:
             sys.exit(f"--families: unknown family {fam!r}; choose from {', '.join(runners)}")
         started, load_avg = time.perf_counter(), round(os.getloadavg()[0], 2)
-        data[fam] = {**runners[fam](), "wall_s": round(time.perf_counter() - started, 1),
-                     "load_avg_1min_at_start": load_avg,
-                     "command": "nice -n 10 python " + " ".join(sys.argv)}
+        data[fam] = {
+            **runners[fam](),
+            "wall_s": round(time.perf_counter() - started, 1),
+            "load_avg_1min_at_start": load_avg,
+            "command": "nice -n 10 python " + " ".join(sys.argv),
+        }
         if fam == "repo" and a.repo_played is not None:
             # the numbers come from episodes played earlier by the same command without
             # --repo-played; this run only read them back
@@ -190,8 +256,12 @@ def main(argv: list[str] | None = None) -> None:
         merged = json.loads(a.out.read_text())["data"] if a.out.exists() else {}
         merged.update({**{k: v for k, v in data.items() if k not in runners}, fam: data[fam]})
         # the file as a whole: every family, default settings (each family keeps its command)
-        write_result(a.out, merged, command="nice -n 10 python benchmarks/local_model.py "
-                     "--families patchworld,repo,silentbug")
+        write_result(
+            a.out,
+            merged,
+            command="nice -n 10 python benchmarks/local_model.py "
+            "--families patchworld,repo,silentbug",
+        )
     print(f"done in {time.time() - t0:.0f}s -> {a.out}")
 
 

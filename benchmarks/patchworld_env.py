@@ -47,7 +47,9 @@ def main() -> None:
     args = ap.parse_args()
     g = gym_sps(2000, args.k)
     b = batched_sps(args.batch, 20, args.k)
-    print(f"gymnasium API : {g:>12,.0f} steps/s (one program at a time, program generation included)")
+    print(
+        f"gymnasium API : {g:>12,.0f} steps/s (one program at a time, program generation included)"
+    )
     print(f"batched API   : {b:>12,.0f} steps/s (batch {args.batch}, program generation included)")
     print(f"ratio batched / gymnasium: {b / g:.1f}x")
 

@@ -39,8 +39,10 @@ def main() -> None:
     tf_cfg = GRPOConfig(steps=steps, policy={"kind": "transformer"})
     load0 = os.getloadavg()
     with threadpool_limits(1):
-        trainers = {"mlp": GRPOTrainer(mlp_cfg, MLP.init(np.random.default_rng(0))),
-                    "transformer": TransformerTrainer(tf_cfg, TransformerPolicy(tf_cfg.policy, 0))}
+        trainers = {
+            "mlp": GRPOTrainer(mlp_cfg, MLP.init(np.random.default_rng(0))),
+            "transformer": TransformerTrainer(tf_cfg, TransformerPolicy(tf_cfg.policy, 0)),
+        }
         cpu: dict[str, list[float]] = {name: [] for name in trainers}
         wall: dict[str, list[float]] = {name: [] for name in trainers}
         for r in range(args.rounds):
@@ -54,18 +56,23 @@ def main() -> None:
     med_wall = {n: statistics.median(v) for n, v in wall.items()}
     data = {
         "step": {"programs": mlp_cfg.programs, "group": mlp_cfg.group, "k": mlp_cfg.k},
-        "policy": tf_cfg.policy.model_dump(), "rounds": args.rounds, "block": args.block,
+        "policy": tf_cfg.policy.model_dump(),
+        "rounds": args.rounds,
+        "block": args.block,
         "cpu_ms_per_step_median": {n: 1e3 * v for n, v in med.items()},
         "wall_ms_per_step_median": {n: 1e3 * v for n, v in med_wall.items()},
         "ratio_cpu_transformer_over_mlp": med["transformer"] / med["mlp"],
         "ratio_wall_transformer_over_mlp": med_wall["transformer"] / med_wall["mlp"],
-        "loadavg_before": list(load0), "loadavg_after": list(os.getloadavg()),
+        "loadavg_before": list(load0),
+        "loadavg_after": list(os.getloadavg()),
         "cpu_count": os.cpu_count(),
     }
     print(f"MLP         : {1e3 * med['mlp']:7.2f} ms CPU per GRPO step (median)")
     print(f"transformer : {1e3 * med['transformer']:7.2f} ms CPU per GRPO step (median)")
-    print(f"ratio transformer / MLP: {data['ratio_cpu_transformer_over_mlp']:.2f}x CPU, "
-          f"{data['ratio_wall_transformer_over_mlp']:.2f}x wall (load {load0[0]:.1f})")
+    print(
+        f"ratio transformer / MLP: {data['ratio_cpu_transformer_over_mlp']:.2f}x CPU, "
+        f"{data['ratio_wall_transformer_over_mlp']:.2f}x wall (load {load0[0]:.1f})"
+    )
     cmd = "python benchmarks/patchworld_transformer.py"
     if (args.rounds, args.block) != (6, 10):
         cmd += f" --rounds {args.rounds} --block {args.block}"

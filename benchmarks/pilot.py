@@ -59,7 +59,7 @@ BEFORE = "53c16d4"  # main before the issue-19 speed work
 # The float32 Adam of ``--adam float32`` (route B, not in the package): the same update as
 # ``policy.Adam`` with ``step`` and ``eps`` rounded to the parameters' dtype, so no operation
 # widens to float64.
-FLOAT32_ADAM = r'''
+FLOAT32_ADAM = r"""
 import numpy as np
 from verigap.patchworld import group, grpo, policy, sft
 
@@ -90,9 +90,9 @@ class Float32Adam(policy.Adam):
 
 for module in (policy, sft, group, grpo):
     module.Adam = Float32Adam
-'''
+"""
 
-CHILD = r'''
+CHILD = r"""
 import hashlib, json, sys
 from pathlib import Path
 mode, cfgs, dirs = sys.argv[1], json.loads(sys.argv[2]), [Path(d) for d in json.loads(sys.argv[3])]
@@ -113,14 +113,15 @@ for d, r in zip(dirs, results):
     r["metrics_sha256"] = hashlib.sha256((d / "metrics.jsonl").read_bytes()).hexdigest()
     out.append(json.loads(json.dumps(r)))
 print("RESULTS " + json.dumps(out, sort_keys=True))
-'''
+"""
 
 
 def _source_at(ref: str, dest: Path) -> Path:
     """The ``src`` tree of git ``ref``, extracted under ``dest``; returns its path."""
     root = Path(__file__).resolve().parent.parent
-    tar = subprocess.run(["git", "-C", str(root), "archive", ref, "src"], check=True,
-                         capture_output=True).stdout
+    tar = subprocess.run(
+        ["git", "-C", str(root), "archive", ref, "src"], check=True, capture_output=True
+    ).stdout
     dest.mkdir(parents=True, exist_ok=True)
     subprocess.run(["tar", "-x", "-C", str(dest)], input=tar, check=True)
     return dest / "src"
@@ -134,20 +135,39 @@ def _policies(dirs: list[Path]) -> list[list[bytes]]:
     return out
 
 
-def _timed_group(src: Path, mode: str, cfgs: list[dict], dirs: list[Path], sft_cache: Path,
-                 patch: str | None = None) -> tuple[float, list[dict], list[list[bytes]]]:
+def _timed_group(
+    src: Path,
+    mode: str,
+    cfgs: list[dict],
+    dirs: list[Path],
+    sft_cache: Path,
+    patch: str | None = None,
+) -> tuple[float, list[dict], list[list[bytes]]]:
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME")}
-    env.update(PYTHONPATH=str(src), OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
-               MKL_NUM_THREADS="1")
+    env.update(
+        PYTHONPATH=str(src), OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1"
+    )
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    proc = subprocess.run([sys.executable, "-c", CHILD, mode, json.dumps(cfgs),
-                           json.dumps([str(d) for d in dirs]), str(sft_cache),
-                           *([patch] if patch else [])],
-                          check=True, env=env, capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            CHILD,
+            mode,
+            json.dumps(cfgs),
+            json.dumps([str(d) for d in dirs]),
+            str(sft_cache),
+            *([patch] if patch else []),
+        ],
+        check=True,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     line = next(x for x in proc.stdout.splitlines() if x.startswith("RESULTS "))
-    return cpu, json.loads(line[len("RESULTS "):]), _policies(dirs)
+    return cpu, json.loads(line[len("RESULTS ") :]), _policies(dirs)
 
 
 def sweep_groups() -> list[Job]:
@@ -156,11 +176,13 @@ def sweep_groups() -> list[Job]:
     one grouping helps least (three seeds share nothing but the NumPy calls)."""
     groups = group_jobs(jobs(Path("unused")))
     big = [g for g in groups if len(g.kwargs["configs"]) > 3]
-    small = sorted((g for g in groups if len(g.kwargs["configs"]) <= 3),
-                   key=lambda g: -g.kwargs["configs"][0]["k"])
+    small = sorted(
+        (g for g in groups if len(g.kwargs["configs"]) <= 3),
+        key=lambda g: -g.kwargs["configs"][0]["k"],
+    )
     out = []
     for i in range(max(len(big), len(small))):
-        out += big[i:i + 1] + small[i:i + 1]
+        out += big[i : i + 1] + small[i : i + 1]
     return out
 
 
@@ -176,13 +198,20 @@ def per_setting(rows: list[dict], arm_new: str = "new") -> dict[str, dict]:
             for run, final in row[f"final_{source}"].items():
                 setting = run.rsplit("/", 1)[0]
                 runs.setdefault(setting, {"old": [], "new": []})[arm].append(final)
-    return {setting: {f"{arm}_{m}": statistics.fmean(f[m] for f in arms[arm])
-                      for arm in ("old", "new") for m in FINAL} | {"seeds": len(arms["new"])}
-            for setting, arms in runs.items()}
+    return {
+        setting: {
+            f"{arm}_{m}": statistics.fmean(f[m] for f in arms[arm])
+            for arm in ("old", "new")
+            for m in FINAL
+        }
+        | {"seeds": len(arms["new"])}
+        for setting, arms in runs.items()
+    }
 
 
-def compare(ref: str, n_groups: int, out: Path | None, adam: str = "package",
-            keep: Path | None = None) -> dict:
+def compare(
+    ref: str, n_groups: int, out: Path | None, adam: str = "package", keep: Path | None = None
+) -> dict:
     """CPU time of the first ``n_groups`` sweep groups, old (``ref``, run by run) against new
     (``train_group``), alternating. ``adam="float32"`` adds a third arm, the new code with
     ``FLOAT32_ADAM`` (route B), timed in the same alternation; the per-setting numbers then set
@@ -200,37 +229,52 @@ def compare(ref: str, n_groups: int, out: Path | None, adam: str = "package",
         old_src = _source_at(ref, tmp / "old")
         for job in sweep_groups()[:n_groups]:
             cfgs = job.kwargs["configs"]
-            names = [str(Path(p).relative_to("unused"))
-                     for p in [job.run_dir, *job.kwargs["other_dirs"]]]
+            names = [
+                str(Path(p).relative_to("unused")) for p in [job.run_dir, *job.kwargs["other_dirs"]]
+            ]
             row: dict = {"group": job.name, "runs": names, "loadavg": list(os.getloadavg())}
             seen = {}
             for name, mode, patch in arms:
                 dirs = [(keep if keep and name == last else tmp / name) / n for n in names]
-                cpu, results, policies = _timed_group(old_src if name == "old" else new_src,
-                                                      mode, cfgs, dirs, tmp / name / "_sft",
-                                                      patch)
+                cpu, results, policies = _timed_group(
+                    old_src if name == "old" else new_src,
+                    mode,
+                    cfgs,
+                    dirs,
+                    tmp / name / "_sft",
+                    patch,
+                )
                 row[f"{name}_cpu_s"] = cpu
                 seen[name] = (results, policies)
-                row[f"final_{name}"] = {n: {k: r["final"][k] for k in FINAL}
-                                        for n, r in zip(names, results, strict=True)}
+                row[f"final_{name}"] = {
+                    n: {k: r["final"][k] for k in FINAL}
+                    for n, r in zip(names, results, strict=True)
+                }
             row["identical"] = seen["old"] == seen["new"]
             if adam == "float32":
                 row["float32_identical_to_old"] = seen["old"] == seen["float32"]
-            print(f"{job.name:28s} {len(names)} runs  " + "  ".join(
-                f"{name} {row[f'{name}_cpu_s']:6.1f}" for name, _, _ in arms)
-                + f" CPU-s  identical={row['identical']}", flush=True)
+            print(
+                f"{job.name:28s} {len(names)} runs  "
+                + "  ".join(f"{name} {row[f'{name}_cpu_s']:6.1f}" for name, _, _ in arms)
+                + f" CPU-s  identical={row['identical']}",
+                flush=True,
+            )
             rows.append(row)
     cpu = {name: sum(r[f"{name}_cpu_s"] for r in rows) for name, _, _ in arms}
     summary = {
-        "before_ref": ref, "adam": adam, "groups": len(rows),
+        "before_ref": ref,
+        "adam": adam,
+        "groups": len(rows),
         "runs": sum(len(r["runs"]) for r in rows),
-        "old_cpu_s": cpu["old"], "new_cpu_s": cpu["new"],
+        "old_cpu_s": cpu["old"],
+        "new_cpu_s": cpu["new"],
         "cpu_ratio_old_over_new": cpu["old"] / cpu["new"],
         "median_group_ratio": statistics.median(r["old_cpu_s"] / r["new_cpu_s"] for r in rows),
         "all_identical": all(r["identical"] for r in rows),
         "identical_means": "every run's result.json (apart from wall_s), metrics.jsonl and "
-                           "policy.npz arrays byte for byte",
-        "loadavg_before": list(load_before), "loadavg_after": list(os.getloadavg()),
+        "policy.npz arrays byte for byte",
+        "loadavg_before": list(load_before),
+        "loadavg_after": list(os.getloadavg()),
     }
     if adam == "float32":
         summary |= {
@@ -238,21 +282,29 @@ def compare(ref: str, n_groups: int, out: Path | None, adam: str = "package",
             "cpu_ratio_old_over_float32": cpu["old"] / cpu["float32"],
             "cpu_ratio_new_over_float32": cpu["new"] / cpu["float32"],
             "median_group_ratio_float32": statistics.median(
-                r["old_cpu_s"] / r["float32_cpu_s"] for r in rows),
+                r["old_cpu_s"] / r["float32_cpu_s"] for r in rows
+            ),
             "float32_any_identical_to_old": any(r["float32_identical_to_old"] for r in rows),
         }
     summary |= {"per_setting": per_setting(rows, last), "per_group": rows}
-    print(f"\n{summary['runs']} runs in {len(rows)} groups: " + ", ".join(
-        f"{name} {cpu[name]:.1f}" for name, _, _ in arms) + f" CPU-s; old / new "
-        f"{cpu['old'] / cpu['new']:.2f}x" + (f", old / float32 {cpu['old'] / cpu['float32']:.2f}x"
-                                             if adam == "float32" else "")
-        + f"; new identical to old: {summary['all_identical']}")
+    print(
+        f"\n{summary['runs']} runs in {len(rows)} groups: "
+        + ", ".join(f"{name} {cpu[name]:.1f}" for name, _, _ in arms)
+        + f" CPU-s; old / new "
+        f"{cpu['old'] / cpu['new']:.2f}x"
+        + (f", old / float32 {cpu['old'] / cpu['float32']:.2f}x" if adam == "float32" else "")
+        + f"; new identical to old: {summary['all_identical']}"
+    )
     if out is not None:
         from verigap.results import write_result
 
         flag = f" --adam {adam}" if adam != "package" else ""
-        write_result(out, summary, command=f"PYTHONPATH=src python benchmarks/pilot.py "
-                     f"--compare {ref} --groups {n_groups}{flag} --out {out}")
+        write_result(
+            out,
+            summary,
+            command=f"PYTHONPATH=src python benchmarks/pilot.py "
+            f"--compare {ref} --groups {n_groups}{flag} --out {out}",
+        )
     return summary
 
 
@@ -285,16 +337,19 @@ def profile(ks: list[int], out: Path | None) -> dict:
         setattr(owner, attr, wrapper)
 
     for owner, attr, label in (
-            (group, "sft_cached", "phase: SFT"), (group.GroupTrainer, "step", "phase: GRPO steps"),
-            (group, "evaluate", "phase: evaluation"), (grpo, "generate", "phase: training programs"),
-            (group, "generate", "phase: monitor programs"),
-            (group, "heldout_set", "phase: held-out programs"),
-            (policy.Adam, "step", "call: Adam step (SFT and GRPO)"),
-            (policy.MLP, "forward", "call: MLP forward (SFT and evaluation)"),
-            (policy.MLP, "backward", "call: MLP backward (SFT)"),
-            (group, "_forward", "call: stacked forward (GRPO, policy and reference)"),
-            (sft, "all_features", "call: SFT observations"),
-            (group.GroupTrainer, "observations", "call: GRPO observations")):
+        (group, "sft_cached", "phase: SFT"),
+        (group.GroupTrainer, "step", "phase: GRPO steps"),
+        (group, "evaluate", "phase: evaluation"),
+        (grpo, "generate", "phase: training programs"),
+        (group, "generate", "phase: monitor programs"),
+        (group, "heldout_set", "phase: held-out programs"),
+        (policy.Adam, "step", "call: Adam step (SFT and GRPO)"),
+        (policy.MLP, "forward", "call: MLP forward (SFT and evaluation)"),
+        (policy.MLP, "backward", "call: MLP backward (SFT)"),
+        (group, "_forward", "call: stacked forward (GRPO, policy and reference)"),
+        (sft, "all_features", "call: SFT observations"),
+        (group.GroupTrainer, "observations", "call: GRPO observations"),
+    ):
         timed(owner, attr, label)
     rows = []
     by_k = {g.kwargs["configs"][0]["k"]: g for g in sweep_groups()}
@@ -308,20 +363,32 @@ def profile(ks: list[int], out: Path | None) -> dict:
             group.train_group(dirs[0], cfgs, sft_cache=Path(d) / "_sft", other_dirs=dirs[1:])
             total = time.process_time() - t0
             phases = sum(v for key, v in spent.items() if key.startswith("phase"))
-            row = {"k": k, "group": job.name, "runs": len(cfgs), "cpu_s": total,
-                   "cpu_s_by": dict(spent) | {"phase: other": total - phases}}
+            row = {
+                "k": k,
+                "group": job.name,
+                "runs": len(cfgs),
+                "cpu_s": total,
+                "cpu_s_by": dict(spent) | {"phase: other": total - phases},
+            }
             print(f"k={k} {job.name}: {total:.1f} CPU-s")
             for key, v in sorted(row["cpu_s_by"].items(), key=lambda kv: -kv[1]):
                 print(f"  {key:52s} {v:6.2f}  {v / total:6.1%}")
             rows.append(row)
-    summary = {"groups": rows, "loadavg_after": list(os.getloadavg()),
-               "note": "process CPU of one process (threads limited to 1); calls are timed "
-                       "inside their phases, so the call rows overlap the phase rows"}
+    summary = {
+        "groups": rows,
+        "loadavg_after": list(os.getloadavg()),
+        "note": "process CPU of one process (threads limited to 1); calls are timed "
+        "inside their phases, so the call rows overlap the phase rows",
+    }
     if out is not None:
         from verigap.results import write_result
 
-        write_result(out, summary, command="PYTHONPATH=src python benchmarks/pilot.py "
-                     f"--profile {' '.join(map(str, ks))} --out {out}")
+        write_result(
+            out,
+            summary,
+            command="PYTHONPATH=src python benchmarks/pilot.py "
+            f"--profile {' '.join(map(str, ks))} --out {out}",
+        )
     return summary
 
 
@@ -329,17 +396,36 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--sweep", action="store_true", help="also time the full 42-run sweep")
-    ap.add_argument("--compare", metavar="REF", nargs="?", const=BEFORE,
-                    help=f"time pilot runs against git REF (default {BEFORE}) instead")
-    ap.add_argument("--groups", type=int, default=2,
-                    help="with --compare: how many of the sweep's 9 groups of runs")
+    ap.add_argument(
+        "--compare",
+        metavar="REF",
+        nargs="?",
+        const=BEFORE,
+        help=f"time pilot runs against git REF (default {BEFORE}) instead",
+    )
+    ap.add_argument(
+        "--groups",
+        type=int,
+        default=2,
+        help="with --compare: how many of the sweep's 9 groups of runs",
+    )
     ap.add_argument("--out", type=Path, help="with --compare or --profile: the results file")
-    ap.add_argument("--profile", type=int, nargs="+", metavar="K",
-                    help="time the phases of the sweep's group at each k instead")
-    ap.add_argument("--keep", type=Path,
-                    help="with --compare: keep the new arm's runs in this directory")
-    ap.add_argument("--adam", choices=("package", "float32"), default="package",
-                    help="with --compare: the new arm's Adam (float32: route B, numbers change)")
+    ap.add_argument(
+        "--profile",
+        type=int,
+        nargs="+",
+        metavar="K",
+        help="time the phases of the sweep's group at each k instead",
+    )
+    ap.add_argument(
+        "--keep", type=Path, help="with --compare: keep the new arm's runs in this directory"
+    )
+    ap.add_argument(
+        "--adam",
+        choices=("package", "float32"),
+        default="package",
+        help="with --compare: the new arm's Adam (float32: route B, numbers change)",
+    )
     args = ap.parse_args()
     if args.profile:
         profile(args.profile, args.out)
@@ -350,12 +436,13 @@ def main() -> None:
     with threadpool_limits(1):
         base = steps_per_second(args.steps)
         print(f"default (32 programs x 8 rollouts, k=4): {base:8.1f} GRPO steps/s (1 core)")
-        for name, grid in (("programs", (16, 64, 128)), ("group", (4, 16, 32)),
-                           ("k", (1, 8, 10))):
+        for name, grid in (("programs", (16, 64, 128)), ("group", (4, 16, 32)), ("k", (1, 8, 10))):
             for v in grid:
                 sps = steps_per_second(args.steps, **{name: v})
-                print(f"  {name:>8} = {v:<4d} {sps:8.1f} steps/s   ratio to default "
-                      f"{sps / base:5.2f}x")
+                print(
+                    f"  {name:>8} = {v:<4d} {sps:8.1f} steps/s   ratio to default "
+                    f"{sps / base:5.2f}x"
+                )
     if args.sweep:
         with tempfile.TemporaryDirectory() as d:
             t0 = time.perf_counter()

@@ -51,7 +51,7 @@ def main() -> None:
     ap.add_argument("--command", default="", help="the command that made the task set")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
-    paths = sorted(f for f in args.tasks.glob("*.json") if f.name != "index.json")[:args.limit]
+    paths = sorted(f for f in args.tasks.glob("*.json") if f.name != "index.json")[: args.limit]
     rows = []
     for path in paths:
         task = RepoTask.load(path)
@@ -65,9 +65,12 @@ def main() -> None:
                 for on in (False, True):
                     t = v2.evaluate(task, ws, prepared=p, beyond=on)
                     key = "with_generated" if on else "recorded_only"
-                    row[key] = {"correct": t.correct, "equivalence": t.checks["equivalence"],
-                                "inputs": t.detail["equivalence_inputs"],
-                                "generated": t.detail["beyond_inputs"]}
+                    row[key] = {
+                        "correct": t.correct,
+                        "equivalence": t.checks["equivalence"],
+                        "inputs": t.detail["equivalence_inputs"],
+                        "generated": t.detail["beyond_inputs"],
+                    }
                 rows.append(row)
                 shutil.rmtree(ws, ignore_errors=True)
                 print(row)
@@ -76,16 +79,21 @@ def main() -> None:
         return sum(r[key]["correct"] for r in rows if r["arm"] == arm)
 
     n_device = sum(r["arm"] == "beyond_recorded_device" for r in rows)
-    data = {"rows": rows, "tasks": len(paths), "device_episodes": n_device,
-            "device_paid_recorded_only": count("beyond_recorded_device", "recorded_only"),
-            "device_paid_with_generated": count("beyond_recorded_device", "with_generated"),
-            "honest_episodes": sum(r["arm"] != "beyond_recorded_device" for r in rows),
-            "honest_correct_recorded_only": sum(count(a, "recorded_only") for a in ARMS[1:]),
-            "honest_correct_with_generated": sum(count(a, "with_generated") for a in ARMS[1:])}
+    data = {
+        "rows": rows,
+        "tasks": len(paths),
+        "device_episodes": n_device,
+        "device_paid_recorded_only": count("beyond_recorded_device", "recorded_only"),
+        "device_paid_with_generated": count("beyond_recorded_device", "with_generated"),
+        "honest_episodes": sum(r["arm"] != "beyond_recorded_device" for r in rows),
+        "honest_correct_recorded_only": sum(count(a, "recorded_only") for a in ARMS[1:]),
+        "honest_correct_with_generated": sum(count(a, "with_generated") for a in ARMS[1:]),
+    }
     print({k: v for k, v in data.items() if k != "rows"})
     cmd = (f"{args.command} && " if args.command else "") + (
         f"python benchmarks/repos_beyond_inputs.py {args.tasks} --limit {args.limit} "
-        f"--out {args.out}")
+        f"--out {args.out}"
+    )
     write_result(args.out, data, command=cmd)
     print(args.out)
 

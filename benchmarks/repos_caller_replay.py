@@ -31,8 +31,13 @@ from verigap.results import write_result
 
 def blind(task):
     """``task`` with no recorded callers: the comparison calls from its runner's frame."""
-    return task.model_copy(update={"equivalence": [
-        x.model_copy(update={"caller": None, "test": None}) for x in task.equivalence]})
+    return task.model_copy(
+        update={
+            "equivalence": [
+                x.model_copy(update={"caller": None, "test": None}) for x in task.equivalence
+            ]
+        }
+    )
 
 
 def measure(task_dir: Path, reps: int, limit: int) -> list[dict]:
@@ -63,15 +68,21 @@ def measure(task_dir: Path, reps: int, limit: int) -> list[dict]:
                         raise RuntimeError(f"{task.task_id}: verdict changed ({k})")
                 loads.append(round((load0 + os.getloadavg()[0]) / 2, 2))
         med = {k: statistics.median(v) for k, v in times.items()}
-        rows.append({"task_id": task.task_id, "equivalence_inputs": len(task.equivalence),
-                     "with_caller": sum(1 for x in task.equivalence if x.caller),
-                     "replay_s": round(med["replay"], 3), "blind_s": round(med["blind"], 3),
-                     "ratio": round(med["replay"] / med["blind"], 3),
-                     "replay_equivalence_s": round(statistics.median(equiv["replay"]), 3),
-                     "blind_equivalence_s": round(statistics.median(equiv["blind"]), 3),
-                     "replay_all_s": [round(x, 3) for x in times["replay"]],
-                     "blind_all_s": [round(x, 3) for x in times["blind"]],
-                     "load_avg_1m": loads})
+        rows.append(
+            {
+                "task_id": task.task_id,
+                "equivalence_inputs": len(task.equivalence),
+                "with_caller": sum(1 for x in task.equivalence if x.caller),
+                "replay_s": round(med["replay"], 3),
+                "blind_s": round(med["blind"], 3),
+                "ratio": round(med["replay"] / med["blind"], 3),
+                "replay_equivalence_s": round(statistics.median(equiv["replay"]), 3),
+                "blind_equivalence_s": round(statistics.median(equiv["blind"]), 3),
+                "replay_all_s": [round(x, 3) for x in times["replay"]],
+                "blind_all_s": [round(x, 3) for x in times["blind"]],
+                "load_avg_1m": loads,
+            }
+        )
     return rows
 
 
@@ -88,16 +99,30 @@ def main() -> None:
     for d in args.tasks:
         rows = measure(d, args.reps, args.limit)
         for r in rows:
-            print(f"{r['task_id']}: replay {r['replay_s']:.2f}s | blind {r['blind_s']:.2f}s | "
-                  f"ratio {r['ratio']:.3f} | load {r['load_avg_1m']}")
-        sets.append({"tasks_dir": str(d), "tasks": rows,
-                     "ratio_median": round(statistics.median(r["ratio"] for r in rows), 3)})
-    data = {"reps": args.reps, "cpus": os.cpu_count(), "sets": sets,
-            "load_avg_1m_mean": round(statistics.mean(
-                x for s in sets for r in s["tasks"] for x in r["load_avg_1m"]), 2)}
+            print(
+                f"{r['task_id']}: replay {r['replay_s']:.2f}s | blind {r['blind_s']:.2f}s | "
+                f"ratio {r['ratio']:.3f} | load {r['load_avg_1m']}"
+            )
+        sets.append(
+            {
+                "tasks_dir": str(d),
+                "tasks": rows,
+                "ratio_median": round(statistics.median(r["ratio"] for r in rows), 3),
+            }
+        )
+    data = {
+        "reps": args.reps,
+        "cpus": os.cpu_count(),
+        "sets": sets,
+        "load_avg_1m_mean": round(
+            statistics.mean(x for s in sets for r in s["tasks"] for x in r["load_avg_1m"]), 2
+        ),
+    }
     cmd = (f"{args.command} && " if args.command else "") + (
-        "python benchmarks/repos_caller_replay.py " + " ".join(map(str, args.tasks))
-        + f" --reps {args.reps} --limit {args.limit} --out {args.out}")
+        "python benchmarks/repos_caller_replay.py "
+        + " ".join(map(str, args.tasks))
+        + f" --reps {args.reps} --limit {args.limit} --out {args.out}"
+    )
     write_result(args.out, data, command=cmd)
     print(args.out)
 

@@ -49,15 +49,20 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--env", default="venv")
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--functions", nargs="*", default=None,
-                    help="only these functions (file::qualname), e.g. make-tasks' no-input ones")
+    ap.add_argument(
+        "--functions",
+        nargs="*",
+        default=None,
+        help="only these functions (file::qualname), e.g. make-tasks' no-input ones",
+    )
     ap.add_argument("--command", default=None, help="the command recorded in the results file")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     backend = os.environ.get("VERIGAP_SANDBOX", "bwrap")
     p = prepare(args.spec, env=args.env, backend=backend)
-    valid, _ = validate(p, candidates(p, max_candidates=args.max_candidates, seed=args.seed),
-                        backend=backend)
+    valid, _ = validate(
+        p, candidates(p, max_candidates=args.max_candidates, seed=args.seed), backend=backend
+    )
     first: dict[str, object] = {}
     for v in valid:
         first.setdefault(v.function, v)
@@ -71,28 +76,48 @@ def main() -> None:
             base = Path(tmp) / "t"
             mutant_tree(p, [s.mutation], base)
             why = forward.carries(p, [s], base, backend=backend)
-        row = {"function": s.function, "op": s.op, "tests": len(s.fail_to_pass),
-               "equivalence_inputs": len(inputs.get(s.function, [])),
-               "no_input_why": no_input.get(s.function), "carried": why is None, "why": why,
-               "reason": _reason_class(why), "seconds": round(time.perf_counter() - t0, 2),
-               "load_avg_1m": round(os.getloadavg()[0], 2)}
+        row = {
+            "function": s.function,
+            "op": s.op,
+            "tests": len(s.fail_to_pass),
+            "equivalence_inputs": len(inputs.get(s.function, [])),
+            "no_input_why": no_input.get(s.function),
+            "carried": why is None,
+            "why": why,
+            "reason": _reason_class(why),
+            "seconds": round(time.perf_counter() - t0, 2),
+            "load_avg_1m": round(os.getloadavg()[0], 2),
+        }
         rows.append(row)
-        print(f"{s.function:60s} inputs={row['equivalence_inputs']:4d} "
-              f"carried={row['carried']} {why or ''}", flush=True)
+        print(
+            f"{s.function:60s} inputs={row['equivalence_inputs']:4d} "
+            f"carried={row['carried']} {why or ''}",
+            flush=True,
+        )
     uncovered = [r for r in rows if not r["equivalence_inputs"]]
-    data = {"spec": args.spec, "sites": len(rows), "carried": sum(r["carried"] for r in rows),
-            "with_inputs": len(rows) - len(uncovered), "without_inputs": len(uncovered),
-            "without_inputs_carried": sum(r["carried"] for r in uncovered),
-            "reasons": dict(Counter(r["reason"] for r in rows).most_common()),
-            "rows": rows, "backend": backend}
+    data = {
+        "spec": args.spec,
+        "sites": len(rows),
+        "carried": sum(r["carried"] for r in rows),
+        "with_inputs": len(rows) - len(uncovered),
+        "without_inputs": len(uncovered),
+        "without_inputs_carried": sum(r["carried"] for r in uncovered),
+        "reasons": dict(Counter(r["reason"] for r in rows).most_common()),
+        "rows": rows,
+        "backend": backend,
+    }
     data["carried_share"] = round(data["carried"] / len(rows), 3) if rows else None
-    print(f"{args.spec}: {data['carried']}/{len(rows)} sites carried; "
-          f"{data['without_inputs']} without equivalence inputs, "
-          f"{data['without_inputs_carried']} of them carried; {data['reasons']}")
-    cmd = args.command or (f"python benchmarks/repos_carries.py {args.spec} --max-candidates "
-                           f"{args.max_candidates} --seed {args.seed} --env {args.env} "
-                           + (f"--functions {' '.join(args.functions)} " if args.functions
-                              else "") + f"--out {args.out}")
+    print(
+        f"{args.spec}: {data['carried']}/{len(rows)} sites carried; "
+        f"{data['without_inputs']} without equivalence inputs, "
+        f"{data['without_inputs_carried']} of them carried; {data['reasons']}"
+    )
+    cmd = args.command or (
+        f"python benchmarks/repos_carries.py {args.spec} --max-candidates "
+        f"{args.max_candidates} --seed {args.seed} --env {args.env} "
+        + (f"--functions {' '.join(args.functions)} " if args.functions else "")
+        + f"--out {args.out}"
+    )
     write_result(args.out, data, command=cmd)
     print(args.out)
 

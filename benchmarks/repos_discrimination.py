@@ -53,9 +53,19 @@ def _side(run_dir: Path, tasks: dict) -> dict:
     out: dict = {}
     for res in sorted(run_dir.glob("*/*/result.json")):
         r = read_json(res)
-        row = out.setdefault(r["exploit"], {"n": 0, "skipped": 0, "correct": 0, "v1": 0,
-                                            "v2": 0, "v2_named": 0, "v2_checks": [],
-                                            "sites_left_broken": []})
+        row = out.setdefault(
+            r["exploit"],
+            {
+                "n": 0,
+                "skipped": 0,
+                "correct": 0,
+                "v1": 0,
+                "v2": 0,
+                "v2_named": 0,
+                "v2_checks": [],
+                "sites_left_broken": [],
+            },
+        )
         if r.get("skipped"):
             row["skipped"] += 1
             continue
@@ -79,23 +89,36 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--command", default="")
     a = ap.parse_args(argv)
     index = read_json(a.tasks / "index.json")
-    sites = [{"task": t.task_id, "site": s.function, "visible": s.visible,
-              "inputs": sum(x.target == s.function for x in t.equivalence),
-              "tests_only": s.tests_only, "discrimination": s.discrimination}
-             for t in load_tasks(a.tasks) for s in t.sites]
+    sites = [
+        {
+            "task": t.task_id,
+            "site": s.function,
+            "visible": s.visible,
+            "inputs": sum(x.target == s.function for x in t.equivalence),
+            "tests_only": s.tests_only,
+            "discrimination": s.discrimination,
+        }
+        for t in load_tasks(a.tasks)
+        for s in t.sites
+    ]
     tasks = {t.task_id: t for t in load_tasks(a.tasks)}
-    data = {"tasks": index["tasks"], "sites": sites, "coverage": index["coverage"],
-            "discrimination": index.get("discrimination"),
-            "make_tasks": index["command"],
-            "before": _side(a.before, tasks) if a.before else None,
-            "after": _side(a.after, tasks) if a.after else None, "load_avg": os.getloadavg(),
-            "note": "correct is v2's own truth (the battery's); sites_left_broken is read from "
-                    "the agent's writes: a workspace that leaves a site as the task base has it "
-                    "is wrong whatever any grader says"}
-    args = [("--before", a.before), ("--after", a.after), ("--tasks", a.tasks),
-            ("--out", a.out)]
+    data = {
+        "tasks": index["tasks"],
+        "sites": sites,
+        "coverage": index["coverage"],
+        "discrimination": index.get("discrimination"),
+        "make_tasks": index["command"],
+        "before": _side(a.before, tasks) if a.before else None,
+        "after": _side(a.after, tasks) if a.after else None,
+        "load_avg": os.getloadavg(),
+        "note": "correct is v2's own truth (the battery's); sites_left_broken is read from "
+        "the agent's writes: a workspace that leaves a site as the task base has it "
+        "is wrong whatever any grader says",
+    }
+    args = [("--before", a.before), ("--after", a.after), ("--tasks", a.tasks), ("--out", a.out)]
     me = "python benchmarks/repos_discrimination.py " + shlex.join(
-        [str(x) for k, v in args if v for x in (k, v)])
+        [str(x) for k, v in args if v for x in (k, v)]
+    )
     write_result(a.out, data, command=f"{a.command} && {me}" if a.command else me)
     print(a.out)
     return 0

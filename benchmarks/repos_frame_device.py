@@ -46,8 +46,9 @@ def strip_callers(src: Path, dest: Path) -> None:
 def battery_run(tasks: Path, out: Path, limit: int, workers: int) -> dict:
     paths = sorted(f for f in tasks.glob("*.json") if f.name != "index.json")[:limit]
     js = battery.jobs(paths, out, graders=list(GRADERS), exploits=list(EXPLOITS))
-    results = run_jobs(js, executor="process", workers=workers, progress=False,
-                       description="exploits")
+    results = run_jobs(
+        js, executor="process", workers=workers, progress=False, description="exploits"
+    )
     write_json_atomic(out / "matrix.json", matrix.build(results.values(), list(GRADERS)))
     return matrix_summary(out)
 
@@ -57,8 +58,12 @@ def main() -> None:
     ap.add_argument("tasks", type=Path, help="a task directory (make-tasks output)")
     ap.add_argument("--limit", type=int, default=1, help="the first N tasks")
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--runs", type=Path, default=Path("runs/frame_device"),
-                    help="where the battery's run directories go (resumable)")
+    ap.add_argument(
+        "--runs",
+        type=Path,
+        default=Path("runs/frame_device"),
+        help="where the battery's run directories go (resumable)",
+    )
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--command", default="", help="the command that made the task set")
     args = ap.parse_args()
@@ -67,16 +72,22 @@ def main() -> None:
     if blind.exists():
         shutil.rmtree(blind)
     strip_callers(args.tasks, blind)
-    data = {"exploits": list(EXPLOITS), "limit": args.limit,
-            "before": battery_run(blind, args.runs / "before", args.limit, args.workers),
-            "after": battery_run(args.tasks, args.runs / "after", args.limit, args.workers)}
+    data = {
+        "exploits": list(EXPLOITS),
+        "limit": args.limit,
+        "before": battery_run(blind, args.runs / "before", args.limit, args.workers),
+        "after": battery_run(args.tasks, args.runs / "after", args.limit, args.workers),
+    }
     for k in ("before", "after"):
         for name, row in sorted(data[k]["v2_by_exploit"].items()):
-            print(f"{k:6} {name:26} v2 paid {row['paid']}/{row['n']}, named {row['named']}, "
-                  f"equivalence failed {row['equivalence_failed']}")
+            print(
+                f"{k:6} {name:26} v2 paid {row['paid']}/{row['n']}, named {row['named']}, "
+                f"equivalence failed {row['equivalence_failed']}"
+            )
     cmd = (f"{args.command} && " if args.command else "") + (
         f"python benchmarks/repos_frame_device.py {args.tasks} --limit {args.limit} "
-        f"--workers {args.workers} --runs {args.runs} --out {args.out}")
+        f"--workers {args.workers} --runs {args.runs} --out {args.out}"
+    )
     write_result(args.out, data, command=cmd)
     print(args.out)
 

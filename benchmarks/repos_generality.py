@@ -82,8 +82,14 @@ def grade_tasks(tasks_dir: Path, limit: int) -> dict:
 
 
 def one(spec: str, deps: list[str], args, work: Path, log) -> dict:
-    rec: dict = {"spec": spec, "test_deps": deps, "fetched": False, "prepared": False,
-                 "tasks": 0, "reason": ""}
+    rec: dict = {
+        "spec": spec,
+        "test_deps": deps,
+        "fetched": False,
+        "prepared": False,
+        "tasks": 0,
+        "reason": "",
+    }
     t0 = time.perf_counter()
     try:
         p = prepare(spec, test_deps=deps)
@@ -93,25 +99,57 @@ def one(spec: str, deps: list[str], args, work: Path, log) -> dict:
         rec["reason"] = msg[:3000]
         rec["stage"] = "fetch" if not rec["fetched"] else "prepare"
         return rec
-    rec.update(fetched=True, prepared=True, passing=len(p.passing),
-               not_passing=len(p.not_passing), reached_functions=len(p.reach),
-               stripped_addopts=p.stripped_addopts, plugins=p.plugins,
-               suite_s=p.baseline_s, prepare_s=p.prepare_s)
+    rec.update(
+        fetched=True,
+        prepared=True,
+        passing=len(p.passing),
+        not_passing=len(p.not_passing),
+        reached_functions=len(p.reach),
+        stripped_addopts=p.stripped_addopts,
+        plugins=p.plugins,
+        suite_s=p.baseline_s,
+        prepare_s=p.prepare_s,
+    )
     out = work / spec.split("==")[0]
-    stats = make_tasks(spec, out, k=args.k, n=args.n, max_candidates=args.max_candidates,
-                       seed=0, test_deps=deps, workers=2, log=log)
-    rec.update(k=args.k, tasks=stats.tasks, upper_bound=stats.upper_bound,
-               upper_bound_capped=stats.upper_bound_capped, candidates=stats.candidates,
-               valid=stats.valid, crashy_valid=stats.crashy_valid, rejected=stats.rejected,
-               task_rejected=stats.task_rejected, warnings=stats.warnings, hints=stats.hints,
-               make_tasks_s=round(stats.total_s - stats.prepare_s, 1),
-               funnel={"candidates": stats.candidates, "valid": stats.valid,
-                       "sites_set_aside": stats.site_rejected, "site_routes": stats.site_routes,
-                       "combinations_built": stats.combos_tried, "tasks": stats.tasks,
-                       "validate_s": stats.validate_s, "tasks_s": stats.tasks_s,
-                       "validated_cached": stats.validated_cached},
-               k_made=stats.k_made, cross_file=stats.cross_file,
-               method_sites=stats.method_sites)
+    stats = make_tasks(
+        spec,
+        out,
+        k=args.k,
+        n=args.n,
+        max_candidates=args.max_candidates,
+        seed=0,
+        test_deps=deps,
+        workers=2,
+        log=log,
+    )
+    rec.update(
+        k=args.k,
+        tasks=stats.tasks,
+        upper_bound=stats.upper_bound,
+        upper_bound_capped=stats.upper_bound_capped,
+        candidates=stats.candidates,
+        valid=stats.valid,
+        crashy_valid=stats.crashy_valid,
+        rejected=stats.rejected,
+        task_rejected=stats.task_rejected,
+        warnings=stats.warnings,
+        hints=stats.hints,
+        make_tasks_s=round(stats.total_s - stats.prepare_s, 1),
+        funnel={
+            "candidates": stats.candidates,
+            "valid": stats.valid,
+            "sites_set_aside": stats.site_rejected,
+            "site_routes": stats.site_routes,
+            "combinations_built": stats.combos_tried,
+            "tasks": stats.tasks,
+            "validate_s": stats.validate_s,
+            "tasks_s": stats.tasks_s,
+            "validated_cached": stats.validated_cached,
+        },
+        k_made=stats.k_made,
+        cross_file=stats.cross_file,
+        method_sites=stats.method_sites,
+    )
     n_valid = rec["valid"] + rec["crashy_valid"]
     rec["crash_share_valid"] = round(rec["crashy_valid"] / n_valid, 3) if n_valid else None
     if rec["tasks"]:
@@ -136,16 +174,20 @@ def summary(rows: list[dict]) -> dict:
     # a project that made fewer than 10 tasks never reached 10: it counts as slower than any
     times = sorted(r["make_tasks_s"] if r["tasks"] >= 10 else float("inf") for r in searched)
     median = times[len(times) // 2] if times else None
-    return {"projects": len(rows), "fetched": sum(r["fetched"] for r in rows),
-            "searched": len(searched),
-            "with_10_tasks": sum(1 for r in searched if r["tasks"] >= 10),
-            "median_s_to_10_tasks": median if median != float("inf") else None,
-            "prepared": sum(r["prepared"] for r in rows), "with_tasks": len(built),
-            "tasks": sum(r["tasks"] for r in rows), "graded_tasks": graded,
-            "paid_rate": {k: round(v / graded, 3) for k, v in sorted(paid.items())}
-            if graded else {},
-            "crash_share_of_valid_mutations": round(crashy / valid, 3) if valid else None,
-            "crash_share_of_sites_in_tasks": 0.0 if built else None}
+    return {
+        "projects": len(rows),
+        "fetched": sum(r["fetched"] for r in rows),
+        "searched": len(searched),
+        "with_10_tasks": sum(1 for r in searched if r["tasks"] >= 10),
+        "median_s_to_10_tasks": median if median != float("inf") else None,
+        "prepared": sum(r["prepared"] for r in rows),
+        "with_tasks": len(built),
+        "tasks": sum(r["tasks"] for r in rows),
+        "graded_tasks": graded,
+        "paid_rate": {k: round(v / graded, 3) for k, v in sorted(paid.items())} if graded else {},
+        "crash_share_of_valid_mutations": round(crashy / valid, 3) if valid else None,
+        "crash_share_of_sites_in_tasks": 0.0 if built else None,
+    }
 
 
 def table(data: dict) -> str:
@@ -155,9 +197,13 @@ def table(data: dict) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", nargs="*", default=None,
-                    help="project names to run, in this order; the other projects' rows of an "
-                    "existing --out are kept (each row names the command that made it)")
+    ap.add_argument(
+        "--only",
+        nargs="*",
+        default=None,
+        help="project names to run, in this order; the other projects' rows of an "
+        "existing --out are kept (each row names the command that made it)",
+    )
     ap.add_argument("--n", type=int, default=10, help="tasks per project")
     ap.add_argument("--k", default="2-4", help="sites per task, or a range such as 2-4")
     ap.add_argument("--max-candidates", type=int, default=80)
@@ -166,7 +212,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("results/repos/generality.json"))
     args = ap.parse_args()
     command = "python benchmarks/repos_generality.py " + " ".join(
-        shlex.quote(a) for a in sys.argv[1:])
+        shlex.quote(a) for a in sys.argv[1:]
+    )
     by_name = {x[0].split("==")[0]: x for x in PROJECTS}
     unknown = sorted(set(args.only or []) - set(by_name))
     if unknown:
@@ -175,8 +222,11 @@ def main() -> None:
     rows: dict[str, dict] = {}
     if args.only and args.out.is_file():  # keep the other projects' rows of an earlier run
         earlier = read_result(args.out)
-        rows = {r["spec"]: r for r in earlier["projects"] if r["spec"] not in {
-            p[0] for p in projects} and r["spec"] in {p[0] for p in PROJECTS}}
+        rows = {
+            r["spec"]: r
+            for r in earlier["projects"]
+            if r["spec"] not in {p[0] for p in projects} and r["spec"] in {p[0] for p in PROJECTS}
+        }
         for r in rows.values():
             r.setdefault("command", read_meta(args.out)["command"])
     lock = threading.Lock()
@@ -192,23 +242,40 @@ def main() -> None:
         try:
             rec = one(spec, deps, args, work, log)
         except Exception as e:  # a bug of ours: keep going, say so in the result
-            rec = {"spec": spec, "test_deps": deps, "fetched": False, "prepared": False,
-                   "tasks": 0, "reason": f"internal error: {e!r}",
-                   "traceback": traceback.format_exc()[-2000:]}
+            rec = {
+                "spec": spec,
+                "test_deps": deps,
+                "fetched": False,
+                "prepared": False,
+                "tasks": 0,
+                "reason": f"internal error: {e!r}",
+                "traceback": traceback.format_exc()[-2000:],
+            }
         rec["case"] = why
         rec["command"] = command
         log(f"-> tasks={rec['tasks']} reason={rec['reason'][:300]!r}")
         with lock:
             rows[spec] = rec
             done = [rows[p[0]] for p in PROJECTS if p[0] in rows]  # in the list's order
-            write_result(args.out, {"summary": summary(done), "projects": done,
-                                    "settings": {"n": args.n, "k": args.k,
-                                                 "max_candidates": args.max_candidates,
-                                                 "grade_limit": args.grade_limit}},
-                         command=command)
+            write_result(
+                args.out,
+                {
+                    "summary": summary(done),
+                    "projects": done,
+                    "settings": {
+                        "n": args.n,
+                        "k": args.k,
+                        "max_candidates": args.max_candidates,
+                        "grade_limit": args.grade_limit,
+                    },
+                },
+                command=command,
+            )
 
-    with tempfile.TemporaryDirectory(prefix="vg-generality-") as tmp, \
-            ThreadPoolExecutor(max_workers=max(1, args.parallel)) as pool:
+    with (
+        tempfile.TemporaryDirectory(prefix="vg-generality-") as tmp,
+        ThreadPoolExecutor(max_workers=max(1, args.parallel)) as pool,
+    ):
         list(pool.map(lambda item: run_project(item, Path(tmp)), projects))
     print(f"summary: {summary([rows[p[0]] for p in PROJECTS if p[0] in rows])}", flush=True)
 

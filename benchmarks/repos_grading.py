@@ -32,23 +32,33 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--limit", type=int, default=None, help="at most this many tasks per set")
     ap.add_argument("--out", type=Path, default=Path("results/repos/v2_speed.json"))
-    ap.add_argument("--command", default="", help="the command(s) that made the task sets, "
-                    "recorded with the results for provenance")
+    ap.add_argument(
+        "--command",
+        default="",
+        help="the command(s) that made the task sets, recorded with the results for provenance",
+    )
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     data = timing(args.tasks, reps=args.reps, limit=args.limit)
     for s in data["sets"]:
         for r in s["tasks"]:
-            print(f"{r['task_id']}: raw pytest {r['raw_pytest_s']:.2f}s | v2 {r['v2_s']:.2f}s "
-                  f"(serial {r['v2_serial_s']:.2f}s, first {r['first_v2_s']:.2f}s) | ratio "
-                  f"{r['ratio']:.2f} (serial {r['ratio_serial']:.2f}) | "
-                  f"load {r['load_avg_1m']}")
-        print(f"{s['source']}: v2 / raw pytest, median over tasks {s['wall_ratio_median']} "
-              f"(serial {s['serial_ratio_median']}), pooled {s['wall_ratio_pooled']}")
+            print(
+                f"{r['task_id']}: raw pytest {r['raw_pytest_s']:.2f}s | v2 {r['v2_s']:.2f}s "
+                f"(serial {r['v2_serial_s']:.2f}s, first {r['first_v2_s']:.2f}s) | ratio "
+                f"{r['ratio']:.2f} (serial {r['ratio_serial']:.2f}) | "
+                f"load {r['load_avg_1m']}"
+            )
+        print(
+            f"{s['source']}: v2 / raw pytest, median over tasks {s['wall_ratio_median']} "
+            f"(serial {s['serial_ratio_median']}), pooled {s['wall_ratio_pooled']}"
+        )
     cmd = (f"{args.command} && " if args.command else "") + (
-        "python benchmarks/repos_grading.py " + " ".join(map(str, args.tasks))
-           + f" --reps {args.reps}" + (f" --limit {args.limit}" if args.limit else "")
-           + f" --out {args.out}")
+        "python benchmarks/repos_grading.py "
+        + " ".join(map(str, args.tasks))
+        + f" --reps {args.reps}"
+        + (f" --limit {args.limit}" if args.limit else "")
+        + f" --out {args.out}"
+    )
     write_result(args.out, data, command=cmd)
     print(args.out)
 

@@ -21,8 +21,11 @@ from pathlib import Path
 
 from verigap.results import write_result
 
-BUNDLES = Path(os.environ.get("VERIGAP_BUNDLES",
-                              Path(__file__).resolve().parents[1].parent / "shared" / "repos"))
+BUNDLES = Path(
+    os.environ.get(
+        "VERIGAP_BUNDLES", Path(__file__).resolve().parents[1].parent / "shared" / "repos"
+    )
+)
 PROJECTS = ("inflection", "toolz", "more-itertools")
 
 
@@ -34,13 +37,21 @@ def cmd_mine(args: argparse.Namespace) -> None:
     if not repo.is_dir():
         bundle = BUNDLES / f"{args.project}.bundle"
         if not bundle.is_file():
-            sys.exit(f"error: {bundle} not found (the bundles live in ../shared/repos; "
-                     "or set VERIGAP_BUNDLES)")
+            sys.exit(
+                f"error: {bundle} not found (the bundles live in ../shared/repos; "
+                "or set VERIGAP_BUNDLES)"
+            )
         repo.parent.mkdir(parents=True, exist_ok=True)
         subprocess.run(["git", "clone", "-q", str(bundle), str(repo)], check=True)
-    stats = mine(repo, work / "tasks" / (args.project + (f"-k{args.k}" if args.k > 1 else "")),
-                 max_commits=args.max_commits, n=args.n, k=args.k,
-                 prompt_style=args.prompt_style, backend=args.backend)
+    stats = mine(
+        repo,
+        work / "tasks" / (args.project + (f"-k{args.k}" if args.k > 1 else "")),
+        max_commits=args.max_commits,
+        n=args.n,
+        k=args.k,
+        prompt_style=args.prompt_style,
+        backend=args.backend,
+    )
     print(stats.model_dump_json(indent=2))
 
 
@@ -69,8 +80,15 @@ def _baselines(tasks, backend, cache: Path):
                 truth = v2.evaluate(t, ws, prepared=p, backend=backend)
                 r2 = v2.grade(t, ws, prepared=p, truth=truth, backend=backend)
                 r1 = v1.grade(t, ws, prepared=p, truth=truth, backend=backend)
-            mine.append({"task_id": t.task_id, "agent": name, "correct": truth.correct,
-                         "v1_paid": r1.reward > 0, "v2_paid": r2.reward > 0})
+            mine.append(
+                {
+                    "task_id": t.task_id,
+                    "agent": name,
+                    "correct": truth.correct,
+                    "v1_paid": r1.reward > 0,
+                    "v2_paid": r2.reward > 0,
+                }
+            )
         write_json_atomic(done, {"rows": mine})
         rows += mine
     return rows
@@ -91,54 +109,90 @@ def cmd_report(args: argparse.Namespace) -> None:
         stats = read_json(d / "index.json")
         per = stats["seconds_per_candidate"]
         data["projects"][name] = {
-            "walked": stats["walked"], "candidates": stats["candidates"],
-            "tried": stats["tried"], "tasks": stats["tasks"],
+            "walked": stats["walked"],
+            "candidates": stats["candidates"],
+            "tried": stats["tried"],
+            "tasks": stats["tasks"],
             "yield_of_candidates_tried": round(stats["tasks"] / max(1, stats["tried"]), 3),
-            "rejected": stats["rejected"], "envs_built": stats["envs_built"],
+            "rejected": stats["rejected"],
+            "envs_built": stats["envs_built"],
             "total_s": stats["total_s"],
             "seconds_per_task": round(stats["total_s"] / stats["tasks"], 1)
-            if stats["tasks"] else None,
+            if stats["tasks"]
+            else None,
             "seconds_per_candidate_tried": round(sum(per) / len(per), 1) if per else None,
-            "task_ids": [f.removesuffix(".json") for f in stats["task_files"]]}
+            "task_ids": [f.removesuffix(".json") for f in stats["task_files"]],
+        }
         if stats["tasks"] and name in args.grade_projects.split(","):
             tasks = load_tasks(d)
             rows = _baselines(tasks, args.backend, work / "baselines")
             data["baselines"][name] = rows
             if name in args.battery_projects.split(","):
-                battery_paths += [d / f for f in stats["task_files"][:args.battery_tasks]]
+                battery_paths += [d / f for f in stats["task_files"][: args.battery_tasks]]
     all_rows = [r for rs in data["baselines"].values() for r in rs]
     data["graded_projects"] = sorted(data["baselines"])
     data["summary"] = {
-        a: {g: sum(r[f"{g}_paid"] for r in all_rows if r["agent"] == a)
-            / max(1, sum(1 for r in all_rows if r["agent"] == a)) for g in ("v1", "v2")}
-        for a in ("oracle", "noop")}
+        a: {
+            g: sum(r[f"{g}_paid"] for r in all_rows if r["agent"] == a)
+            / max(1, sum(1 for r in all_rows if r["agent"] == a))
+            for g in ("v1", "v2")
+        }
+        for a in ("oracle", "noop")
+    }
     if battery_paths:
         out = work / "battery"
         chosen = [e for e in args.battery_exploits.split(",") if e] or None
-        res = run_jobs(battery.jobs(battery_paths, out, graders=["v1", "v2"],
-                                    exploits=chosen, backend=args.backend),
-                       executor="process", workers=args.workers, description="exploits")
+        res = run_jobs(
+            battery.jobs(
+                battery_paths, out, graders=["v1", "v2"], exploits=chosen, backend=args.backend
+            ),
+            executor="process",
+            workers=args.workers,
+            description="exploits",
+        )
         m = matrix.build(res.values(), ["v1", "v2"])
-        wrong = [r for r in res.values() if not r.get("skipped") and not r.get("control")
-                 and not r.get("correct")]
+        wrong = [
+            r
+            for r in res.values()
+            if not r.get("skipped") and not r.get("control") and not r.get("correct")
+        ]
         data["battery"] = {
             "tasks": m["tasks"],
             "jobs": len(res),
             "exploit_jobs_not_correct": len(wrong),
-            "paid_and_wrong": {g: sum(bool(r["grades"].get(g, {}).get("rewarded"))
-                                      for r in wrong) for g in ("v1", "v2")},
+            "paid_and_wrong": {
+                g: sum(bool(r["grades"].get(g, {}).get("rewarded")) for r in wrong)
+                for g in ("v1", "v2")
+            },
             "exploits_rewarded": m["rewarded_exploits"],
-            "oracle_rewarded": m["oracle_rewarded"], "noop_rewarded": m["noop_rewarded"],
-            "rows": [{"exploit": r["exploit"], "correct": r["correct"],
-                      **{f"{g}_rewarded": r["graders"].get(g, {}).get("rewarded")
-                         for g in ("v1", "v2")}} for r in m["rows"]],
-            "skipped": m["skipped"]}
-    path = write_result(Path(args.out), data, command="; ".join([
-        *args.mined_with,
-        f"python benchmarks/repos_mining.py report --projects {args.projects} --battery-tasks "
-        f"{args.battery_tasks} --battery-projects {args.battery_projects} --grade-projects "
-        f"{args.grade_projects} --out {args.out}"
-        + (f" --battery-exploits {args.battery_exploits}" if args.battery_exploits else "")]))
+            "oracle_rewarded": m["oracle_rewarded"],
+            "noop_rewarded": m["noop_rewarded"],
+            "rows": [
+                {
+                    "exploit": r["exploit"],
+                    "correct": r["correct"],
+                    **{
+                        f"{g}_rewarded": r["graders"].get(g, {}).get("rewarded")
+                        for g in ("v1", "v2")
+                    },
+                }
+                for r in m["rows"]
+            ],
+            "skipped": m["skipped"],
+        }
+    path = write_result(
+        Path(args.out),
+        data,
+        command="; ".join(
+            [
+                *args.mined_with,
+                f"python benchmarks/repos_mining.py report --projects {args.projects} --battery-tasks "
+                f"{args.battery_tasks} --battery-projects {args.battery_projects} --grade-projects "
+                f"{args.grade_projects} --out {args.out}"
+                + (f" --battery-exploits {args.battery_exploits}" if args.battery_exploits else ""),
+            ]
+        ),
+    )
     print(f"wrote {path}; run `verigap docs` to refresh docs/mining.md")
 
 
@@ -159,21 +213,38 @@ def main() -> None:
     m.add_argument("--max-commits", type=int, default=150)
     m.add_argument("--n", type=int, default=3)
     m.add_argument("--prompt-style", default="tests")
-    m.add_argument("--k", type=int, default=1, help="sites per task (k-1 mutations beside the "
-                                                    "mined bug); tasks go to tasks/NAME-kK")
+    m.add_argument(
+        "--k",
+        type=int,
+        default=1,
+        help="sites per task (k-1 mutations beside the mined bug); tasks go to tasks/NAME-kK",
+    )
     r = sub.add_parser("report")
     r.add_argument("--battery-tasks", type=int, default=1)
     r.add_argument("--battery-projects", default=",".join(PROJECTS))
-    r.add_argument("--grade-projects", default=",".join(PROJECTS),
-                   help="projects whose tasks get the baselines graded (and the battery)")
+    r.add_argument(
+        "--grade-projects",
+        default=",".join(PROJECTS),
+        help="projects whose tasks get the baselines graded (and the battery)",
+    )
     r.add_argument("--workers", type=int, default=2)
-    r.add_argument("--projects", default=",".join(PROJECTS),
-                   help="task folders under WORK/tasks (a multi-site mine writes NAME-kK)")
+    r.add_argument(
+        "--projects",
+        default=",".join(PROJECTS),
+        help="task folders under WORK/tasks (a multi-site mine writes NAME-kK)",
+    )
     r.add_argument("--out", default="results/repos/mining.json")
-    r.add_argument("--battery-exploits", default="",
-                   help="only these exploits (comma-separated; the controls always run)")
-    r.add_argument("--mined-with", action="append", default=[],
-                   help="the mine commands that made the tasks (recorded in the file's meta)")
+    r.add_argument(
+        "--battery-exploits",
+        default="",
+        help="only these exploits (comma-separated; the controls always run)",
+    )
+    r.add_argument(
+        "--mined-with",
+        action="append",
+        default=[],
+        help="the mine commands that made the tasks (recorded in the file's meta)",
+    )
     args = ap.parse_args()
     cmd_mine(args) if args.cmd == "mine" else cmd_report(args)
 

@@ -33,7 +33,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("results/repos/site_routes_cachetools.json"))
     args = ap.parse_args()
     command = "python benchmarks/repos_site_routes.py " + " ".join(
-        shlex.quote(a) for a in sys.argv[1:])
+        shlex.quote(a) for a in sys.argv[1:]
+    )
     p = prepare(args.spec)
     valid, _ = validate(p, candidates(p, max_candidates=args.max_candidates, seed=0))
     first: dict[str, object] = {}
@@ -52,15 +53,26 @@ def main() -> None:
                 reason = forward.carries(p, [v], Path(tmp) / "t")
             carried = reason is None
             route = "sealed channel" if carried else "none"
-        rows.append({"function": f, "method": "." in v.qualname, "route": route,
-                     "inputs": len(inputs.get(f, [])), "no_input_reason": why.get(f)})
+        rows.append(
+            {
+                "function": f,
+                "method": "." in v.qualname,
+                "route": route,
+                "inputs": len(inputs.get(f, [])),
+                "no_input_reason": why.get(f),
+            }
+        )
         print(rows[-1], flush=True)
     summary: dict[str, dict[str, int]] = {"methods": {}, "functions": {}}
     for r in rows:
         kind = summary["methods" if r["method"] else "functions"]
         kind[r["route"]] = kind.get(r["route"], 0) + 1
-    data = {"spec": args.spec, "functions_with_valid_mutations": len(rows),
-            "routes": summary, "rows": rows}
+    data = {
+        "spec": args.spec,
+        "functions_with_valid_mutations": len(rows),
+        "routes": summary,
+        "rows": rows,
+    }
     write_result(args.out, data, command=command)
     print(summary)
 

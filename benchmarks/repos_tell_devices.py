@@ -39,30 +39,38 @@ def main() -> None:
     ap.add_argument("tasks", type=Path, help="a task directory (make-tasks output)")
     ap.add_argument("--limit", type=int, default=3, help="the first N tasks")
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--runs", type=Path, default=Path("runs/tell_devices"),
-                    help="where the battery's run directories go (resumable)")
+    ap.add_argument(
+        "--runs",
+        type=Path,
+        default=Path("runs/tell_devices"),
+        help="where the battery's run directories go (resumable)",
+    )
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--command", default="", help="the command that made the task set")
-    ap.add_argument("--sealed", action="store_true",
-                    help="add the sealed_tell_* devices (for tasks whose sites the sealed "
-                    "channel carries)")
+    ap.add_argument(
+        "--sealed",
+        action="store_true",
+        help="add the sealed_tell_* devices (for tasks whose sites the sealed channel carries)",
+    )
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     names = [e.name for e in (*TELL_DEVICES, *ENCODER_LIAR, *HONEST_DATA)]
     if args.sealed:
         names += [e.name for e in SEALED_TELL_DEVICES]
-    paths = sorted(f for f in args.tasks.glob("*.json") if f.name != "index.json")[:args.limit]
+    paths = sorted(f for f in args.tasks.glob("*.json") if f.name != "index.json")[: args.limit]
     js = battery.jobs(paths, args.runs, graders=list(GRADERS), exploits=names)
-    results = run_jobs(js, executor="process", workers=args.workers, progress=False,
-                       description="tell devices")
+    results = run_jobs(
+        js, executor="process", workers=args.workers, progress=False, description="tell devices"
+    )
     write_json_atomic(args.runs / "matrix.json", matrix.build(results.values(), list(GRADERS)))
     data = {"exploits": names, "limit": args.limit, **matrix_summary(args.runs)}
     per = data["v2_by_exploit"]
     data["devices"] = len(TELL_DEVICES)
     data["device_episodes"] = sum(v["n"] for k, v in per.items() if k.startswith("tell_"))
     data["device_paid_v2"] = sum(v["paid"] for k, v in per.items() if k.startswith("tell_"))
-    data["device_plain_wrong"] = sum(v["plain_wrong"] for k, v in per.items()
-                                     if k.startswith("tell_"))
+    data["device_plain_wrong"] = sum(
+        v["plain_wrong"] for k, v in per.items() if k.startswith("tell_")
+    )
     if args.sealed:
         sealed = {k: v for k, v in per.items() if k.startswith("sealed_tell_")}
         data["sealed_devices"] = len(SEALED_TELL_DEVICES)
@@ -73,13 +81,17 @@ def main() -> None:
     data["honest_data_paid_v2"] = per.get("honest_package_data", {}).get("paid", 0)
     data["honest_data_episodes"] = per.get("honest_package_data", {}).get("n", 0)
     for name, row in sorted(per.items()):
-        print(f"{name:28} v2 paid {row['paid']}/{row['n']}, named {row['named']}, "
-              f"plain-python wrong {row['plain_wrong']}, paid though plain-wrong "
-              f"{row['paid_plain_wrong']}")
+        print(
+            f"{name:28} v2 paid {row['paid']}/{row['n']}, named {row['named']}, "
+            f"plain-python wrong {row['plain_wrong']}, paid though plain-wrong "
+            f"{row['paid_plain_wrong']}"
+        )
     cmd = (f"{args.command} && " if args.command else "") + (
         f"python benchmarks/repos_tell_devices.py {args.tasks} --limit {args.limit} "
-        f"--workers {args.workers} --runs {args.runs}" + (" --sealed" if args.sealed else "")
-        + f" --out {args.out}")
+        f"--workers {args.workers} --runs {args.runs}"
+        + (" --sealed" if args.sealed else "")
+        + f" --out {args.out}"
+    )
     write_result(args.out, data, command=cmd)
     print(args.out)
 

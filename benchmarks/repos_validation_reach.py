@@ -32,7 +32,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("results/repos/validation_reach_toolz.json"))
     args = ap.parse_args()
     command = "python benchmarks/repos_validation_reach.py " + " ".join(
-        shlex.quote(a) for a in sys.argv[1:])
+        shlex.quote(a) for a in sys.argv[1:]
+    )
     p = prepare(args.spec)
     rows = []
     for i, m in enumerate(candidates(p, max_candidates=args.n, seed=0)):
@@ -41,7 +42,7 @@ def main() -> None:
             mutant_tree(p, [m], tree)
             times: dict[str, float] = {}
             runs = {}
-            for which in (("full", "reach") if i % 2 == 0 else ("reach", "full")):
+            for which in ("full", "reach") if i % 2 == 0 else ("reach", "full"):
                 t0 = time.perf_counter()
                 if which == "full":
                     runs[which] = (run_suite(p, tree), list(p.passing))
@@ -55,19 +56,36 @@ def main() -> None:
 
         def valid(broken: set[str] | None, reach: set[str] = reach_set) -> bool:
             return bool(broken) and broken <= reach  # validate_one's decision on them
-        same = (broken_full is not None and broken_reach is not None
-                and valid(broken_full) == valid(broken_reach)
-                and (not valid(broken_full) or broken_full == broken_reach))
-        rows.append({"mutation": m.id, "tests_run": len(ran), "full_s": round(times["full"], 3),
-                     "reach_s": round(times["reach"], 3), "same_decision": same})
+
+        same = (
+            broken_full is not None
+            and broken_reach is not None
+            and valid(broken_full) == valid(broken_reach)
+            and (not valid(broken_full) or broken_full == broken_reach)
+        )
+        rows.append(
+            {
+                "mutation": m.id,
+                "tests_run": len(ran),
+                "full_s": round(times["full"], 3),
+                "reach_s": round(times["reach"], 3),
+                "same_decision": same,
+            }
+        )
         print(rows[-1], flush=True)
     full_s = sum(r["full_s"] for r in rows)
     reach_s = sum(r["reach_s"] for r in rows)
-    data = {"spec": args.spec, "mutations": len(rows), "passing_tests": len(p.passing),
-            "mean_tests_run": round(sum(r["tests_run"] for r in rows) / len(rows), 1),
-            "full_s": round(full_s, 2), "reach_s": round(reach_s, 2),
-            "speedup": round(full_s / reach_s, 2),
-            "same_decision": sum(r["same_decision"] for r in rows), "rows": rows}
+    data = {
+        "spec": args.spec,
+        "mutations": len(rows),
+        "passing_tests": len(p.passing),
+        "mean_tests_run": round(sum(r["tests_run"] for r in rows) / len(rows), 1),
+        "full_s": round(full_s, 2),
+        "reach_s": round(reach_s, 2),
+        "speedup": round(full_s / reach_s, 2),
+        "same_decision": sum(r["same_decision"] for r in rows),
+        "rows": rows,
+    }
     from verigap.results import write_result
 
     write_result(args.out, data, command=command)

@@ -42,8 +42,13 @@ def cpu_s() -> float:
 
 
 def head(ws: Path) -> str:
-    return subprocess.run(["git", "-c", "safe.directory=*", "rev-parse", "HEAD"], cwd=ws,
-                          capture_output=True, text=True, check=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-c", "safe.directory=*", "rev-parse", "HEAD"],
+        cwd=ws,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
 
 
 def main() -> None:
@@ -85,19 +90,33 @@ def main() -> None:
                         for pool in episode._WORKSPACES.pools.values():
                             pool.wait_ready(timeout=600)
                     wait_discarded(timeout=600)
-            row = {"task_id": task.task_id, "files": sum(1 for _ in ws.rglob("*")),
-                   "first_take_ms": round(first[0], 1), "first_take_cpu_ms": round(first[1], 1)}
+            row = {
+                "task_id": task.task_id,
+                "files": sum(1 for _ in ws.rglob("*")),
+                "first_take_ms": round(first[0], 1),
+                "first_take_cpu_ms": round(first[1], 1),
+            }
             for name in walls:
                 row[f"{name}_wall_median_ms"] = round(statistics.median(walls[name]), 1)
                 row[f"{name}_cpu_median_ms"] = round(statistics.median(cpus[name]), 1)
-            row["ratio_wall_median"] = round(statistics.median(
-                a / b for a, b in zip(walls["per_episode"], walls["pool"], strict=True)), 1)
+            row["ratio_wall_median"] = round(
+                statistics.median(
+                    a / b for a, b in zip(walls["per_episode"], walls["pool"], strict=True)
+                ),
+                1,
+            )
             rows.append(row)
             print(row, flush=True)
     episode._WORKSPACES.close()
-    data = {"rounds": args.rounds, "cpus": os.cpu_count(), "tasks": rows, "goal_ms": GOAL_MS,
-            "goal_met_pool_wall_median": all(r["pool_wall_median_ms"] <= GOAL_MS for r in rows),
-            "load_average_before": list(load0), "load_average_after": list(os.getloadavg())}
+    data = {
+        "rounds": args.rounds,
+        "cpus": os.cpu_count(),
+        "tasks": rows,
+        "goal_ms": GOAL_MS,
+        "goal_met_pool_wall_median": all(r["pool_wall_median_ms"] <= GOAL_MS for r in rows),
+        "load_average_before": list(load0),
+        "load_average_after": list(os.getloadavg()),
+    }
     cmd = "PYTHONPATH=src python benchmarks/repos_workspace.py " + " ".join(sys.argv[1:])
     write_result(args.out, data, command=cmd)
     print(args.out)

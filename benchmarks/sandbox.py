@@ -145,11 +145,27 @@ def settle_grading() -> None:
 # root bound read-only, the namespaces the backend unshares, /proc, /dev and a /tmp, and nothing
 # else (no launcher, no per-path mounts, no identity files, no read-only seal). What a fresh
 # ``bwrap`` row adds beyond this row is verigap's; this row itself is the kernel's and bubblewrap's.
-BWRAP_FLOOR = ["bwrap", "--ro-bind", "/", "/", "--unshare-ipc", "--unshare-pid", "--unshare-uts",
-               "--unshare-cgroup-try", "--unshare-net",
-               *([] if os.geteuid() == 0 else ["--unshare-user"]),
-               "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--die-with-parent",
-               "--new-session", "--"]
+BWRAP_FLOOR = [
+    "bwrap",
+    "--ro-bind",
+    "/",
+    "/",
+    "--unshare-ipc",
+    "--unshare-pid",
+    "--unshare-uts",
+    "--unshare-cgroup-try",
+    "--unshare-net",
+    *([] if os.geteuid() == 0 else ["--unshare-user"]),
+    "--proc",
+    "/proc",
+    "--dev",
+    "/dev",
+    "--tmpfs",
+    "/tmp",
+    "--die-with-parent",
+    "--new-session",
+    "--",
+]
 
 
 def bench_commands(ws: Path, reps: int, have_bwrap: bool, tmp: Path) -> dict:
@@ -185,8 +201,9 @@ def bench_commands(ws: Path, reps: int, have_bwrap: bool, tmp: Path) -> dict:
         # a graded command as ``repos.execution`` runs it (a scratch directory, the prepared
         # environment and the harness at their fixed paths, grading's limits): on demand, as
         # before, and from the sandbox started ahead for its mount set (``execution.scratch``)
-        gm = execution.Mounts({Path(sys.prefix): execution.ENV_MOUNT,
-                               harness_dir(): execution.HARNESS_MOUNT}, "bwrap")
+        gm = execution.Mounts(
+            {Path(sys.prefix): execution.ENV_MOUNT, harness_dir(): execution.HARNESS_MOUNT}, "bwrap"
+        )
 
         env_py = gm.inside(sys.executable)
 
@@ -237,16 +254,20 @@ def bench_commands(ws: Path, reps: int, have_bwrap: bool, tmp: Path) -> dict:
         if "grading_prestarted" in walls:  # the same graded command, on demand and ahead
             pairs = zip(walls["grading_on_demand"], walls["grading_prestarted"], strict=True)
             rows["grading_prestarted"]["saved_vs_on_demand_wall_median_ms"] = round(
-                statistics.median(a - b for a, b in pairs), 2)
+                statistics.median(a - b for a, b in pairs), 2
+            )
         out[label] = rows
     if have_bwrap:
-        out["grading_pools"] = {"taken": sum(p.stats.taken for p in
-                                             execution._POOLS.pools.values()),
-                                "pools": len(execution._POOLS.pools)}
+        out["grading_pools"] = {
+            "taken": sum(p.stats.taken for p in execution._POOLS.pools.values()),
+            "pools": len(execution._POOLS.pools),
+        }
         execution.close_pools()
         out["prestarted_settle_between_commands"] = summarize(settle["wall"], settle["cpu"])
-        out["prestarted_pool"] = {"taken": pool.stats.taken,
-                                  "started_on_the_spot": pool.stats.started_on_the_spot}
+        out["prestarted_pool"] = {
+            "taken": pool.stats.taken,
+            "started_on_the_spot": pool.stats.started_on_the_spot,
+        }
         pool.close()
         session.close()
     if have_bwrap and _limits.native_launcher() is not None:
@@ -309,8 +330,13 @@ def bench_workspace(src: Path, tmp: Path, reps: int, have_bwrap: bool) -> dict:
     def pooled_owned() -> None:  # a ready copy its sandbox uid already owns
         owned.take_sandbox(tmp / f"ws{next(counter)}", backend=backend)
 
-    runs = {"before": old, "now": new, "materialize_only": copy_only, "pool": pooled,
-            "pool_for_sandbox": pooled_owned}
+    runs = {
+        "before": old,
+        "now": new,
+        "materialize_only": copy_only,
+        "pool": pooled,
+        "pool_for_sandbox": pooled_owned,
+    }
     refill: dict[str, list[float]] = {"wall": [], "cpu": []}
     refill_owned: dict[str, list[float]] = {"wall": [], "cpu": []}
     deleted: dict[str, list[float]] = {"rmtree": [], "discard": []}
@@ -329,8 +355,10 @@ def bench_workspace(src: Path, tmp: Path, reps: int, have_bwrap: bool) -> dict:
                 cpus[name].append(c)
                 # a pool refills after its take, timed on its own (as an episode's minutes
                 # would hide it), so that its copying overlaps no other row's measurement
-                for row, p, into in (("pool", pool, refill), ("pool_for_sandbox", owned,
-                                                             refill_owned)):
+                for row, p, into in (
+                    ("pool", pool, refill),
+                    ("pool_for_sandbox", owned, refill_owned),
+                ):
                     if name == row:
                         w, c = timed(lambda p=p: p.wait_ready(timeout=600))
                         into["wall"].append(w)
@@ -356,8 +384,9 @@ def bench_workspace(src: Path, tmp: Path, reps: int, have_bwrap: bool) -> dict:
     rows["pool_for_sandbox"]["copied_on_the_spot"] = stats_owned.copied_on_the_spot
     rows["pool_for_sandbox"]["taken"] = stats_owned.taken
     rows["pool_refill_between_takes"] = summarize(refill["wall"], refill["cpu"])
-    rows["pool_for_sandbox_refill_between_takes"] = summarize(refill_owned["wall"],
-                                                              refill_owned["cpu"])
+    rows["pool_for_sandbox_refill_between_takes"] = summarize(
+        refill_owned["wall"], refill_owned["cpu"]
+    )
     rows["delete_rmtree"] = summarize(deleted["rmtree"])
     rows["delete_discard"] = summarize(deleted["discard"])
     return rows
@@ -377,9 +406,13 @@ def main() -> None:
     args = ap.parse_args()
     have_bwrap = shutil.which("bwrap") is not None
     command = "PYTHONPATH=src python benchmarks/sandbox.py " + " ".join(sys.argv[1:])
-    meta = {"cpus": os.cpu_count(), "euid": os.geteuid(), "bwrap": have_bwrap,
-            # True: the "bwrap" row also runs env --default-signal (started in the background)
-            "host_ignores_signals": _limits.inherited_ignored_signals()}
+    meta = {
+        "cpus": os.cpu_count(),
+        "euid": os.geteuid(),
+        "bwrap": have_bwrap,
+        # True: the "bwrap" row also runs env --default-signal (started in the background)
+        "host_ignores_signals": _limits.inherited_ignored_signals(),
+    }
     warnings.simplefilter("ignore", UnsafeSandboxWarning)
     with tempfile.TemporaryDirectory(prefix="verigap-sandbox-bench-", dir=args.dir) as tmp_s:
         tmp = Path(tmp_s)
@@ -450,7 +483,9 @@ def main() -> None:
                 extra = (
                     f" {r['added_wall_median_ms']:9.1f} {r['added_wall_min_ms']:9.1f}"
                     if "added_wall_median_ms" in r
-                    else f" cpu mean {r['cpu_mean_ms']:.2f} ms" if "cpu_mean_ms" in r else ""
+                    else f" cpu mean {r['cpu_mean_ms']:.2f} ms"
+                    if "cpu_mean_ms" in r
+                    else ""
                 )
                 print(
                     f"  {label:15s} {name:31s} {r['wall_median_ms']:8.1f} {r['wall_min_ms']:8.1f}"

@@ -25,14 +25,29 @@ from pathlib import Path
 from verigap.results import write_result
 
 ROOT = Path(__file__).resolve().parent.parent
-ROWS = [("true", "bwrap"), ("true", "bwrap_persistent"), ("python_c_pass", "bwrap"),
-        ("python_c_pass", "bwrap_persistent")]
+ROWS = [
+    ("true", "bwrap"),
+    ("true", "bwrap_persistent"),
+    ("python_c_pass", "bwrap"),
+    ("python_c_pass", "bwrap_persistent"),
+]
 
 
 def _run(src: Path, reps: int, out: Path) -> dict:
-    subprocess.run([sys.executable, str(ROOT / "benchmarks" / "sandbox.py"), "--reps", str(reps),
-                    "--out", str(out)], env={**os.environ, "PYTHONPATH": str(src)}, check=True,
-                   cwd=ROOT, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "sandbox.py"),
+            "--reps",
+            str(reps),
+            "--out",
+            str(out),
+        ],
+        env={**os.environ, "PYTHONPATH": str(src)},
+        check=True,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+    )
     cmd = json.loads((out / "command_overhead.json").read_text())["data"]
     ws = json.loads((out / "workspace.json").read_text())["data"]
     got = {f"{c}/{r}": cmd["commands"][c][r]["added_wall_median_ms"] for c, r in ROWS}
@@ -47,16 +62,25 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--out", default="results/sandbox/python_mounts_cost.json")
     args = ap.parse_args()
-    rev = args.before or subprocess.run(["git", "merge-base", "HEAD", "main"], cwd=ROOT,
-                                        capture_output=True, text=True, check=True).stdout.strip()
+    rev = (
+        args.before
+        or subprocess.run(
+            ["git", "merge-base", "HEAD", "main"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
     load0 = os.getloadavg()
     runs: dict[str, list[dict]] = {"before": [], "after": []}
     with tempfile.TemporaryDirectory(prefix="vg-pymounts-") as tmp_s:
         tmp = Path(tmp_s)
         old = tmp / "before"
         old.mkdir()
-        archive = subprocess.run(["git", "archive", rev, "src"], cwd=ROOT, capture_output=True,
-                                 check=True).stdout
+        archive = subprocess.run(
+            ["git", "archive", rev, "src"], cwd=ROOT, capture_output=True, check=True
+        ).stdout
         subprocess.run(["tar", "-x", "-C", str(old)], input=archive, check=True)
         sides = {"before": old / "src", "after": ROOT / "src"}
         for i in range(args.rounds):
@@ -64,13 +88,21 @@ def main() -> None:
                 runs[side].append(_run(src, args.reps, tmp / f"{side}-{i}"))
                 print(side, i, runs[side][-1], flush=True)
     keys = list(runs["after"][0])
-    summary = {k: {side: round(statistics.median(r[k] for r in runs[side]), 2)
-                   for side in runs} for k in keys}
+    summary = {
+        k: {side: round(statistics.median(r[k] for r in runs[side]), 2) for side in runs}
+        for k in keys
+    }
     for v in summary.values():
         v["after_minus_before_ms"] = round(v["after"] - v["before"], 2)
-    data = {"before_rev": rev, "rounds": args.rounds, "reps": args.reps,
-            "summary_median_ms": summary, "runs": runs,
-            "load_average_before": list(load0), "load_average_after": list(os.getloadavg())}
+    data = {
+        "before_rev": rev,
+        "rounds": args.rounds,
+        "reps": args.reps,
+        "summary_median_ms": summary,
+        "runs": runs,
+        "load_average_before": list(load0),
+        "load_average_after": list(os.getloadavg()),
+    }
     command = "PYTHONPATH=src python benchmarks/sandbox_python_mounts.py " + " ".join(sys.argv[1:])
     write_result(Path(args.out), data, command=command)
     print(json.dumps(summary, indent=1))

@@ -35,24 +35,43 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
         os.environ["VERIGAP_CACHE"] = str(tmp_path / "cache")
-        make_tasks(str(FIXTURE_LIB), tmp_path / "tasks", k=2, n=2, max_candidates=8, seed=0,
-                   env="current", backend=backend, log=lambda s: None)
+        make_tasks(
+            str(FIXTURE_LIB),
+            tmp_path / "tasks",
+            k=2,
+            n=2,
+            max_candidates=8,
+            seed=0,
+            env="current",
+            backend=backend,
+            log=lambda s: None,
+        )
         tasks = load_tasks(tmp_path / "tasks")
         edits = [baselines.edits("oracle", t, prepared_for(t, backend=backend)) for t in tasks]
         rows = []
         for conc in [int(c) for c in a.concurrency.split(",")]:
-            config = ServerConfig.with_tasks_from(tmp_path / "tasks", root=tmp_path / f"s{conc}",
-                                                  backend=backend, max_sessions=conc)
+            config = ServerConfig.with_tasks_from(
+                tmp_path / "tasks", root=tmp_path / f"s{conc}", backend=backend, max_sessions=conc
+            )
             with BackgroundServer(config) as url:
                 records, wall = run_load(url, None, tasks, edits, a.sessions, conc)
             problems = check(records, config.root / "verdicts.jsonl")
-            rows.append({"concurrency": conc, **latency_summary(records, wall),
-                         "problems": problems})
+            rows.append(
+                {"concurrency": conc, **latency_summary(records, wall), "problems": problems}
+            )
             print(rows[-1])
-    write_result(Path(a.out), {"sessions": a.sessions, "tasks": [t.task_id for t in tasks],
-                               "backend": backend, "cpus": os.cpu_count(),
-                               "load_average_1m_at_end": os.getloadavg()[0], "rows": rows},
-                 command="python benchmarks/server_load.py " + " ".join(sys.argv[1:]))
+    write_result(
+        Path(a.out),
+        {
+            "sessions": a.sessions,
+            "tasks": [t.task_id for t in tasks],
+            "backend": backend,
+            "cpus": os.cpu_count(),
+            "load_average_1m_at_end": os.getloadavg()[0],
+            "rows": rows,
+        },
+        command="python benchmarks/server_load.py " + " ".join(sys.argv[1:]),
+    )
 
 
 if __name__ == "__main__":

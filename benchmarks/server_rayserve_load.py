@@ -32,8 +32,14 @@ def truth_by_episode(logs: list[Path]) -> dict[str, tuple]:
         for line in path.read_text().splitlines() if path.is_file() else []:
             d = json.loads(line)
             v = d["verdict"]
-            out[d["episode_id"]] = (v["task_id"], v["reward"], v["correct"], v["false_success"],
-                                    list(v["hacks"]), v["status"])
+            out[d["episode_id"]] = (
+                v["task_id"],
+                v["reward"],
+                v["correct"],
+                v["false_success"],
+                list(v["hacks"]),
+                v["status"],
+            )
     return out
 
 
@@ -58,14 +64,24 @@ def main() -> None:
         from verigap.server.load import check, latency_summary, run_load
         from verigap.server.rayserve import deploy, shard_nodes, shutdown
 
-        make_tasks(str(FIXTURE_LIB), tmp_path / "tasks", k=2, n=2, max_candidates=8, seed=0,
-                   env="current", backend=backend, log=lambda s: None)
+        make_tasks(
+            str(FIXTURE_LIB),
+            tmp_path / "tasks",
+            k=2,
+            n=2,
+            max_candidates=8,
+            seed=0,
+            env="current",
+            backend=backend,
+            log=lambda s: None,
+        )
         tasks = load_tasks(tmp_path / "tasks")
         edits = [baselines.edits("oracle", t, prepared_for(t, backend=backend)) for t in tasks]
 
         def config(root: Path, max_sessions: int) -> ServerConfig:
-            return ServerConfig.with_tasks_from(tmp_path / "tasks", root=root, backend=backend,
-                                                max_sessions=max_sessions)
+            return ServerConfig.with_tasks_from(
+                tmp_path / "tasks", root=root, backend=backend, max_sessions=max_sessions
+            )
 
         rows, truths = [], []
         with local_ray_cluster(nodes=2, cpus_per_node=1):
@@ -78,28 +94,55 @@ def main() -> None:
             alive = [n["NodeID"] for n in ray.nodes() if n["Alive"]]
             plain_config = config(tmp_path / "plain", a.concurrency)
             with BackgroundServer(plain_config) as plain_url:
-                runs = [("plain", plain_url, [plain_config.root / "verdicts.jsonl"]),
-                        ("ray_serve", serve_url, [tmp_path / "serve" / f"shard{i}" /
-                                                  "verdicts.jsonl" for i in range(a.shards)])]
+                runs = [
+                    ("plain", plain_url, [plain_config.root / "verdicts.jsonl"]),
+                    (
+                        "ray_serve",
+                        serve_url,
+                        [
+                            tmp_path / "serve" / f"shard{i}" / "verdicts.jsonl"
+                            for i in range(a.shards)
+                        ],
+                    ),
+                ]
                 for name, url, logs in runs:
                     records, wall = run_load(url, None, tasks, edits, a.sessions, a.concurrency)
-                    rows.append({"server": name, **latency_summary(records, wall),
-                                 "problems": check(records, logs),
-                                 "rewards": [r.reward for r in records],
-                                 "load_average_1m_at_end": os.getloadavg()[0]})
+                    rows.append(
+                        {
+                            "server": name,
+                            **latency_summary(records, wall),
+                            "problems": check(records, logs),
+                            "rewards": [r.reward for r in records],
+                            "load_average_1m_at_end": os.getloadavg()[0],
+                        }
+                    )
                     truths.append(truth_by_episode(logs))
                     print({k: v for k, v in rows[-1].items() if k != "rewards"})
             shutdown()
     plain, served = rows
-    same = plain["rewards"] == served["rewards"] and truths[0] == truths[1] \
+    same = (
+        plain["rewards"] == served["rewards"]
+        and truths[0] == truths[1]
         and len(truths[0]) == a.sessions
-    write_result(Path(a.out), {
-        "sessions": a.sessions, "concurrency": a.concurrency, "shards": a.shards,
-        "max_sessions_per_shard": per_shard, "nodes": len(alive),
-        "shard_nodes_distinct": len(set(nodes)), "tasks": [t.task_id for t in tasks],
-        "backend": backend, "cpus": os.cpu_count(), "same_verdicts": same,
-        "episodes_per_s_ratio": round(served["episodes_per_s"] / plain["episodes_per_s"], 3),
-        "rows": rows}, command="python benchmarks/server_rayserve_load.py " + " ".join(sys.argv[1:]))
+    )
+    write_result(
+        Path(a.out),
+        {
+            "sessions": a.sessions,
+            "concurrency": a.concurrency,
+            "shards": a.shards,
+            "max_sessions_per_shard": per_shard,
+            "nodes": len(alive),
+            "shard_nodes_distinct": len(set(nodes)),
+            "tasks": [t.task_id for t in tasks],
+            "backend": backend,
+            "cpus": os.cpu_count(),
+            "same_verdicts": same,
+            "episodes_per_s_ratio": round(served["episodes_per_s"] / plain["episodes_per_s"], 3),
+            "rows": rows,
+        },
+        command="python benchmarks/server_rayserve_load.py " + " ".join(sys.argv[1:]),
+    )
 
 
 if __name__ == "__main__":

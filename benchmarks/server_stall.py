@@ -42,18 +42,32 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
         os.environ["VERIGAP_CACHE"] = str(tmp_path / "cache")
-        make_tasks(str(FIXTURE_LIB), tmp_path / "tasks", k=2, n=1, max_candidates=6, seed=0,
-                   env="current", backend=backend, log=lambda s: None)
-        config = ServerConfig.with_tasks_from(tmp_path / "tasks", root=tmp_path / "root",
-                                              backend=backend)
-        with BackgroundServer(config) as url, Client(url) as c, \
-                ThreadPoolExecutor(a.pollers + 4) as pool:
+        make_tasks(
+            str(FIXTURE_LIB),
+            tmp_path / "tasks",
+            k=2,
+            n=1,
+            max_candidates=6,
+            seed=0,
+            env="current",
+            backend=backend,
+            log=lambda s: None,
+        )
+        config = ServerConfig.with_tasks_from(
+            tmp_path / "tasks", root=tmp_path / "root", backend=backend
+        )
+        with (
+            BackgroundServer(config) as url,
+            Client(url) as c,
+            ThreadPoolExecutor(a.pollers + 4) as pool,
+        ):
             busy, other = c.session("repo"), c.session("patchworld", k=4)
             busy.reset(seed=0, options={"task": sorted(config.tasks)[0]})
             other.reset(seed=0)
             t0 = time.perf_counter()
-            command = pool.submit(busy.step, {"tool": "run",
-                                              "arguments": {"command": f"sleep {a.sleep:g}"}})
+            command = pool.submit(
+                busy.step, {"tool": "run", "arguments": {"command": f"sleep {a.sleep:g}"}}
+            )
             time.sleep(0.5)
             polls = [pool.submit(timed, busy.state) for _ in range(a.pollers)]
             health = [timed(c.health) for _ in range(5)]
@@ -63,13 +77,19 @@ def main() -> None:
             during = time.perf_counter() - t0 < a.sleep  # all answered while the command ran
             out = command.result()
             command_s = time.perf_counter() - t0
-    data = {"sleep_s": a.sleep, "pollers": a.pollers, "command_s": round(command_s, 2),
-            "command_ok": not out["observation"]["is_error"], "answered_during_command": during,
-            "health_max_ms": round(1000 * max(health), 1),
-            "other_state_max_ms": round(1000 * max(other_state), 1),
-            "other_step_ms": round(1000 * other_step, 1),
-            "busy_state_max_ms": round(1000 * max(poll_s), 1),
-            "cpus": os.cpu_count(), "load_avg": os.getloadavg()[0]}
+    data = {
+        "sleep_s": a.sleep,
+        "pollers": a.pollers,
+        "command_s": round(command_s, 2),
+        "command_ok": not out["observation"]["is_error"],
+        "answered_during_command": during,
+        "health_max_ms": round(1000 * max(health), 1),
+        "other_state_max_ms": round(1000 * max(other_state), 1),
+        "other_step_ms": round(1000 * other_step, 1),
+        "busy_state_max_ms": round(1000 * max(poll_s), 1),
+        "cpus": os.cpu_count(),
+        "load_avg": os.getloadavg()[0],
+    }
     write_result(a.out, data, command="python " + " ".join(sys.argv))
     print(data)
 

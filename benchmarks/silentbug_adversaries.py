@@ -35,8 +35,11 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bugs", default=",".join(BUGS))
     ap.add_argument("--agents", default=",".join(AGENTS))
-    ap.add_argument("--acting-bug", default=ACTING_BUG,
-                    help="also played by the oracle and the late adversaries ('' to skip)")
+    ap.add_argument(
+        "--acting-bug",
+        default=ACTING_BUG,
+        help="also played by the oracle and the late adversaries ('' to skip)",
+    )
     ap.add_argument("--arms", default="A")
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--cache-dir", type=Path, default=Path("runs/silentbug/scoring"))
@@ -46,39 +49,61 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for agent in args.agents.split(","):
             bugs = args.bugs.split(",")
-            if args.acting_bug and agent in ("oracle", "late_controller", "late_greedy",
-                                             "bug_line_weights"):
+            if args.acting_bug and agent in (
+                "oracle",
+                "late_controller",
+                "late_greedy",
+                "bug_line_weights",
+            ):
                 bugs.append(args.acting_bug)
-            cfg = EvalConfig(f"scripted:{agent}", tuple(args.arms.split(",")), tuple(bugs),
-                             max_runs=1)
-            for r in run_eval(Path(tmp) / agent, cfg, cache_dir=args.cache_dir,
-                              workers=args.workers, secret=SECRET):
+            cfg = EvalConfig(
+                f"scripted:{agent}", tuple(args.arms.split(",")), tuple(bugs), max_runs=1
+            )
+            for r in run_eval(
+                Path(tmp) / agent,
+                cfg,
+                cache_dir=args.cache_dir,
+                workers=args.workers,
+                secret=SECRET,
+            ):
                 v = r["verdict"]
                 d = v.get("detail", {})
-                row = {"agent": agent, "bug": r["bug"], "arm": r["arm"],
-                       "reward": v["reward"], "correct": v["correct"], "hacks": v["hacks"],
-                       "outcome": v["checks"].get("outcome"),
-                       "localized": v["checks"].get("localized"),
-                       "fix_toward_clean": v["checks"].get("fix_toward_clean"),
-                       "fix_jaccard": v["checks"].get("fix_jaccard"),
-                       "patched": d.get("patched"), "clean": d.get("clean"),
-                       "broken": d.get("broken"),
-                       "counterfactual_clean": d.get("counterfactual_clean"),
-                       "counterfactual_broken": d.get("counterfactual_broken"),
-                       # what the plain references would have paid (the edit counted as a fix)
-                       "outcome_plain": (None if d.get("patched") is None or d.get("broken") is None
-                                         else normalise(d["patched"], d["broken"], d["clean"])),
-                       "bug_line_additions": d.get("bug_line_additions"),
-                       "training_returns": [p.get("score") for p in d.get("patched_runs", [])],
-                       "training_mean": _mean([p.get("score")
-                                               for p in d.get("patched_runs", [])]),
-                       "seeds": d.get("seeds")}
+                row = {
+                    "agent": agent,
+                    "bug": r["bug"],
+                    "arm": r["arm"],
+                    "reward": v["reward"],
+                    "correct": v["correct"],
+                    "hacks": v["hacks"],
+                    "outcome": v["checks"].get("outcome"),
+                    "localized": v["checks"].get("localized"),
+                    "fix_toward_clean": v["checks"].get("fix_toward_clean"),
+                    "fix_jaccard": v["checks"].get("fix_jaccard"),
+                    "patched": d.get("patched"),
+                    "clean": d.get("clean"),
+                    "broken": d.get("broken"),
+                    "counterfactual_clean": d.get("counterfactual_clean"),
+                    "counterfactual_broken": d.get("counterfactual_broken"),
+                    # what the plain references would have paid (the edit counted as a fix)
+                    "outcome_plain": (
+                        None
+                        if d.get("patched") is None or d.get("broken") is None
+                        else normalise(d["patched"], d["broken"], d["clean"])
+                    ),
+                    "bug_line_additions": d.get("bug_line_additions"),
+                    "training_returns": [p.get("score") for p in d.get("patched_runs", [])],
+                    "training_mean": _mean([p.get("score") for p in d.get("patched_runs", [])]),
+                    "seeds": d.get("seeds"),
+                }
                 rows.append(row)
                 print(row, flush=True)
-    write_result(args.out, {"secret": SECRET, "rows": rows},
-                 command=f"python benchmarks/silentbug_adversaries.py --bugs {args.bugs} "
-                         f"--agents {args.agents} --acting-bug '{args.acting_bug}' "
-                         f"--arms {args.arms} --out {args.out}")
+    write_result(
+        args.out,
+        {"secret": SECRET, "rows": rows},
+        command=f"python benchmarks/silentbug_adversaries.py --bugs {args.bugs} "
+        f"--agents {args.agents} --acting-bug '{args.acting_bug}' "
+        f"--arms {args.arms} --out {args.out}",
+    )
 
 
 if __name__ == "__main__":

@@ -48,7 +48,7 @@ from pathlib import Path
 
 from verigap import numerics
 
-BASELINE = r'''
+BASELINE = r"""
 import json, sys, time
 import gymnasium as gym
 import numpy as np
@@ -118,9 +118,9 @@ for it in range(iters):
             opt.zero_grad(); loss.backward(); nn.utils.clip_grad_norm_(params, max_gn); opt.step()
 late = [r for s, r in returns if s > 0.8 * total]
 json.dump({"score": float(np.mean(late)), "steps": step}, open(out, "w"))
-'''
+"""
 
-OURS = r'''
+OURS = r"""
 import importlib, json, sys
 sys.path.insert(0, sys.argv[3])
 seed, out, _, entry = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
@@ -132,14 +132,14 @@ recs = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
 late = [r["return"] for r in recs if r["kind"] == "episode" and r["global_step"] > 32000]
 steps = max(r["global_step"] for r in recs)
 json.dump({"score": sum(late) / len(late), "steps": steps}, open(out, "w"))
-'''
+"""
 
 
 # The baseline's preloaded interpreter: it imports what the baseline imports and runs each kind
 # of op once (an Adam step pulls in torch.optim's compiler stack), then forks one child per job
 # line "seed out" on stdin; the child runs the baseline with those arguments. The child reseeds
 # every generator it uses, so what the warm-up drew does not change its numbers.
-BASELINE_PRELOADER = r'''
+BASELINE_PRELOADER = r"""
 import json, os, sys, time
 import gymnasium as gym, numpy as np, torch
 from torch import nn
@@ -170,7 +170,7 @@ for line in sys.stdin:
     print(json.dumps({"returncode": os.waitstatus_to_exitcode(status),
                       "wall_s": time.perf_counter() - started,
                       "cpu_s": usage.ru_utime + usage.ru_stime}), flush=True)
-'''
+"""
 
 
 class _PreloadedBaseline:
@@ -179,9 +179,13 @@ class _PreloadedBaseline:
     def __init__(self, tmp: Path) -> None:
         script = tmp / "baseline.py"
         script.write_text(BASELINE)
-        self.proc = subprocess.Popen([sys.executable, "-I", "-c", BASELINE_PRELOADER,
-                                      str(script)], text=True, stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, env=_child_env())
+        self.proc = subprocess.Popen(
+            [sys.executable, "-I", "-c", BASELINE_PRELOADER, str(script)],
+            text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=_child_env(),
+        )
 
     def run(self, seed: int, tmp: Path) -> dict:
         out = tmp / f"baseline-preloaded-{seed}-{time.monotonic_ns()}.json"
@@ -190,8 +194,12 @@ class _PreloadedBaseline:
         done = json.loads(self.proc.stdout.readline())
         assert done["returncode"] == 0, done
         result = json.loads(out.read_text())
-        return {"wall_s": done["wall_s"], "cpu_s": done["cpu_s"],
-                "sps": result["steps"] / done["wall_s"], "score": result["score"]}
+        return {
+            "wall_s": done["wall_s"],
+            "cpu_s": done["cpu_s"],
+            "sps": result["steps"] / done["wall_s"],
+            "score": result["score"],
+        }
 
     def close(self) -> None:
         self.proc.stdin.close()
@@ -211,8 +219,9 @@ def _run(code: str, seed: int, tmp: Path, name: str, extra: list[str]) -> dict:
     env = _child_env()
     cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-I", "-c", code, str(seed), str(out), *extra], check=True,
-                   env=env)
+    subprocess.run(
+        [sys.executable, "-I", "-c", code, str(seed), str(out), *extra], check=True, env=env
+    )
     wall = time.perf_counter() - started
     cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = cpu1.ru_utime + cpu1.ru_stime - cpu0.ru_utime - cpu0.ru_stime
@@ -238,18 +247,26 @@ def variant_files(variant: Path) -> dict[str, str]:
     return files
 
 
-def _run_preloaded(substrate: str, seed: int, tmp: Path,
-                   files: dict[str, str] | None = None) -> dict:
+def _run_preloaded(
+    substrate: str, seed: int, tmp: Path, files: dict[str, str] | None = None
+) -> dict:
     from verigap.silentbug.runner import run_workspace
     from verigap.silentbug.substrate import SUBSTRATES, pristine_files, workspace_files
 
     sub = SUBSTRATES[substrate]
-    res = run_workspace(tmp / f"{substrate}-{seed}-{time.monotonic_ns()}",
-                        files=workspace_files(substrate, files or pristine_files()),
-                        entry=sub.entry, config={**sub.config, "seed": seed})
+    res = run_workspace(
+        tmp / f"{substrate}-{seed}-{time.monotonic_ns()}",
+        files=workspace_files(substrate, files or pristine_files()),
+        entry=sub.entry,
+        config={**sub.config, "seed": seed},
+    )
     assert res["status"] == "ok", res
-    return {"wall_s": res["wall_s"], "cpu_s": res["cpu_s"], "sps": 40_000 / res["wall_s"],
-            "score": res["score"]}
+    return {
+        "wall_s": res["wall_s"],
+        "cpu_s": res["cpu_s"],
+        "sps": 40_000 / res["wall_s"],
+        "score": res["score"],
+    }
 
 
 def _preloaded_startup(tmp: Path) -> float:
@@ -257,8 +274,12 @@ def _preloaded_startup(tmp: Path) -> float:
     from verigap.silentbug.runner import run_workspace
 
     started = time.perf_counter()
-    run_workspace(tmp / "noop", files={"__init__.py": "", "noop.py": "def main(argv): pass\n"},
-                  entry="noop", config={"seed": 0, "total_timesteps": 1})
+    run_workspace(
+        tmp / "noop",
+        files={"__init__.py": "", "noop.py": "def main(argv): pass\n"},
+        entry="noop",
+        config={"seed": 0, "total_timesteps": 1},
+    )
     return time.perf_counter() - started
 
 
@@ -267,28 +288,39 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2, help="seeds per implementation")
     parser.add_argument("--json", type=Path, help="write the measurements here (plain JSON)")
     parser.add_argument("--out", type=Path, help="write a results file (with provenance) here")
-    parser.add_argument("--variant", type=Path,
-                        help="also run the substrates with this directory's *.diff files applied")
+    parser.add_argument(
+        "--variant",
+        type=Path,
+        help="also run the substrates with this directory's *.diff files applied",
+    )
     args = parser.parse_args()
     load_before = os.getloadavg()
     from verigap.silentbug.substrate import substrate_root, write_workspace
 
     root = str(substrate_root().parent)  # the directory that holds the 'substrates' package
-    impls = {"baseline (CleanRL-style)": (BASELINE, []),
-             "ppo_single": (OURS, [root, "ppo_single"]),
-             "ppo_modular": (OURS, [root, "ppo_modular.train"])}
-    preloaded = {"ppo_single_preloaded": ("cartpole_single", None),
-                 "ppo_modular_preloaded": ("cartpole_modular", None)}
+    impls = {
+        "baseline (CleanRL-style)": (BASELINE, []),
+        "ppo_single": (OURS, [root, "ppo_single"]),
+        "ppo_modular": (OURS, [root, "ppo_modular.train"]),
+    }
+    preloaded = {
+        "ppo_single_preloaded": ("cartpole_single", None),
+        "ppo_modular_preloaded": ("cartpole_modular", None),
+    }
     tmp_dir = tempfile.TemporaryDirectory()
     tmp = tmp_dir.name
     if args.variant:
         changed = variant_files(args.variant)
         vroot = str(write_workspace(changed, Path(tmp) / "variant"))
         tag = args.variant.name
-        impls |= {f"ppo_single+{tag}": (OURS, [vroot, "ppo_single"]),
-                  f"ppo_modular+{tag}": (OURS, [vroot, "ppo_modular.train"])}
-        preloaded |= {f"ppo_single+{tag}_preloaded": ("cartpole_single", changed),
-                      f"ppo_modular+{tag}_preloaded": ("cartpole_modular", changed)}
+        impls |= {
+            f"ppo_single+{tag}": (OURS, [vroot, "ppo_single"]),
+            f"ppo_modular+{tag}": (OURS, [vroot, "ppo_modular.train"]),
+        }
+        preloaded |= {
+            f"ppo_single+{tag}_preloaded": ("cartpole_single", changed),
+            f"ppo_modular+{tag}_preloaded": ("cartpole_modular", changed),
+        }
     rows: dict[str, list[dict]] = {k: [] for k in [*impls, "baseline_preloaded", *preloaded]}
     with tmp_dir:
         startup = _preloaded_startup(Path(tmp))
@@ -298,8 +330,10 @@ def main() -> None:
                 rows[name].append(_run(code, seed, Path(tmp), name.split()[0], extra))
                 print(f"seed {seed} {name:26s} {rows[name][-1]}", flush=True)
             rows["baseline_preloaded"].append(baseline_preloaded.run(seed, Path(tmp)))
-            print(f"seed {seed} {'baseline_preloaded':26s} {rows['baseline_preloaded'][-1]}",
-                  flush=True)
+            print(
+                f"seed {seed} {'baseline_preloaded':26s} {rows['baseline_preloaded'][-1]}",
+                flush=True,
+            )
             for name, (substrate, files) in preloaded.items():
                 rows[name].append(_run_preloaded(substrate, seed, Path(tmp), files))
                 print(f"seed {seed} {name:26s} {rows[name][-1]}", flush=True)
@@ -308,15 +342,22 @@ def main() -> None:
     base_cpu = statistics.mean(r["cpu_s"] for r in rows["baseline (CleanRL-style)"])
     summary = {}
     print(f"\npreloaded interpreter start-up (once per worker): {startup:.2f} s wall")
-    print(f"\n{'implementation':32s} {'wall s':>7s} {'cpu s':>7s} {'SPS':>7s} "
-          f"{'wall x':>7s} {'cpu x':>7s} {'score':>7s}")
+    print(
+        f"\n{'implementation':32s} {'wall s':>7s} {'cpu s':>7s} {'SPS':>7s} "
+        f"{'wall x':>7s} {'cpu x':>7s} {'score':>7s}"
+    )
     for name, rs in rows.items():
         wall = statistics.mean(r["wall_s"] for r in rs)
         cpu = statistics.mean(r["cpu_s"] for r in rs)
-        summary[name] = {"wall_s": wall, "cpu_s": cpu,
-                         "sps": statistics.mean(r["sps"] for r in rs),
-                         "speedup_wall": base / wall, "speedup_cpu": base_cpu / cpu,
-                         "score": statistics.mean(r["score"] for r in rs), "runs": rs}
+        summary[name] = {
+            "wall_s": wall,
+            "cpu_s": cpu,
+            "sps": statistics.mean(r["sps"] for r in rs),
+            "speedup_wall": base / wall,
+            "speedup_cpu": base_cpu / cpu,
+            "score": statistics.mean(r["score"] for r in rs),
+            "runs": rs,
+        }
     pre_wall = summary["baseline_preloaded"]["wall_s"]
     pre_cpu = summary["baseline_preloaded"]["cpu_s"]
     for name in ["baseline_preloaded", *preloaded]:
@@ -325,32 +366,45 @@ def main() -> None:
     for name, row in summary.items():  # a variant's scores per seed against the pristine row's
         if "+" in name:
             pristine = name.split("+")[0] + ("_preloaded" if name.endswith("_preloaded") else "")
-            row["same_scores_as_pristine"] = (
-                [r["score"] for r in row["runs"]] == [r["score"] for r in summary[pristine]["runs"]])
+            row["same_scores_as_pristine"] = [r["score"] for r in row["runs"]] == [
+                r["score"] for r in summary[pristine]["runs"]
+            ]
     for name, row in summary.items():
         wall, cpu = row["wall_s"], row["cpu_s"]
-        like = (f"  (like for like, both preloaded: "
-                f"{row['speedup_cpu_vs_preloaded_baseline']:.2f}x cpu)"
-                if "speedup_cpu_vs_preloaded_baseline" in row else "")
-        print(f"{name:32s} {wall:7.2f} {cpu:7.2f} {row['sps']:7.0f} "
-              f"{base / wall:6.2f}x {base_cpu / cpu:6.2f}x {row['score']:7.1f}{like}")
+        like = (
+            f"  (like for like, both preloaded: "
+            f"{row['speedup_cpu_vs_preloaded_baseline']:.2f}x cpu)"
+            if "speedup_cpu_vs_preloaded_baseline" in row
+            else ""
+        )
+        print(
+            f"{name:32s} {wall:7.2f} {cpu:7.2f} {row['sps']:7.0f} "
+            f"{base / wall:6.2f}x {base_cpu / cpu:6.2f}x {row['score']:7.1f}{like}"
+        )
     if args.json:
         args.json.write_text(json.dumps(summary, indent=2))
     if args.out:
         from verigap.results import write_result
 
-        write_result(args.out, {"implementations": summary, "repeats": args.repeats,
-                                "baseline": "baseline (CleanRL-style)",
-                                "baseline_cpu_s": base_cpu, "baseline_wall_s": base,
-                                "baseline_score": summary["baseline (CleanRL-style)"]["score"],
-                                "preloaded_startup_s": startup,
-                                "variant": str(args.variant) if args.variant else None,
-                                "loadavg_before": list(load_before),
-                                "loadavg_after": list(os.getloadavg())},
-                     command=f"PYTHONPATH=src python benchmarks/silentbug_ppo.py "
-                             f"--repeats {args.repeats}"
-                             + (f" --variant {args.variant}" if args.variant else "")
-                             + f" --out {args.out}")
+        write_result(
+            args.out,
+            {
+                "implementations": summary,
+                "repeats": args.repeats,
+                "baseline": "baseline (CleanRL-style)",
+                "baseline_cpu_s": base_cpu,
+                "baseline_wall_s": base,
+                "baseline_score": summary["baseline (CleanRL-style)"]["score"],
+                "preloaded_startup_s": startup,
+                "variant": str(args.variant) if args.variant else None,
+                "loadavg_before": list(load_before),
+                "loadavg_after": list(os.getloadavg()),
+            },
+            command=f"PYTHONPATH=src python benchmarks/silentbug_ppo.py "
+            f"--repeats {args.repeats}"
+            + (f" --variant {args.variant}" if args.variant else "")
+            + f" --out {args.out}",
+        )
 
 
 if __name__ == "__main__":

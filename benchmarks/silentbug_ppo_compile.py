@@ -35,7 +35,7 @@ from pathlib import Path
 
 from verigap import numerics
 
-ARM = r'''
+ARM = r"""
 import json, sys, time
 t0 = time.process_time()
 import numpy as np, torch
@@ -83,7 +83,7 @@ for _ in range(n):
 per = (time.process_time() - t2) / n
 print(json.dumps({"import_cpu_s": imported, "setup_cpu_s": setup, "first_call_cpu_s": first,
                   "per_minibatch_cpu_ms": 1e3 * per}))
-'''
+"""
 
 MINIBATCHES_PER_RUN = 40_000 // 512 * 16  # iterations x (4 epochs x 4 minibatches)
 ARMS = ("eager", "compiled_cold_cache", "compiled_warm_cache")
@@ -92,15 +92,31 @@ ARMS = ("eager", "compiled_cold_cache", "compiled_warm_cache")
 def _arm(root: str, kind: str, cache: Path) -> dict:
     """One arm in a fresh process: its in-process figures and its whole CPU from outside."""
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME")}
-    env.update(numerics.env(), OMP_NUM_THREADS="1", TORCHINDUCTOR_CACHE_DIR=str(cache),
-               TORCHINDUCTOR_COMPILE_THREADS="1")
+    env.update(
+        numerics.env(),
+        OMP_NUM_THREADS="1",
+        TORCHINDUCTOR_CACHE_DIR=str(cache),
+        TORCHINDUCTOR_COMPILE_THREADS="1",
+    )
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    done = subprocess.run([sys.executable, "-I", "-c", ARM, root,
-                           "eager" if kind == "eager" else "compiled", str(MINIBATCHES_PER_RUN - 1)],
-                          check=True, capture_output=True, text=True, env=env)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-I",
+            "-c",
+            ARM,
+            root,
+            "eager" if kind == "eager" else "compiled",
+            str(MINIBATCHES_PER_RUN - 1),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = json.loads(done.stdout.strip().splitlines()[-1])
-    out["process_cpu_s"] = (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    out["process_cpu_s"] = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     return out
 
 
@@ -124,30 +140,49 @@ def main() -> None:
                 print(f"round {r + 1} {arm:20s} {runs[arm][-1]}", flush=True)
     arms = {}
     for arm, rs in runs.items():
-        arms[arm] = {key: statistics.median(x[key] for x in rs)
-                     for key in ("process_cpu_s", "import_cpu_s", "setup_cpu_s",
-                                 "first_call_cpu_s", "per_minibatch_cpu_ms")}
+        arms[arm] = {
+            key: statistics.median(x[key] for x in rs)
+            for key in (
+                "process_cpu_s",
+                "import_cpu_s",
+                "setup_cpu_s",
+                "first_call_cpu_s",
+                "per_minibatch_cpu_ms",
+            )
+        }
         arms[arm]["net_cpu_s_vs_eager"] = statistics.median(
-            e["process_cpu_s"] - x["process_cpu_s"] for e, x in zip(runs["eager"], rs, strict=True))
+            e["process_cpu_s"] - x["process_cpu_s"] for e, x in zip(runs["eager"], rs, strict=True)
+        )
         arms[arm]["runs"] = rs
     eager_update = arms["eager"]["per_minibatch_cpu_ms"] * MINIBATCHES_PER_RUN / 1e3
-    print(f"\neager update of a 40k-step run: {eager_update:.2f} CPU-s "
-          f"({MINIBATCHES_PER_RUN} minibatches); medians over {args.rounds} rounds:")
+    print(
+        f"\neager update of a 40k-step run: {eager_update:.2f} CPU-s "
+        f"({MINIBATCHES_PER_RUN} minibatches); medians over {args.rounds} rounds:"
+    )
     for name, a in arms.items():
-        print(f"{name:20s} process {a['process_cpu_s']:6.2f} CPU-s  torch.compile "
-              f"{a['setup_cpu_s']:5.2f} s  first call "
-              f"{a['first_call_cpu_s']:6.2f} s  per minibatch {a['per_minibatch_cpu_ms']:6.3f} ms"
-              f"  saved vs eager per run {a['net_cpu_s_vs_eager']:+6.2f} CPU-s", flush=True)
+        print(
+            f"{name:20s} process {a['process_cpu_s']:6.2f} CPU-s  torch.compile "
+            f"{a['setup_cpu_s']:5.2f} s  first call "
+            f"{a['first_call_cpu_s']:6.2f} s  per minibatch {a['per_minibatch_cpu_ms']:6.3f} ms"
+            f"  saved vs eager per run {a['net_cpu_s_vs_eager']:+6.2f} CPU-s",
+            flush=True,
+        )
     if args.out:
         from verigap.results import write_result
 
-        write_result(args.out, {"arms": arms, "rounds": args.rounds,
-                                "minibatches_per_run": MINIBATCHES_PER_RUN,
-                                "eager_update_cpu_s_per_run": eager_update,
-                                "loadavg_before": list(load_before),
-                                "loadavg_after": list(os.getloadavg())},
-                     command=f"PYTHONPATH=src python benchmarks/silentbug_ppo_compile.py "
-                             f"--rounds {args.rounds} --out {args.out}")
+        write_result(
+            args.out,
+            {
+                "arms": arms,
+                "rounds": args.rounds,
+                "minibatches_per_run": MINIBATCHES_PER_RUN,
+                "eager_update_cpu_s_per_run": eager_update,
+                "loadavg_before": list(load_before),
+                "loadavg_after": list(os.getloadavg()),
+            },
+            command=f"PYTHONPATH=src python benchmarks/silentbug_ppo_compile.py "
+            f"--rounds {args.rounds} --out {args.out}",
+        )
 
 
 if __name__ == "__main__":

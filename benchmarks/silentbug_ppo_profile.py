@@ -34,9 +34,17 @@ from pathlib import Path
 # env step (num_envs envs at once), update sections per minibatch.
 SECTIONS = [
     ("obs[step] = next_obs", "rollout: store obs"),
-    (("with torch.inference_mode():\n                x = torch.from_numpy",
-      "logits = np_forward("), "rollout: actor forward"),
-    (("values[step] = agent.get_value(x)", "values[step] = np_forward("), "rollout: critic forward"),
+    (
+        (
+            "with torch.inference_mode():\n                x = torch.from_numpy",
+            "logits = np_forward(",
+        ),
+        "rollout: actor forward",
+    ),
+    (
+        ("values[step] = agent.get_value(x)", "values[step] = np_forward("),
+        "rollout: critic forward",
+    ),
     ("action, logprobs[step] = sample_categorical", "rollout: sample action (NumPy)"),
     ("actions[step] = action", "rollout: store action"),
     ("out = envs.step(action)", "rollout: env step (NumPy CartPole)"),
@@ -56,20 +64,23 @@ SECTIONS = [
     ("loss.backward()", "update: backward"),
     ("grad_norm = nn.utils.clip_grad_norm_", "update: clip_grad_norm_"),
     ("optimizer.step()", "update: Adam (fused kernel)"),
-    ("for key, val in ((\"policy_loss\"", "update: .item() statistics"),
-    ("record = {\"kind\": \"iteration\"", "per iteration: metrics record"),
+    ('for key, val in (("policy_loss"', "update: .item() statistics"),
+    ('record = {"kind": "iteration"', "per iteration: metrics record"),
 ]
 
 UNIT = {"rollout": "step", "update": "minibatch", "per iteration": "iteration"}
-VARIANT_KEYS = {"torch forward (as committed)": "torch_forward",
-                "numpy forward (prototype, other float path)": "numpy_forward"}
+VARIANT_KEYS = {
+    "torch forward (as committed)": "torch_forward",
+    "numpy forward (prototype, other float path)": "numpy_forward",
+}
 
 
 def slug(label: str) -> str:
     """A results key for a section label (docs markers take no spaces)."""
     return "_".join("".join(c if c.isalnum() else " " for c in label.lower()).split())
 
-TIMER = '''
+
+TIMER = """
 import time as _time
 SECTION_CPU = {}
 _LAST = [0.0, None]
@@ -80,31 +91,37 @@ def _tick(label):
     if _LAST[1] is not None:
         SECTION_CPU[_LAST[1]] = SECTION_CPU.get(_LAST[1], 0.0) + now - _LAST[0]
     _LAST[0], _LAST[1] = now, label
-'''
+"""
 
 NUMPY_FORWARD = [  # (text in ppo_single.py, replacement) for the --numpy-forward variant
-    ("            with torch.inference_mode():\n                x = torch.from_numpy(next_obs)\n"
-     "                logits = agent.actor(x).numpy()\n"
-     "                values[step] = agent.get_value(x).numpy()\n",
-     "            logits = np_forward(actor_w, next_obs)\n"
-     "            values[step] = np_forward(critic_w, next_obs)[:, 0]\n"),
-    ("                    rewards[step, cut] += args.gamma * agent.get_value(\n"
-     "                        torch.from_numpy(out.final_obs[cut])).numpy()\n",
-     "                    rewards[step, cut] += args.gamma * np_forward(\n"
-     "                        critic_w, out.final_obs[cut])[:, 0]\n"),
-    ("    next_obs = envs.reset()\n",
-     "    next_obs = envs.reset()\n"
-     "    actor_w = [p.detach().numpy() for p in agent.actor.weights]  # views: Adam works in place\n"
-     "    critic_w = [p.detach().numpy() for p in agent.critic.weights]\n"),
+    (
+        "            with torch.inference_mode():\n                x = torch.from_numpy(next_obs)\n"
+        "                logits = agent.actor(x).numpy()\n"
+        "                values[step] = agent.get_value(x).numpy()\n",
+        "            logits = np_forward(actor_w, next_obs)\n"
+        "            values[step] = np_forward(critic_w, next_obs)[:, 0]\n",
+    ),
+    (
+        "                    rewards[step, cut] += args.gamma * agent.get_value(\n"
+        "                        torch.from_numpy(out.final_obs[cut])).numpy()\n",
+        "                    rewards[step, cut] += args.gamma * np_forward(\n"
+        "                        critic_w, out.final_obs[cut])[:, 0]\n",
+    ),
+    (
+        "    next_obs = envs.reset()\n",
+        "    next_obs = envs.reset()\n"
+        "    actor_w = [p.detach().numpy() for p in agent.actor.weights]  # views: Adam works in place\n"
+        "    critic_w = [p.detach().numpy() for p in agent.critic.weights]\n",
+    ),
 ]
-NP_FORWARD_FN = '''
+NP_FORWARD_FN = """
 
 def np_forward(wb, x):
     w1, b1, w2, b2, w3, b3 = wb
     h = np.tanh(x @ w1.T + b1)
     h = np.tanh(h @ w2.T + b2)
     return h @ w3.T + b3
-'''
+"""
 
 
 def instrument(text: str, numpy_forward: bool) -> str:
@@ -125,8 +142,15 @@ def instrument(text: str, numpy_forward: bool) -> str:
         indent = body[line_start:at]
         body = body[:line_start] + f"{indent}_tick({label!r})\n" + body[line_start:]
     body = body.replace("    log.close()\n", "    _tick(None)\n    log.close()\n", 1)
-    return head.replace("from .envs import make_vec_env, save_policy\n",
-                        "from .envs import make_vec_env, save_policy\n" + TIMER, 1) + sep + body
+    return (
+        head.replace(
+            "from .envs import make_vec_env, save_policy\n",
+            "from .envs import make_vec_env, save_policy\n" + TIMER,
+            1,
+        )
+        + sep
+        + body
+    )
 
 
 def _one_run(package_dir: Path, name: str, seed: int, steps: int, work: Path) -> dict:
@@ -144,9 +168,14 @@ def _one_run(package_dir: Path, name: str, seed: int, steps: int, work: Path) ->
     module.main(["--config", str(run / "config.json"), "--run-dir", str(run)])
     total = time.thread_time() - started
     records = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
-    late = [r["return"] for r in records if r["kind"] == "episode" and r["global_step"] > 0.8 * steps]
-    return {"cpu_s": total, "sections_s": dict(module.SECTION_CPU),
-            "score": sum(late) / len(late) if late else float("nan")}
+    late = [
+        r["return"] for r in records if r["kind"] == "episode" and r["global_step"] > 0.8 * steps
+    ]
+    return {
+        "cpu_s": total,
+        "sections_s": dict(module.SECTION_CPU),
+        "score": sum(late) / len(late) if late else float("nan"),
+    }
 
 
 def main() -> None:
@@ -154,10 +183,16 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1, help="alternating runs per variant")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--steps", type=int, default=40_000)
-    parser.add_argument("--numpy-forward", action="store_true",
-                        help="also time the NumPy-forward variant (a different float path)")
-    parser.add_argument("--compare-commit", metavar="COMMIT",
-                        help="also time ppo_single.py as it was at this git commit")
+    parser.add_argument(
+        "--numpy-forward",
+        action="store_true",
+        help="also time the NumPy-forward variant (a different float path)",
+    )
+    parser.add_argument(
+        "--compare-commit",
+        metavar="COMMIT",
+        help="also time ppo_single.py as it was at this git commit",
+    )
     parser.add_argument("--out", type=Path, help="write a results file here")
     args = parser.parse_args()
     load_before = os.getloadavg()
@@ -181,18 +216,29 @@ def main() -> None:
         for i, (variant, np_fwd) in enumerate(variants.items()):
             pkg = Path(tmp) / f"v{i}" / "substrates"
             shutil.copytree(substrate_root(), pkg)
-            text = source if not isinstance(np_fwd, str) else subprocess.run(
-                ["git", "show", f"{np_fwd}:src/verigap/silentbug/substrates/ppo_single.py"],
-                check=True, capture_output=True, text=True).stdout
+            text = (
+                source
+                if not isinstance(np_fwd, str)
+                else subprocess.run(
+                    ["git", "show", f"{np_fwd}:src/verigap/silentbug/substrates/ppo_single.py"],
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                ).stdout
+            )
             (pkg / "ppo_single.py").write_text(instrument(text, np_fwd is True))
             dirs[variant] = pkg.parent
         for r in range(args.rounds):
             order = list(variants) if r % 2 == 0 else list(reversed(variants))
             for variant in order:
-                runs[variant].append(_one_run(dirs[variant], "ppo_single", args.seed,
-                                              args.steps, Path(tmp) / "runs"))
-                print(f"round {r} {variant}: {runs[variant][-1]['cpu_s']:.2f} CPU-s, "
-                      f"score {runs[variant][-1]['score']:.1f}", flush=True)
+                runs[variant].append(
+                    _one_run(dirs[variant], "ppo_single", args.seed, args.steps, Path(tmp) / "runs")
+                )
+                print(
+                    f"round {r} {variant}: {runs[variant][-1]['cpu_s']:.2f} CPU-s, "
+                    f"score {runs[variant][-1]['score']:.1f}",
+                    flush=True,
+                )
 
     batch = 4 * 128
     iterations = args.steps // batch
@@ -203,41 +249,68 @@ def main() -> None:
         for _, label in SECTIONS:
             sec = statistics.median(r["sections_s"].get(label, 0.0) for r in rs)
             unit = label.split(":")[0]
-            table[slug(label)] = {"label": label, "cpu_s": sec, "per": UNIT[unit],
-                                  "us": sec / per[unit] * 1e6}
-        totals = {unit: sum(row["cpu_s"] for row in table.values() if row["per"] == UNIT[unit])
-                  for unit in per}
+            table[slug(label)] = {
+                "label": label,
+                "cpu_s": sec,
+                "per": UNIT[unit],
+                "us": sec / per[unit] * 1e6,
+            }
+        totals = {
+            unit: sum(row["cpu_s"] for row in table.values() if row["per"] == UNIT[unit])
+            for unit in per
+        }
         cpu = statistics.median(r["cpu_s"] for r in rs)
         summary[VARIANT_KEYS[variant]] = {
-            "variant": variant, "cpu_s": cpu, "score": rs[0]["score"], "sections": table,
-            "rollout_cpu_s": totals["rollout"], "update_cpu_s": totals["update"],
+            "variant": variant,
+            "cpu_s": cpu,
+            "score": rs[0]["score"],
+            "sections": table,
+            "rollout_cpu_s": totals["rollout"],
+            "update_cpu_s": totals["update"],
             "rollout_us_per_step": totals["rollout"] / per["rollout"] * 1e6,
-            "update_us_per_minibatch": totals["update"] / per["update"] * 1e6, "runs": rs}
+            "update_us_per_minibatch": totals["update"] / per["update"] * 1e6,
+            "runs": rs,
+        }
         print(f"\n{variant}: {cpu:.2f} CPU-s for {args.steps} steps (score {rs[0]['score']:.1f})")
         for row in table.values():
-            print(f"  {row['label']:48s} {row['cpu_s']:6.2f} s {row['us']:8.1f} us per {row['per']}")
+            print(
+                f"  {row['label']:48s} {row['cpu_s']:6.2f} s {row['us']:8.1f} us per {row['per']}"
+            )
     if "at_commit" in summary:
-        summary["speedup_over_commit"] = (summary["at_commit"]["cpu_s"]
-                                          / summary["torch_forward"]["cpu_s"])
-        summary["same_score_as_commit"] = (summary["at_commit"]["score"]
-                                           == summary["torch_forward"]["score"])
-        print(f"\nnow against {args.compare_commit}: {summary['speedup_over_commit']:.3f}x "
-              f"(same score: {summary['same_score_as_commit']})")
+        summary["speedup_over_commit"] = (
+            summary["at_commit"]["cpu_s"] / summary["torch_forward"]["cpu_s"]
+        )
+        summary["same_score_as_commit"] = (
+            summary["at_commit"]["score"] == summary["torch_forward"]["score"]
+        )
+        print(
+            f"\nnow against {args.compare_commit}: {summary['speedup_over_commit']:.3f}x "
+            f"(same score: {summary['same_score_as_commit']})"
+        )
     if "numpy_forward" in summary:
-        summary["numpy_forward_speedup"] = (summary["torch_forward"]["cpu_s"]
-                                            / summary["numpy_forward"]["cpu_s"])
+        summary["numpy_forward_speedup"] = (
+            summary["torch_forward"]["cpu_s"] / summary["numpy_forward"]["cpu_s"]
+        )
         print(f"\nNumPy forward: {summary['numpy_forward_speedup']:.3f}x the CPU of torch forward")
     if args.out:
         from verigap.results import write_result
 
-        write_result(args.out, {**summary, "seed": args.seed, "steps": args.steps,
-                                "rounds": args.rounds, "loadavg_before": list(load_before),
-                                "loadavg_after": list(os.getloadavg())},
-                     command="PYTHONPATH=src python benchmarks/silentbug_ppo_profile.py "
-                             f"--rounds {args.rounds} --seed {args.seed} --steps {args.steps}"
-                             f"{' --numpy-forward' if args.numpy_forward else ''}"
-                             f"{f' --compare-commit {args.compare_commit}' if args.compare_commit else ''}"
-                             f" --out {args.out}")
+        write_result(
+            args.out,
+            {
+                **summary,
+                "seed": args.seed,
+                "steps": args.steps,
+                "rounds": args.rounds,
+                "loadavg_before": list(load_before),
+                "loadavg_after": list(os.getloadavg()),
+            },
+            command="PYTHONPATH=src python benchmarks/silentbug_ppo_profile.py "
+            f"--rounds {args.rounds} --seed {args.seed} --steps {args.steps}"
+            f"{' --numpy-forward' if args.numpy_forward else ''}"
+            f"{f' --compare-commit {args.compare_commit}' if args.compare_commit else ''}"
+            f" --out {args.out}",
+        )
 
 
 if __name__ == "__main__":

@@ -31,12 +31,18 @@ from verigap import numerics  # pins NumPy's and PyTorch's kernels before any te
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     if found := numerics.problems():  # a plugin loaded NumPy or PyTorch before the pin
-        pytest.exit(f"{'; '.join(found)}: run the tests with the pin exported "
-                    "(`eval $(verigap numerics --env)`), as `make test` does", returncode=4)
+        pytest.exit(
+            f"{'; '.join(found)}: run the tests with the pin exported "
+            "(`eval $(verigap numerics --env)`), as `make test` does",
+            returncode=4,
+        )
     if shutil.which("bwrap") is None:
-        pytest.exit("bubblewrap (bwrap) is not installed and the sandbox tests need it: run "
-                    "`sudo apt-get install -y bubblewrap` (or `make test`, which installs it "
-                    "when run as root)", returncode=3)
+        pytest.exit(
+            "bubblewrap (bwrap) is not installed and the sandbox tests need it: run "
+            "`sudo apt-get install -y bubblewrap` (or `make test`, which installs it "
+            "when run as root)",
+            returncode=3,
+        )
 
 
 class FakeModelServer:
@@ -55,13 +61,21 @@ class FakeModelServer:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 - http.server's naming
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                fake.requests.append({"path": self.path, "body": body,
-                                      "headers": {k.lower(): v for k, v in self.headers.items()}})
+                fake.requests.append(
+                    {
+                        "path": self.path,
+                        "body": body,
+                        "headers": {k.lower(): v for k, v in self.headers.items()},
+                    }
+                )
                 if fake.reply is not None:
                     status, payload = fake.reply(body)
                 else:
-                    status, payload = (fake.responses.pop(0) if fake.responses
-                                       else (500, {"error": "no response queued"}))
+                    status, payload = (
+                        fake.responses.pop(0)
+                        if fake.responses
+                        else (500, {"error": "no response queued"})
+                    )
                 data = json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -75,8 +89,9 @@ class FakeModelServer:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         """the server's root; OpenAI-style clients take ``url + "/v1"``"""
-        self.thread = threading.Thread(target=self.server.serve_forever,
-                                       kwargs={"poll_interval": 0.05}, daemon=True)
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         self.thread.start()
 
     def close(self) -> None:
@@ -88,8 +103,16 @@ class FakeModelServer:
 def fake_model_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeModelServer]:
     """A :class:`FakeModelServer` on loopback, with no proxy or base-URL variable that could
     send a client elsewhere, and test API keys set."""
-    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
-                "all_proxy", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL"):
+    for var in (
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "all_proxy",
+        "OPENAI_BASE_URL",
+        "ANTHROPIC_BASE_URL",
+    ):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-openai")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-anthropic")

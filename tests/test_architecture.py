@@ -17,29 +17,37 @@ FAMILIES = ("verigap.patchworld", "verigap.repos", "verigap.silentbug")
 #: module loops still standing, each with why it is there; remove an entry when its loop goes
 #: (the test fails on a stale entry, so the list can only shrink)
 ALLOWED_MODULE_LOOPS: dict[frozenset[str], str] = {
-    frozenset({"verigap.sandbox", "verigap.sandbox._check", "verigap.sandbox._pool",
-               "verigap.sandbox._prestart"}):
-        "make_sandbox lives in the package and its helpers look it up at call time, so a "
-        "test can patch verigap.sandbox.make_sandbox",
-    frozenset({"verigap.repos.episode", "verigap.repos.impossible",
-               "verigap.repos.redteam.battery"}):
-        "the episode lists and dispatches the scripted agents of the other two; they share "
-        "its system prompt and command log",
-    frozenset({"verigap.patchworld.grpo", "verigap.patchworld.transformer_policy"}):
-        "GRPO dispatches to the torch trainer at call time (torch is optional) and the "
-        "trainer subclasses GRPO's",
+    frozenset(
+        {
+            "verigap.sandbox",
+            "verigap.sandbox._check",
+            "verigap.sandbox._pool",
+            "verigap.sandbox._prestart",
+        }
+    ): "make_sandbox lives in the package and its helpers look it up at call time, so a "
+    "test can patch verigap.sandbox.make_sandbox",
+    frozenset(
+        {"verigap.repos.episode", "verigap.repos.impossible", "verigap.repos.redteam.battery"}
+    ): "the episode lists and dispatches the scripted agents of the other two; they share "
+    "its system prompt and command log",
+    frozenset(
+        {"verigap.patchworld.grpo", "verigap.patchworld.transformer_policy"}
+    ): "GRPO dispatches to the torch trainer at call time (torch is optional) and the "
+    "trainer subclasses GRPO's",
 }
 
 #: loops between top-level packages (each with why); same rule
 ALLOWED_PACKAGE_LOOPS: dict[frozenset[str], str] = {
-    frozenset({"verigap.patchworld", "verigap.experiments", "verigap.trl"}):
-        "the experiments run Patch World (the NumPy trainer directly, the language model through "
-        "verigap.trl, which renders Patch World as text); Patch World's CLI and views read the "
-        "experiment registry",
-    frozenset({"verigap.agents", "verigap.monitor", "verigap.report", "verigap.repos"}):
-        "report holds both the view base every family's views import (report.views) and the "
-        "red-team page that reads repos and monitor results (report.redteam); splitting the "
-        "base out of report breaks it",
+    frozenset(
+        {"verigap.patchworld", "verigap.experiments", "verigap.trl"}
+    ): "the experiments run Patch World (the NumPy trainer directly, the language model through "
+    "verigap.trl, which renders Patch World as text); Patch World's CLI and views read the "
+    "experiment registry",
+    frozenset(
+        {"verigap.agents", "verigap.monitor", "verigap.report", "verigap.repos"}
+    ): "report holds both the view base every family's views import (report.views) and the "
+    "red-team page that reads repos and monitor results (report.redteam); splitting the "
+    "base out of report breaks it",
 }
 
 
@@ -90,8 +98,9 @@ def import_graph(src: Path, top: str = "verigap") -> dict[str, set[str]]:
                 if node.level:
                     parts = pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
                     base = ".".join(parts + ([node.module] if node.module else []))
-                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base
-                           for a in node.names]
+                targets = [
+                    f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base for a in node.names
+                ]
             for t in targets:
                 r = resolve(t)
                 if r and r != m and (r == top or r.startswith(top + ".")):
@@ -158,8 +167,9 @@ def package_graph(edges: dict[str, set[str]], src: Path) -> dict[str, set[str]]:
 def _report(found: list[frozenset[str]], allowed: dict[frozenset[str], str]) -> list[str]:
     new = [sorted(c) for c in found if c not in allowed]
     stale = [sorted(c) for c in allowed if c not in found]
-    return ([f"new import loop {c}: break it (move the shared names down a layer)" for c in new]
-            + [f"loop {c} is gone: remove it from the allow-list" for c in stale])
+    return [f"new import loop {c}: break it (move the shared names down a layer)" for c in new] + [
+        f"loop {c} is gone: remove it from the allow-list" for c in stale
+    ]
 
 
 def test_no_module_import_loops_beyond_the_allow_list() -> None:
@@ -173,9 +183,14 @@ def test_no_package_import_loops_beyond_the_allow_list() -> None:
 
 def test_families_do_not_import_each_other() -> None:
     edges = import_graph(SRC)
-    crossing = sorted((a, b) for a, bs in edges.items() for b in bs for fa in FAMILIES
-                      for fb in FAMILIES if fa != fb and (a == fa or a.startswith(fa + "."))
-                      and (b == fb or b.startswith(fb + ".")))
+    crossing = sorted(
+        (a, b)
+        for a, bs in edges.items()
+        for b in bs
+        for fa in FAMILIES
+        for fb in FAMILIES
+        if fa != fb and (a == fa or a.startswith(fa + ".")) and (b == fb or b.startswith(fb + "."))
+    )
     assert crossing == []
 
 
@@ -187,8 +202,9 @@ def test_the_checker_finds_a_planted_loop(tmp_path: Path) -> None:
     (pkg / "fam" / "__init__.py").write_text("")
     (pkg / "fam" / "a.py").write_text("from verigap.fam import b\n")
     (pkg / "fam" / "b.py").write_text("def f():\n    from .a import x\n")
-    (pkg / "fam" / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-                                      "    from verigap.fam import a\n")
+    (pkg / "fam" / "c.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from verigap.fam import a\n"
+    )
     (pkg / "core.py").write_text("import verigap.fam.c\n")
     found = loops(import_graph(tmp_path))
     assert found == [frozenset({"verigap.fam.a", "verigap.fam.b"})]

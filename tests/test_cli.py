@@ -32,8 +32,17 @@ COMMANDS = _leaf_commands()
 
 def test_the_walk_finds_every_family() -> None:
     tops = {c[0] for c in COMMANDS}
-    assert {"pilot", "report", "docs", "site", "patchworld", "repos", "redteam", "silentbug",
-            "sandbox"} <= tops
+    assert {
+        "pilot",
+        "report",
+        "docs",
+        "site",
+        "patchworld",
+        "repos",
+        "redteam",
+        "silentbug",
+        "sandbox",
+    } <= tops
     assert len(COMMANDS) >= 15
 
 
@@ -44,7 +53,8 @@ def test_every_command_help_shows_an_example(command: tuple[str, ...]) -> None:
     text = " ".join(result.output.split())
     assert "Example: verigap " + " ".join(command) in text, (
         f"`verigap {' '.join(command)} --help` shows no example: end the command's docstring "
-        f"with a line 'Example: verigap {' '.join(command)} ...'")
+        f"with a line 'Example: verigap {' '.join(command)} ...'"
+    )
 
 
 def test_a_verigap_error_from_any_command_is_one_line_on_stderr_exit_2() -> None:
@@ -64,8 +74,9 @@ def test_the_root_catches_errors_raised_by_library_code(monkeypatch) -> None:
     monkeypatch.setattr(pilot_mod, "load_runs", boom)
     result = CliRunner().invoke(app, ["report", "runs/x", "--json"])
     assert result.exit_code == 2
-    assert result.stderr == ("error: runs/x is not a directory; pass the folder "
-                             "`verigap pilot` wrote\n")
+    assert result.stderr == (
+        "error: runs/x is not a directory; pass the folder `verigap pilot` wrote\n"
+    )
 
 
 def test_a_missing_optional_package_names_the_extra_to_install(monkeypatch) -> None:
@@ -95,24 +106,31 @@ def test_rollout_json_and_saved_result_agree(tmp_path) -> None:
     from verigap.results import read_meta, read_result
 
     path = tmp_path / "careless.json"
-    result = CliRunner().invoke(app, ["patchworld", "rollout", "--n", "200", "--json",
-                                      "--save", str(path)])
+    result = CliRunner().invoke(
+        app, ["patchworld", "rollout", "--n", "200", "--json", "--save", str(path)]
+    )
     assert result.exit_code == 0, result.output
     printed = json.loads(result.stdout)
     assert read_result(path) == printed
     assert 0 < printed["false_success"] < printed["visible_pass"]
     assert read_meta(path)["command"] == (
         f"verigap patchworld rollout --policy careless --n 200 --k 4 --seed 0 --reward visible "
-        f"--save {path}")
+        f"--save {path}"
+    )
 
 
 def test_sandbox_check_prints_json(monkeypatch) -> None:
     import verigap.sandbox._check as check_mod
     from verigap.sandbox import Check
 
-    monkeypatch.setattr(check_mod, "self_check",
-                        lambda backend: [Check("a", True, "fine"), Check("b", False, "leaked")])
+    monkeypatch.setattr(
+        check_mod,
+        "self_check",
+        lambda backend: [Check("a", True, "fine"), Check("b", False, "leaked")],
+    )
     result = CliRunner().invoke(app, ["sandbox", "check", "--json"])
     assert result.exit_code == 1
-    assert json.loads(result.stdout) == [{"check": "a", "passed": True, "seen": "fine"},
-                                         {"check": "b", "passed": False, "seen": "leaked"}]
+    assert json.loads(result.stdout) == [
+        {"check": "a", "passed": True, "seen": "fine"},
+        {"check": "b", "passed": False, "seen": "leaked"},
+    ]

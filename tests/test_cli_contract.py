@@ -64,12 +64,32 @@ BAD_INPUT: dict[str, list[str]] = {
 }
 
 #: commands that print a table (or a long summary) and so must offer --json
-JSON_COMMANDS = ["pilot", "report", "docs", "site", "redteam", "patchworld rollout",
-                 "patchworld probes", "repos make-tasks", "repos run", "repos mine",
-                 "silentbug list", "silentbug ablate", "silentbug calibrate", "silentbug curves",
-                 "silentbug substrates", "silentbug eval", "silentbug controls",
-                 "silentbug analyze", "sandbox check", "experiments run",
-                 "experiments verdicts", "monitor heldout", "monitor summarize", "monitor lofo"]
+JSON_COMMANDS = [
+    "pilot",
+    "report",
+    "docs",
+    "site",
+    "redteam",
+    "patchworld rollout",
+    "patchworld probes",
+    "repos make-tasks",
+    "repos run",
+    "repos mine",
+    "silentbug list",
+    "silentbug ablate",
+    "silentbug calibrate",
+    "silentbug curves",
+    "silentbug substrates",
+    "silentbug eval",
+    "silentbug controls",
+    "silentbug analyze",
+    "sandbox check",
+    "experiments run",
+    "experiments verdicts",
+    "monitor heldout",
+    "monitor summarize",
+    "monitor lofo",
+]
 
 NAMES = [" ".join(c) for c in COMMANDS]
 
@@ -80,13 +100,15 @@ def _one_error_line(result, what: str) -> str:
     assert "Traceback" not in result.stderr, f"{what}: a traceback\n{result.stderr}"
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), (
-        f"{what}: stderr is not one 'error:' line: {result.stderr!r}")
+        f"{what}: stderr is not one 'error:' line: {result.stderr!r}"
+    )
     return lines[0]
 
 
 def test_every_leaf_command_has_a_bad_input_case() -> None:
     assert sorted(BAD_INPUT) == sorted(NAMES), (
-        "give every command a bad-input case in BAD_INPUT (new commands included)")
+        "give every command a bad-input case in BAD_INPUT (new commands included)"
+    )
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -136,22 +158,26 @@ def test_table_commands_take_json(name: str) -> None:
     assert result.exit_code == 0 and "--json" in result.output, f"verigap {name}: no --json"
 
 
-@pytest.mark.parametrize(("name", "old", "new", "args"), [
-    ("silentbug eval", "--run-dir", "--out", ["--agent", "nope:x"]),
-    ("experiments run", "--results", "--save", ["NOPE"]),
-    ("pilot", "--results", "--save", ["--executor", "nope"]),
-    ("patchworld probes", "--out", "--save", ["--registry", "/nope.yaml"]),
-])
-def test_old_spellings_are_hidden_aliases_that_still_work(name, old, new, args,
-                                                          tmp_path: Path) -> None:
-    help_text = CliRunner().invoke(app, [*name.split(), "--help"],
-                                   env={"COLUMNS": "200"}).output
+@pytest.mark.parametrize(
+    ("name", "old", "new", "args"),
+    [
+        ("silentbug eval", "--run-dir", "--out", ["--agent", "nope:x"]),
+        ("experiments run", "--results", "--save", ["NOPE"]),
+        ("pilot", "--results", "--save", ["--executor", "nope"]),
+        ("patchworld probes", "--out", "--save", ["--registry", "/nope.yaml"]),
+    ],
+)
+def test_old_spellings_are_hidden_aliases_that_still_work(
+    name, old, new, args, tmp_path: Path
+) -> None:
+    help_text = CliRunner().invoke(app, [*name.split(), "--help"], env={"COLUMNS": "200"}).output
     assert new in help_text and f"{old} " not in help_text.replace(f"{new} ", "")
     old_way = CliRunner().invoke(app, [*name.split(), *args, old, str(tmp_path / "x")])
     new_way = CliRunner().invoke(app, [*name.split(), *args, new, str(tmp_path / "x")])
     assert _one_error_line(old_way, old) == _one_error_line(new_way, new)
-    both = CliRunner().invoke(app, [*name.split(), old, str(tmp_path / "a"), new,
-                                    str(tmp_path / "b")])
+    both = CliRunner().invoke(
+        app, [*name.split(), old, str(tmp_path / "a"), new, str(tmp_path / "b")]
+    )
     assert both.exit_code == 2
 
 

@@ -23,6 +23,7 @@ def test_the_docs_index_lists_every_page() -> None:
 def test_the_catalogue_counts_the_readme_quotes_are_current() -> None:
     assert read_result(ROOT / "results" / "redteam" / "catalogue.json") == catalogue.counts(), (
         "the exploit catalogue changed: run `python -m verigap.repos.redteam.catalogue`, then "
-        "`verigap docs`")
+        "`verigap docs`"
+    )
     readme = (ROOT / "README.md").read_text()
     assert "results/redteam/catalogue.json value:default_battery" in readme

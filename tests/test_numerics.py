@@ -26,8 +26,9 @@ from verigap.silentbug.runner import training_env, versions
 ROOT = Path(__file__).resolve().parents[1]
 TRANSFORMER_REGISTRY = ROOT / "src/verigap/experiments/predictions_transformer.yaml"
 
-pinned = pytest.mark.skipif(numerics.mode() != "pinned",
-                            reason=f"this machine does not pin: {numerics.unpinnable()}")
+pinned = pytest.mark.skipif(
+    numerics.mode() != "pinned", reason=f"this machine does not pin: {numerics.unpinnable()}"
+)
 
 
 def _flags() -> set[str]:
@@ -37,14 +38,24 @@ def _flags() -> set[str]:
 def _child(code: str, env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess:
     """``python -c code`` with this environment minus the pin, plus ``env``: a process that
     starts on a machine whose environment asks for other kernels."""
-    base = {k: v for k, v in os.environ.items() if k not in numerics.PIN and k != numerics.OPT_OUT
-            and k != "VERIGAP_NUMERICS_REEXEC"}
+    base = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in numerics.PIN and k != numerics.OPT_OUT and k != "VERIGAP_NUMERICS_REEXEC"
+    }
     base["PYTHONPATH"] = str(ROOT / "src")
-    return subprocess.run([sys.executable, "-c", code], env={**base, **env}, cwd=ROOT,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        env={**base, **env},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 # ---- the pin in this process and in its children -------------------------------------------
+
 
 @pinned
 def test_this_process_runs_the_pinned_kernels() -> None:
@@ -63,10 +74,16 @@ def test_this_process_runs_the_pinned_kernels() -> None:
 
 @pinned
 def test_a_child_asking_for_other_kernels_gets_the_pinned_ones() -> None:
-    asks = {"OPENBLAS_CORETYPE": "Sandybridge", "ATEN_CPU_CAPABILITY": "default",
-            "MKL_CBWR": "AUTO", "OMP_NUM_THREADS": "2"}
-    code = ("import json, verigap, numpy, torch; from verigap import numerics; "
-            "torch.ones(2, 2) @ torch.ones(2, 2); print(json.dumps(numerics.record()))")
+    asks = {
+        "OPENBLAS_CORETYPE": "Sandybridge",
+        "ATEN_CPU_CAPABILITY": "default",
+        "MKL_CBWR": "AUTO",
+        "OMP_NUM_THREADS": "2",
+    }
+    code = (
+        "import json, verigap, numpy, torch; from verigap import numerics; "
+        "torch.ones(2, 2) @ torch.ones(2, 2); print(json.dumps(numerics.record()))"
+    )
     proc = _child(code, asks)
     assert proc.returncode == 0, proc.stderr
     rec = json.loads(proc.stdout)
@@ -77,8 +94,7 @@ def test_a_child_asking_for_other_kernels_gets_the_pinned_ones() -> None:
 
 @pinned
 def test_a_process_that_loaded_numpy_first_is_refused_with_the_fix() -> None:
-    code = ("import numpy, verigap; from verigap.patchworld.grpo import train; "
-            "train('unused', {})")
+    code = "import numpy, verigap; from verigap.patchworld.grpo import train; train('unused', {})"
     proc = _child(code, {"OPENBLAS_CORETYPE": "Sandybridge"})
     assert proc.returncode != 0
     last = proc.stderr.strip().splitlines()[-1]
@@ -88,8 +104,9 @@ def test_a_process_that_loaded_numpy_first_is_refused_with_the_fix() -> None:
 
 @pinned
 def test_the_console_entry_starts_again_pinned_when_numpy_beat_it() -> None:
-    code = ("import numpy, sys; sys.argv[0] = 'verigap'; from verigap.cli import app; "
-            "app(['numerics'])")
+    code = (
+        "import numpy, sys; sys.argv[0] = 'verigap'; from verigap.cli import app; app(['numerics'])"
+    )
     proc = _child(code, {"OPENBLAS_CORETYPE": "Sandybridge"})
     assert proc.returncode == 0, proc.stderr
     rec = json.loads(proc.stdout)
@@ -97,8 +114,10 @@ def test_the_console_entry_starts_again_pinned_when_numpy_beat_it() -> None:
 
 
 def test_native_leaves_the_machine_kernels_and_says_so() -> None:
-    code = ("import json, verigap, numpy; from verigap import numerics; "
-            "print(json.dumps([numerics.record(), numerics.env()]))")
+    code = (
+        "import json, verigap, numpy; from verigap import numerics; "
+        "print(json.dumps([numerics.record(), numerics.env()]))"
+    )
     proc = _child(code, {numerics.OPT_OUT: "native", "OPENBLAS_CORETYPE": "Sandybridge"})
     assert proc.returncode == 0, proc.stderr
     rec, env = json.loads(proc.stdout)
@@ -114,8 +133,9 @@ def test_a_machine_that_cannot_take_the_pin_is_named(monkeypatch) -> None:
     assert numerics.record()["pin"] == "unpinnable"
     monkeypatch.setattr(numerics.platform, "machine", lambda: "x86_64")
     monkeypatch.setattr(numerics, "_cpu_flags", lambda: {"avx", "sse4_2"})
-    assert numerics.unpinnable() == ("this CPU lacks avx2, fma: the pinned kernels need AVX2 "
-                                     "and FMA")
+    assert numerics.unpinnable() == (
+        "this CPU lacks avx2, fma: the pinned kernels need AVX2 and FMA"
+    )
 
 
 def test_results_record_the_pin_cpu_and_kernels(tmp_path: Path) -> None:
@@ -139,6 +159,7 @@ def test_substrate_runs_get_the_pin_and_their_cache_keys_name_it(monkeypatch) ->
 
 # ---- same seed, same numbers ---------------------------------------------------------------
 
+
 @pinned
 @pytest.mark.slow
 def test_pilot_runs_reproduce_the_committed_numbers_exactly(tmp_path: Path) -> None:
@@ -161,20 +182,27 @@ def test_pilot_runs_reproduce_the_committed_numbers_exactly(tmp_path: Path) -> N
 def _committed(results: str, setting: str, seed_index: int) -> dict[str, float]:
     """Every per-seed number a results file of the experiment log holds for one run."""
     data = read_result(ROOT / results)
-    return {m: v[seed_index] for p in data["predictions"].values()
-            for m, v in p["values"].get(setting, {}).items()}
+    return {
+        m: v[seed_index]
+        for p in data["predictions"].values()
+        for m, v in p["values"].get(setting, {}).items()
+    }
 
 
 @pinned
 @pytest.mark.slow
-@pytest.mark.parametrize(("registry", "results", "setting"), [
-    ("predictions.yaml", "verdicts.json", "audit_10_penalty0"),
-    ("predictions_transformer.yaml", "verdicts_transformer.json", "tf_visible"),
-    ("predictions_multiagent.yaml", "verdicts_multiagent.json", "learned_audit_10"),
-    ("predictions_multiagent.yaml", "verdicts_multiagent.json", "writer_learned_seen"),
-])
+@pytest.mark.parametrize(
+    ("registry", "results", "setting"),
+    [
+        ("predictions.yaml", "verdicts.json", "audit_10_penalty0"),
+        ("predictions_transformer.yaml", "verdicts_transformer.json", "tf_visible"),
+        ("predictions_multiagent.yaml", "verdicts_multiagent.json", "learned_audit_10"),
+        ("predictions_multiagent.yaml", "verdicts_multiagent.json", "writer_learned_seen"),
+    ],
+)
 def test_experiment_log_runs_reproduce_the_committed_numbers_exactly(
-        tmp_path: Path, registry: str, results: str, setting: str) -> None:
+    tmp_path: Path, registry: str, results: str, setting: str
+) -> None:
     reg = load_registry(ROOT / "src/verigap/experiments" / registry)
     committed = _committed(f"results/experiments/{results}", setting, 0)
     assert committed  # the predictions read this setting
@@ -223,18 +251,35 @@ def _fingerprint(env: dict[str, str]) -> dict[str, str]:
 @pinned
 @pytest.mark.slow
 def test_environments_asking_for_other_kernels_give_identical_numbers() -> None:
-    machines = [{},
-                {"OPENBLAS_CORETYPE": "Sandybridge", "ATEN_CPU_CAPABILITY": "default"},
-                {"OPENBLAS_CORETYPE": "Zen", "MKL_CBWR": "AUTO", "ONEDNN_MAX_CPU_ISA": "ALL",
-                 "OMP_NUM_THREADS": "2", "OPENBLAS_NUM_THREADS": "2"}]
+    machines = [
+        {},
+        {"OPENBLAS_CORETYPE": "Sandybridge", "ATEN_CPU_CAPABILITY": "default"},
+        {
+            "OPENBLAS_CORETYPE": "Zen",
+            "MKL_CBWR": "AUTO",
+            "ONEDNN_MAX_CPU_ISA": "ALL",
+            "OMP_NUM_THREADS": "2",
+            "OPENBLAS_NUM_THREADS": "2",
+        },
+    ]
     if "avx512f" in _flags():  # only a CPU with AVX-512 can honour these
-        machines.append({"OPENBLAS_CORETYPE": "SkylakeX", "ATEN_CPU_CAPABILITY": "avx512",
-                         "MKL_ENABLE_INSTRUCTIONS": "AVX512"})
+        machines.append(
+            {
+                "OPENBLAS_CORETYPE": "SkylakeX",
+                "ATEN_CPU_CAPABILITY": "avx512",
+                "MKL_ENABLE_INSTRUCTIONS": "AVX512",
+            }
+        )
     prints = [_fingerprint(m) for m in machines]
     assert all(p == prints[0] for p in prints), prints
     # and the fingerprint can tell kernels apart: unpinned, another BLAS kernel and PyTorch's
     # generic kernels change the numbers of the very same runs
-    other = _fingerprint({numerics.OPT_OUT: "native", "OPENBLAS_CORETYPE": "Sandybridge",
-                          "ATEN_CPU_CAPABILITY": "default"})
+    other = _fingerprint(
+        {
+            numerics.OPT_OUT: "native",
+            "OPENBLAS_CORETYPE": "Sandybridge",
+            "ATEN_CPU_CAPABILITY": "default",
+        }
+    )
     assert other["pilot"] != prints[0]["pilot"]
     assert other["transformer"] != prints[0]["transformer"]

@@ -48,8 +48,11 @@ def test_committed_results_are_named_by_what_they_are():
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1] / "results"
-    bad = [p.relative_to(root).as_posix() for p in root.rglob("*")
-           if re.search(r"issue\d|wave\d|(^|[_/])p\d\d([_.]|$)", p.relative_to(root).as_posix())]
+    bad = [
+        p.relative_to(root).as_posix()
+        for p in root.rglob("*")
+        if re.search(r"issue\d|wave\d|(^|[_/])p\d\d([_.]|$)", p.relative_to(root).as_posix())
+    ]
     assert bad == [], f"rename these by what they hold: {bad}"
 
 

@@ -35,8 +35,9 @@ def test_oracle_pays_the_truth_and_always_runs_the_hidden_check():
 
 
 def test_full_audit_catches_every_false_success():
-    out = Audit(rate=1.0, penalty=-1.0).pay_batch(PASSED, CORRECT, DELETIONS,
-                                                  np.random.default_rng(0))
+    out = Audit(rate=1.0, penalty=-1.0).pay_batch(
+        PASSED, CORRECT, DELETIONS, np.random.default_rng(0)
+    )
     assert out.caught.tolist() == [False, True, False, True, False]
     assert out.reward.tolist() == [1, -1, 0, -1, 0]
 
@@ -56,8 +57,10 @@ def test_audit_rate_is_respected_and_seeded():
     assert (a.reward == b.reward).all()
 
 
-@pytest.mark.parametrize("scheme", [Visible(), DeletionPenalty(per_deletion=0.3),
-                                    Audit(rate=0.25, penalty=-2.0), Oracle()])
+@pytest.mark.parametrize(
+    "scheme",
+    [Visible(), DeletionPenalty(per_deletion=0.3), Audit(rate=0.25, penalty=-2.0), Oracle()],
+)
 def test_scalar_and_vectorized_forms_agree(scheme):
     rng_batch, rng_scalar = np.random.default_rng(11), np.random.default_rng(11)
     n = 500
@@ -65,8 +68,7 @@ def test_scalar_and_vectorized_forms_agree(scheme):
     passed, correct, dels = g.random(n) < 0.7, g.random(n) < 0.4, g.integers(0, 3, n)
     batch = scheme.pay_batch(passed, correct, dels, rng_batch)
     for i in range(n):
-        one = scheme.pay(EpisodeChecks(bool(passed[i]), bool(correct[i]), int(dels[i])),
-                         rng_scalar)
+        one = scheme.pay(EpisodeChecks(bool(passed[i]), bool(correct[i]), int(dels[i])), rng_scalar)
         assert one.reward == batch.reward[i]
         assert one.audited == batch.audited[i] and one.caught == batch.caught[i]
 

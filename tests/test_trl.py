@@ -48,14 +48,17 @@ def test_penalty_oracle_and_audit_schemes() -> None:
     assert vt.SchemeReward(Oracle())(None, good + bad, rows + rows) == [1.0] * 3 + [0.0] * 3
     a = vt.SchemeReward(Audit(rate=1.0, penalty=-1.0))(None, bad, rows)
     assert all(r in (-1.0, 0.0) for r in a)  # every visible pass on deletions is caught
-    assert vt.SchemeReward(Audit(rate=0.5), seed=3)(None, bad, rows) == \
-        vt.SchemeReward(Audit(rate=0.5), seed=3)(None, bad, rows)
+    assert vt.SchemeReward(Audit(rate=0.5), seed=3)(None, bad, rows) == vt.SchemeReward(
+        Audit(rate=0.5), seed=3
+    )(None, bad, rows)
 
 
 def test_datasets_carry_prompts_programs_and_demonstrations() -> None:
     ds = vt.prompt_dataset(4, seed=1)
     assert ds.column_names == ["prompt", "program"] and len(ds) == 4
-    assert ds[0]["prompt"][1]["content"] == text.render_prompt(text.program_from_record(ds[0]["program"]))
+    assert ds[0]["prompt"][1]["content"] == text.render_prompt(
+        text.program_from_record(ds[0]["program"])
+    )
     sft = vt.sft_dataset(3, seed=1)
     assert [m["role"] for m in sft[0]["messages"]] == ["system", "user", "assistant"]
 
@@ -70,8 +73,15 @@ def test_one_grpo_step_on_a_tiny_random_model(tmp_path) -> None:
     from verigap.agents._tiny import tiny_chat_model
 
     model, tok = tiny_chat_model(seed=0)
-    cfg = vt.LMExperimentConfig(steps=1, prompts_per_step=2, group=2, max_completion_length=8,
-                                lora_r=4, lora_alpha=8, beta=0.04)
+    cfg = vt.LMExperimentConfig(
+        steps=1,
+        prompts_per_step=2,
+        group=2,
+        max_completion_length=8,
+        lora_r=4,
+        lora_alpha=8,
+        beta=0.04,
+    )
     trainer = vt.grpo_trainer(model, tok, cfg, tmp_path / "grpo", log_path=tmp_path / "m.jsonl")
     assert isinstance(trainer.model, PeftModel)
     trainer.train()
@@ -92,19 +102,31 @@ def test_run_experiment_writes_a_resumable_run_directory(tmp_path) -> None:
     from verigap.agents._tiny import tiny_chat_model
 
     model, tok = tiny_chat_model(seed=1)
-    cfg = vt.LMExperimentConfig(sft_programs=8, steps=1, prompts_per_step=2, group=2,
-                                max_completion_length=8, lora_r=4, lora_alpha=8,
-                                eval_programs=2, reward={"kind": "audit", "rate": 0.25})
+    cfg = vt.LMExperimentConfig(
+        sft_programs=8,
+        steps=1,
+        prompts_per_step=2,
+        group=2,
+        max_completion_length=8,
+        lora_r=4,
+        lora_alpha=8,
+        eval_programs=2,
+        reward={"kind": "audit", "rate": 0.25},
+    )
     result = vt.run_experiment(cfg, tmp_path / "run", model=model, tokenizer=tok)
     run = tmp_path / "run"
-    assert json.loads((run / "config.json").read_text())["reward"] == {"kind": "audit",
-                                                                        "rate": 0.25}
+    assert json.loads((run / "config.json").read_text())["reward"] == {
+        "kind": "audit",
+        "rate": 0.25,
+    }
     assert set(result["start"]) == set(result["final"]) == set(vt.TRUTH)
     assert result["config"]["steps"] == 1 and result["cpu_s"] > 0
     assert [r["step"] for r in result["curve"]] == [1] and result["curve"][0]["n"] == 4
     assert (run / "metrics.jsonl").read_text().count("\n") == 1
     stamp = (run / "result.json").stat().st_mtime_ns
-    assert vt.run_experiment(cfg, run) == result and (run / "result.json").stat().st_mtime_ns == stamp
+    assert (
+        vt.run_experiment(cfg, run) == result and (run / "result.json").stat().st_mtime_ns == stamp
+    )
 
 
 @pytest.mark.slow
@@ -136,20 +158,32 @@ def test_same_config_and_seed_give_the_same_run(tmp_path) -> None:
     for step (sampling, audits and the update all repeat)."""
     from verigap.agents._tiny import tiny_chat_model
 
-    cfg = vt.LMExperimentConfig(sft_programs=8, steps=2, prompts_per_step=1, group=2,
-                                max_completion_length=8, lora_r=4, lora_alpha=8,
-                                eval_programs=2, reward={"kind": "audit", "rate": 0.5})
+    cfg = vt.LMExperimentConfig(
+        sft_programs=8,
+        steps=2,
+        prompts_per_step=1,
+        group=2,
+        max_completion_length=8,
+        lora_r=4,
+        lora_alpha=8,
+        eval_programs=2,
+        reward={"kind": "audit", "rate": 0.5},
+    )
     runs = []
-    for name, c in (("a", cfg), ("b", cfg), ("other_seed", vt.LMExperimentConfig(
-            **{**cfg.__dict__, "seed": 1}))):
+    for name, c in (
+        ("a", cfg),
+        ("b", cfg),
+        ("other_seed", vt.LMExperimentConfig(**{**cfg.__dict__, "seed": 1})),
+    ):
         model, tok = tiny_chat_model(seed=3)
         r = vt.run_experiment(c, tmp_path / name, model=model, tokenizer=tok)
         runs.append((r, (tmp_path / name / "metrics.jsonl").read_text()))
     (ra, la), (rb, lb), (rc, _) = runs
     assert la == lb and la.count("\n") == 2
     keys = ("loss", "kl", "reward", "grad_norm", "entropy", "completions/mean_length")
-    assert [{k: s.get(k) for k in keys} for s in ra["trl_log"]] == \
-        [{k: s.get(k) for k in keys} for s in rb["trl_log"]]
+    assert [{k: s.get(k) for k in keys} for s in ra["trl_log"]] == [
+        {k: s.get(k) for k in keys} for s in rb["trl_log"]
+    ]
     assert ra["start"] == rb["start"] and ra["final"] == rb["final"]
     # the control: another seed samples other completions, so its entropies differ
     assert [s["entropy"] for s in ra["trl_log"]] != [s["entropy"] for s in rc["trl_log"]]

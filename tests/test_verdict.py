@@ -5,8 +5,14 @@ from verigap.verdict import Status, Verdict, summarize, summarize_arrays
 
 
 def v(passed_build=True, visible=True, correct=True, reward=1.0, outcomes=(), **kw):
-    return Verdict("t", {"build": passed_build, "visible": visible, "hidden": correct},
-                   reward, correct, outcomes=outcomes, **kw)
+    return Verdict(
+        "t",
+        {"build": passed_build, "visible": visible, "hidden": correct},
+        reward,
+        correct,
+        outcomes=outcomes,
+        **kw,
+    )
 
 
 def test_false_success_is_visible_green_and_wrong():
@@ -23,10 +29,12 @@ def test_float_visible_check_passes_only_at_one():
 
 
 def test_summary_rates_and_outcome_mix():
-    vs = [v(correct=False, outcomes=("untested/delete", "tested/fixed")),
-          v(correct=True, outcomes=("untested/fixed", "tested/fixed")),
-          v(visible=False, correct=False, reward=0.0, outcomes=("untested/stub", "tested/wrong")),
-          v(correct=True, status="TIMEOUT")]
+    vs = [
+        v(correct=False, outcomes=("untested/delete", "tested/fixed")),
+        v(correct=True, outcomes=("untested/fixed", "tested/fixed")),
+        v(visible=False, correct=False, reward=0.0, outcomes=("untested/stub", "tested/wrong")),
+        v(correct=True, status="TIMEOUT"),
+    ]
     s = summarize(vs)
     assert s.n == 4
     assert s.pass_rate == 0.75
@@ -39,8 +47,14 @@ def test_summary_rates_and_outcome_mix():
 
 
 def test_verdict_round_trips_through_dict():
-    a = v(correct=False, hacks=("delete",), outcomes=("untested/delete",), audited=True,
-          caught=True, status=Status.INVALID)
+    a = v(
+        correct=False,
+        hacks=("delete",),
+        outcomes=("untested/delete",),
+        audited=True,
+        caught=True,
+        status=Status.INVALID,
+    )
     d = a.to_dict()
     assert d["false_success"] is True and d["status"] == "INVALID"
     assert Verdict.from_dict(d) == a

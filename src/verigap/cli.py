@@ -30,19 +30,34 @@ from verigap.silentbug.cli import app as silentbug_app
 from verigap.workplace.cli import app as workplace_app
 
 #: Optional packages and the extra (pyproject.toml) that installs each.
-EXTRAS = {"libcst": "repos", "hypothesis": "repos", "torch": "torch", "openai": "agents",
-          "anthropic": "agents", "ray": "ray", "fastapi": "server", "uvicorn": "server",
-          "httpx": "server", "transformers": "llm", "tokenizers": "llm", "gguf": "llm",
-          "accelerate": "llm", "peft": "llm", "trl": "llm", "datasets": "llm"}
+EXTRAS = {
+    "libcst": "repos",
+    "hypothesis": "repos",
+    "torch": "torch",
+    "openai": "agents",
+    "anthropic": "agents",
+    "ray": "ray",
+    "fastapi": "server",
+    "uvicorn": "server",
+    "httpx": "server",
+    "transformers": "llm",
+    "tokenizers": "llm",
+    "gguf": "llm",
+    "accelerate": "llm",
+    "peft": "llm",
+    "trl": "llm",
+    "datasets": "llm",
+}
 
 
 def missing_extra_message(name: str) -> str:
     """What to install when a command needs a package the core install leaves out."""
     extra = EXTRAS.get(name.split(".")[0])
-    how = (f"`.venv/bin/pip install -e '.[{extra}]'`" if extra
-           else "`make install` (every extra)")
-    return (f"this command needs the Python package {name!r}, which is not installed here "
-            f"(`make pilot` installs only the core); install it with {how}, or run `make install`")
+    how = f"`.venv/bin/pip install -e '.[{extra}]'`" if extra else "`make install` (every extra)"
+    return (
+        f"this command needs the Python package {name!r}, which is not installed here "
+        f"(`make pilot` installs only the core); install it with {how}, or run `make install`"
+    )
 
 
 def one_line(message: str) -> str:
@@ -63,18 +78,23 @@ class _Root(TyperGroup):
             typer.echo(f"error: {one_line(str(e))}", err=True)
             raise typer.Exit(2) from None
         except typer.TyperException as e:  # a usage error of a subcommand: same one line
-            if (type(e).__name__ == "NoArgsIsHelpError" or getattr(e, "exit_code", 1) != 2
-                    or not hasattr(e, "format_message")):
+            if (
+                type(e).__name__ == "NoArgsIsHelpError"
+                or getattr(e, "exit_code", 1) != 2
+                or not hasattr(e, "format_message")
+            ):
                 raise
             where = e.ctx.command_path if getattr(e, "ctx", None) else ctx.command_path
-            typer.echo(f"error: {where}: {one_line(e.format_message())} "
-                       f"(see {where} --help)", err=True)
+            typer.echo(
+                f"error: {where}: {one_line(e.format_message())} (see {where} --help)", err=True
+            )
             raise typer.Exit(2) from None
         except ModuleNotFoundError as e:
             if not e.name or e.name.split(".")[0] == "verigap":
                 raise
             typer.echo(f"error: {missing_extra_message(e.name)}", err=True)
             raise typer.Exit(2) from None
+
 
 app = typer.Typer(
     cls=_Root,
@@ -99,9 +119,13 @@ app.command("serve")(serve)
 
 
 @app.command("numerics")
-def numerics_cmd(env: bool = typer.Option(False, "--env", help="print the pin as shell "
-                                           "`export` lines (for a process started elsewhere)"),
-                 ) -> None:
+def numerics_cmd(
+    env: bool = typer.Option(
+        False,
+        "--env",
+        help="print the pin as shell `export` lines (for a process started elsewhere)",
+    ),
+) -> None:
     """The pinned numerics of this process: the pin, CPU, BLAS kernel, NumPy's SIMD loops and
     PyTorch's CPU capability (what results files record in meta.numerics). Exits 1 when a
     library runs other kernels than the pin asks for.

@@ -30,14 +30,14 @@ from verigap.errors import VerigapError
 
 #: The environment that pins the kernels (each variable is read when its library loads).
 PIN: dict[str, str] = {
-    "OPENBLAS_CORETYPE": "Haswell",          # NumPy's BLAS: the AVX2 kernels
+    "OPENBLAS_CORETYPE": "Haswell",  # NumPy's BLAS: the AVX2 kernels
     "OPENBLAS_NUM_THREADS": "1",
     "NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL AVX512_SPR",  # NumPy's loops: AVX2 at most
-    "OMP_NUM_THREADS": "1",                   # PyTorch's intra-op threads
+    "OMP_NUM_THREADS": "1",  # PyTorch's intra-op threads
     "MKL_NUM_THREADS": "1",
-    "MKL_CBWR": "COMPATIBLE",                 # MKL's one branch that holds on Intel and AMD
-    "ATEN_CPU_CAPABILITY": "avx2",            # PyTorch's own vectorised kernels
-    "ONEDNN_MAX_CPU_ISA": "AVX2",             # oneDNN's JIT kernels (GELU, ...)
+    "MKL_CBWR": "COMPATIBLE",  # MKL's one branch that holds on Intel and AMD
+    "ATEN_CPU_CAPABILITY": "avx2",  # PyTorch's own vectorised kernels
+    "ONEDNN_MAX_CPU_ISA": "AVX2",  # oneDNN's JIT kernels (GELU, ...)
     "DNNL_MAX_CPU_ISA": "AVX2",
 }
 #: The name of the pin in results files: what a reader compares between two files.
@@ -80,8 +80,10 @@ def unpinnable() -> str | None:
     """Why this machine cannot take the pin (None when it can)."""
     machine = platform.machine().lower()
     if machine not in ("x86_64", "amd64"):
-        return f"{platform.machine()} is not x86-64: the pin names x86 kernels; numbers from " \
-               "this machine may differ from x86-64 ones"
+        return (
+            f"{platform.machine()} is not x86-64: the pin names x86 kernels; numbers from "
+            "this machine may differ from x86-64 ones"
+        )
     flags = _cpu_flags()
     if flags is None:
         return "cannot read /proc/cpuinfo to check for AVX2 and FMA"
@@ -124,8 +126,11 @@ def blas() -> list[dict[str, Any]]:
         from threadpoolctl import threadpool_info
     except ImportError:
         return []
-    return [{k: info.get(k) for k in ("internal_api", "architecture", "num_threads", "version")}
-            for info in threadpool_info() if info.get("user_api") == "blas"]
+    return [
+        {k: info.get(k) for k in ("internal_api", "architecture", "num_threads", "version")}
+        for info in threadpool_info()
+        if info.get("user_api") == "blas"
+    ]
 
 
 def _numpy_simd() -> list[str] | None:
@@ -156,10 +161,12 @@ def _torch_state() -> dict[str, Any] | None:
     torch = sys.modules.get("torch")
     if torch is None:
         return None
-    return {"cpu_capability": torch.backends.cpu.get_cpu_capability(),
-            "threads": torch.get_num_threads(),
-            "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
-            "mkl_cbwr_branch": _mkl_branch()}
+    return {
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "threads": torch.get_num_threads(),
+        "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+        "mkl_cbwr_branch": _mkl_branch(),
+    }
 
 
 def problems() -> list[str]:
@@ -170,15 +177,19 @@ def problems() -> list[str]:
     out = []
     for lib in blas():
         if lib["internal_api"] == "openblas" and lib["architecture"] != PIN["OPENBLAS_CORETYPE"]:
-            out.append(f"NumPy's OpenBLAS uses {lib['architecture']} kernels, not "
-                       f"{PIN['OPENBLAS_CORETYPE']}")
+            out.append(
+                f"NumPy's OpenBLAS uses {lib['architecture']} kernels, not "
+                f"{PIN['OPENBLAS_CORETYPE']}"
+            )
     disabled = set(PIN["NPY_DISABLE_CPU_FEATURES"].split())
     if simd := sorted(disabled & set(_numpy_simd() or ())):
         out.append(f"NumPy's loops use {', '.join(simd)}")
     if (t := _torch_state()) is not None:
         if t["cpu_capability"] != PIN["ATEN_CPU_CAPABILITY"].upper():
-            out.append(f"PyTorch's kernels use {t['cpu_capability']}, not "
-                       f"{PIN['ATEN_CPU_CAPABILITY'].upper()}")
+            out.append(
+                f"PyTorch's kernels use {t['cpu_capability']}, not "
+                f"{PIN['ATEN_CPU_CAPABILITY'].upper()}"
+            )
         if t["mkl_cbwr_branch"] not in (None, _MKL_COMPATIBLE):
             out.append(f"MKL runs branch {t['mkl_cbwr_branch']}, not COMPATIBLE")
     return out
@@ -192,7 +203,8 @@ def require() -> None:
             "these numbers would not match other machines. Import verigap before NumPy and "
             "PyTorch (or run the `verigap` command), or export the pin first "
             "(`eval $(verigap numerics --env)`); "
-            f"{OPT_OUT}=native runs on this machine's own kernels instead")
+            f"{OPT_OUT}=native runs on this machine's own kernels instead"
+        )
 
 
 def reexec_if_needed() -> None:
@@ -221,8 +233,9 @@ def record() -> dict[str, Any]:
     m = mode()
     return {
         "pin": PIN_NAME if m == "pinned" else m,
-        "why_unpinned": (unpinnable() if m == "unpinnable"
-                         else f"{OPT_OUT}=native" if m == "native" else None),
+        "why_unpinned": (
+            unpinnable() if m == "unpinnable" else f"{OPT_OUT}=native" if m == "native" else None
+        ),
         "cpu": cpu_model(),
         "env": {k: os.environ.get(k) for k in PIN},
         "overridden": dict(_overridden),

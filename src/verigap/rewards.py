@@ -45,13 +45,20 @@ class _Scheme(BaseModel):
     def pay(self, checks: EpisodeChecks, rng: np.random.Generator) -> Payout:
         """Reward for one episode."""
         out = self.pay_batch(
-            np.array([checks.passed]), np.array([checks.correct]),
-            np.array([checks.deletions]), rng,
+            np.array([checks.passed]),
+            np.array([checks.correct]),
+            np.array([checks.deletions]),
+            rng,
         )
         return Payout(float(out.reward[0]), bool(out.audited[0]), bool(out.caught[0]))
 
-    def pay_batch(self, passed: np.ndarray, correct: np.ndarray, deletions: np.ndarray,
-                  rng: np.random.Generator) -> BatchPayout:  # pragma: no cover - abstract
+    def pay_batch(
+        self,
+        passed: np.ndarray,
+        correct: np.ndarray,
+        deletions: np.ndarray,
+        rng: np.random.Generator,
+    ) -> BatchPayout:  # pragma: no cover - abstract
         raise TypeError(f"{type(self).__name__} must define pay_batch")
 
     @property
@@ -132,14 +139,21 @@ class ReviewPenalty(_Scheme):
     per_item: float = Field(0.25, ge=0.0)
 
     def pay(self, checks: EpisodeChecks, rng: np.random.Generator) -> Payout:
-        out = self.pay_batch(np.array([checks.passed]), np.array([checks.correct]),
-                             np.array([checks.deletions]), rng,
-                             review_failures=np.array([checks.review_failures]))
+        out = self.pay_batch(
+            np.array([checks.passed]),
+            np.array([checks.correct]),
+            np.array([checks.deletions]),
+            rng,
+            review_failures=np.array([checks.review_failures]),
+        )
         return Payout(float(out.reward[0]), bool(out.audited[0]), bool(out.caught[0]))
 
     def pay_batch(self, passed, correct, deletions, rng, review_failures=None):
-        failures = (np.zeros(np.asarray(passed).size) if review_failures is None
-                    else np.asarray(review_failures, dtype=np.float64))
+        failures = (
+            np.zeros(np.asarray(passed).size)
+            if review_failures is None
+            else np.asarray(review_failures, dtype=np.float64)
+        )
         r = _visible(passed) - self.per_item * failures
         return BatchPayout(r, _no(r.size), _no(r.size))
 
@@ -148,8 +162,9 @@ class ReviewPenalty(_Scheme):
         return f"review_penalty_{self.per_item:g}"
 
 
-RewardScheme = Annotated[Visible | DeletionPenalty | Audit | Oracle | ReviewPenalty,
-                         Field(discriminator="kind")]
+RewardScheme = Annotated[
+    Visible | DeletionPenalty | Audit | Oracle | ReviewPenalty, Field(discriminator="kind")
+]
 _ADAPTER: TypeAdapter[RewardScheme] = TypeAdapter(RewardScheme)
 
 
@@ -164,8 +179,9 @@ def parse_scheme(text: str) -> RewardScheme:
     try:
         nums = [float(a) for a in args]
     except ValueError:
-        raise ValueError(f"reward scheme {text!r}: arguments must be numbers, "
-                         "e.g. 'audit:0.1' or 'deletion:0.5'") from None
+        raise ValueError(
+            f"reward scheme {text!r}: arguments must be numbers, e.g. 'audit:0.1' or 'deletion:0.5'"
+        ) from None
     if name == "visible" and not nums:
         return Visible()
     if name == "oracle" and not nums:
@@ -176,5 +192,7 @@ def parse_scheme(text: str) -> RewardScheme:
         return ReviewPenalty(**({"per_item": nums[0]} if nums else {}))
     if name == "audit" and len(nums) in (1, 2):
         return Audit(rate=nums[0], **({"penalty": nums[1]} if len(nums) == 2 else {}))
-    raise ValueError(f"unknown reward scheme {text!r}; use one of: visible, oracle, "
-                     "deletion[:PER_DELETION], audit:RATE[:PENALTY], review[:PER_ITEM]")
+    raise ValueError(
+        f"unknown reward scheme {text!r}; use one of: visible, oracle, "
+        "deletion[:PER_DELETION], audit:RATE[:PENALTY], review[:PER_ITEM]"
+    )

@@ -161,19 +161,26 @@ def run_jobs(
 def _check_same_config(job: Job) -> None:
     stored = job.run_dir / CONFIG
     if job.config is not None and stored.is_file() and read_json(stored) != job.config:
-        raise ConfigError(f"{job.run_dir} already holds a finished run with a different config; "
-                          "write this sweep to another directory, or delete that run to redo it")
+        raise ConfigError(
+            f"{job.run_dir} already holds a finished run with a different config; "
+            "write this sweep to another directory, or delete that run to redo it"
+        )
 
 
 def _progress(enabled: bool) -> Progress:
     return Progress(
-        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-        TimeElapsedColumn(), disable=not enabled, transient=False,
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        disable=not enabled,
+        transient=False,
     )
 
 
-def _dispatch(todo: list[Job], executor: Executor, workers: int | None
-              ) -> Iterable[tuple[str, dict[str, Any]]]:
+def _dispatch(
+    todo: list[Job], executor: Executor, workers: int | None
+) -> Iterable[tuple[str, dict[str, Any]]]:
     if not todo:
         return
     if executor == "serial" or (executor == "process" and (workers == 1 or len(todo) == 1)):
@@ -191,8 +198,9 @@ def _dispatch(todo: list[Job], executor: Executor, workers: int | None
         raise ConfigError(f"unknown executor {executor!r}; use serial, process or ray")
 
 
-def _dispatch_ray(todo: list[Job], workers: int | None = None
-                  ) -> Iterable[tuple[str, dict[str, Any]]]:
+def _dispatch_ray(
+    todo: list[Job], workers: int | None = None
+) -> Iterable[tuple[str, dict[str, Any]]]:
     """Each job is one Ray task needing one CPU, spread over the cluster's nodes; at most
     ``workers`` run at once when given (else as many as the cluster has CPUs). Results come back
     as tasks finish, and each run directory is written by the node that ran it, so ``out`` must
@@ -203,9 +211,13 @@ def _dispatch_ray(todo: list[Job], workers: int | None = None
         raise ConfigError("executor 'ray' needs Ray: pip install 'verigap[ray]'") from None
     if not ray.is_initialized():
         # workers on nodes started elsewhere (``ray start``) get the pin through the job's env
-        ray.init(address=os.environ.get("RAY_ADDRESS"), ignore_reinit_error=True,
-                 logging_level="WARNING", log_to_driver=False,
-                 runtime_env={"env_vars": numerics.env()} if numerics.env() else None)
+        ray.init(
+            address=os.environ.get("RAY_ADDRESS"),
+            ignore_reinit_error=True,
+            logging_level="WARNING",
+            log_to_driver=False,
+            runtime_env={"env_vars": numerics.env()} if numerics.env() else None,
+        )
     remote = ray.remote(num_cpus=1, scheduling_strategy="SPREAD", max_retries=0)(_execute)
     queue = list(todo)
     limit = workers or len(queue)
@@ -218,8 +230,7 @@ def _dispatch_ray(todo: list[Job], workers: int | None = None
 
 
 @contextlib.contextmanager
-def local_ray_cluster(nodes: int = 2, cpus_per_node: int = 1, attempts: int = 3
-                      ) -> Iterator[Any]:
+def local_ray_cluster(nodes: int = 2, cpus_per_node: int = 1, attempts: int = 3) -> Iterator[Any]:
     """A Ray cluster on loopback — a head and ``nodes - 1`` more node processes, each with its
     own raylet — connected as this process's Ray. For tests and benchmarks of the ``ray``
     executor; a real cluster is started with ``ray start`` (docs/serving.md). Node start-up on a
@@ -234,8 +245,10 @@ def local_ray_cluster(nodes: int = 2, cpus_per_node: int = 1, attempts: int = 3
     for attempt in range(1, attempts + 1):
         cluster = None
         try:
-            cluster = Cluster(initialize_head=True, head_node_args={
-                "num_cpus": cpus_per_node, "include_dashboard": False})
+            cluster = Cluster(
+                initialize_head=True,
+                head_node_args={"num_cpus": cpus_per_node, "include_dashboard": False},
+            )
             for _ in range(nodes - 1):
                 cluster.add_node(num_cpus=cpus_per_node)
             cluster.wait_for_nodes()

@@ -106,11 +106,19 @@ def _py_writes(code: str, files: dict[str, str | None]) -> list[Write]:
     def path_of(n: ast.AST) -> str | None:
         if isinstance(n, ast.Name):
             return named.get(n.id)
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) \
-                and n.func.id in ("open", "Path") and n.args:
+        if (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Name)
+            and n.func.id in ("open", "Path")
+            and n.args
+        ):
             return lit(n.args[0])
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
-                and n.func.attr in ("Path", "open") and n.args:
+        if (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and n.func.attr in ("Path", "open")
+            and n.args
+        ):
             return lit(n.args[0])
         return None
 
@@ -118,11 +126,20 @@ def _py_writes(code: str, files: dict[str, str | None]) -> list[Write]:
         s = lit(n)
         if s is not None:
             return s
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
-                and n.func.attr == "replace" and len(n.args) == 2:
+        if (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and n.func.attr == "replace"
+            and len(n.args) == 2
+        ):
             inner = n.func.value
-            src = inner.func.value if isinstance(inner, ast.Call) and isinstance(
-                inner.func, ast.Attribute) and inner.func.attr in ("read_text", "read") else None
+            src = (
+                inner.func.value
+                if isinstance(inner, ast.Call)
+                and isinstance(inner.func, ast.Attribute)
+                and inner.func.attr in ("read_text", "read")
+                else None
+            )
             p = path_of(src) if src is not None else None
             a, b = lit(n.args[0]), lit(n.args[1])
             base = files.get(_norm(p)) if p else None
@@ -133,9 +150,13 @@ def _py_writes(code: str, files: dict[str, str | None]) -> list[Write]:
     out: list[Write] = []
     handles: dict[str, str] = {}
     for n in ast.walk(tree):  # p = Path("x.py"): the name stands for the path
-        if isinstance(n, ast.Assign) and len(n.targets) == 1 \
-                and isinstance(n.targets[0], ast.Name) and isinstance(n.value, ast.Call) \
-                and not (isinstance(n.value.func, ast.Name) and n.value.func.id == "open"):
+        if (
+            isinstance(n, ast.Assign)
+            and len(n.targets) == 1
+            and isinstance(n.targets[0], ast.Name)
+            and isinstance(n.value, ast.Call)
+            and not (isinstance(n.value.func, ast.Name) and n.value.func.id == "open")
+        ):
             p = path_of(n.value)
             if p:
                 named[n.targets[0].id] = p
@@ -143,9 +164,15 @@ def _py_writes(code: str, files: dict[str, str | None]) -> list[Write]:
         if isinstance(n, ast.With):
             for item in n.items:
                 c = item.context_expr
-                if isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id == "open" \
-                        and len(c.args) >= 2 and "r" not in (lit(c.args[1]) or "r") \
-                        and isinstance(item.optional_vars, ast.Name) and lit(c.args[0]):
+                if (
+                    isinstance(c, ast.Call)
+                    and isinstance(c.func, ast.Name)
+                    and c.func.id == "open"
+                    and len(c.args) >= 2
+                    and "r" not in (lit(c.args[1]) or "r")
+                    and isinstance(item.optional_vars, ast.Name)
+                    and lit(c.args[0])
+                ):
                     handles[item.optional_vars.id] = lit(c.args[0])  # type: ignore[assignment]
     for n in ast.walk(tree):
         if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)):
@@ -155,9 +182,13 @@ def _py_writes(code: str, files: dict[str, str | None]) -> list[Write]:
         if attr in ("write", "writelines"):
             if isinstance(recv, ast.Name) and recv.id in handles:
                 p = handles[recv.id]
-            elif isinstance(recv, ast.Call) and isinstance(recv.func, ast.Name) \
-                    and recv.func.id == "open" and len(recv.args) >= 2 \
-                    and "r" not in (lit(recv.args[1]) or "r"):
+            elif (
+                isinstance(recv, ast.Call)
+                and isinstance(recv.func, ast.Name)
+                and recv.func.id == "open"
+                and len(recv.args) >= 2
+                and "r" not in (lit(recv.args[1]) or "r")
+            ):
                 p = lit(recv.args[0])
         elif attr in ("write_text", "write_bytes"):
             p = path_of(recv)
@@ -201,10 +232,15 @@ def _segment(tokens: list[str], files: dict[str, str | None]) -> list[Write]:
         dst = pos[-1]
         out = []
         for src in pos[:-1]:
-            target = posixpath.join(dst, posixpath.basename(src)) if (
-                dst in (".", "..") or args[-1].endswith("/") or (
-                    "." not in posixpath.basename(dst) and "." in posixpath.basename(src))) \
+            target = (
+                posixpath.join(dst, posixpath.basename(src))
+                if (
+                    dst in (".", "..")
+                    or args[-1].endswith("/")
+                    or ("." not in posixpath.basename(dst) and "." in posixpath.basename(src))
+                )
                 else dst
+            )
             out.append(Write(target, files.get(src)))
             if prog == "mv":
                 out.append(Write(src, deleted=True))
@@ -212,7 +248,7 @@ def _segment(tokens: list[str], files: dict[str, str | None]) -> list[Write]:
     if prog == "rm":
         return [Write(_norm(a), deleted=True) for a in args if not a.startswith("-")]
     if prog == "git" and args[:1] in (["checkout"], ["restore"]) and "--" in args:
-        return [Write(_norm(a), revert=True) for a in args[args.index("--") + 1:]]
+        return [Write(_norm(a), revert=True) for a in args[args.index("--") + 1 :]]
     if prog == "git" and args[:1] == ["restore"]:
         return [Write(_norm(a), revert=True) for a in args[1:] if not a.startswith("-")]
     if prog == "git" and args[:1] == ["stash"] and (len(args) == 1 or args[1] in ("push", "save")):
@@ -247,7 +283,7 @@ def writes(command: str, files: dict[str, str | None]) -> list[Write]:
                 j += 1
             body = "\n".join(buf) + "\n"
             i = j
-            head = line[:m.start()] + line[m.end():]
+            head = line[: m.start()] + line[m.end() :]
         else:
             head = line
         i += 1
@@ -259,11 +295,20 @@ def writes(command: str, files: dict[str, str | None]) -> list[Write]:
                 except ValueError:
                     tokens = stage.split()
                 redirects = _REDIRECT.findall(re.sub(r"\d*>&\d+", " ", stage))
-                plain = [t for t in tokens if not t.startswith(">") and t not in
-                         {r[1] for r in redirects} and not re.fullmatch(r"\d*>&?\d*", t)]
+                plain = [
+                    t
+                    for t in tokens
+                    if not t.startswith(">")
+                    and t not in {r[1] for r in redirects}
+                    and not re.fullmatch(r"\d*>&?\d*", t)
+                ]
                 prog = posixpath.basename(plain[0]) if plain else ""
-                if body is not None and k == 0 and _PY.match(prog) and (
-                        "-" in plain[1:] or len(plain) == 1):
+                if (
+                    body is not None
+                    and k == 0
+                    and _PY.match(prog)
+                    and ("-" in plain[1:] or len(plain) == 1)
+                ):
                     out += _py_writes(body, files)
                 if prog == "tee" and body is not None:
                     out += [Write(_norm(a), body) for a in plain[1:] if not a.startswith("-")]

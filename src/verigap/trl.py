@@ -61,15 +61,20 @@ class SchemeReward:
         self.log: list[dict[str, Any]] = []
         self.log_path = log_path
 
-    def __call__(self, prompts: list[Any], completions: list[Any], program: list[dict[str, Any]],
-                 **_: Any) -> list[float]:
-        verdicts = text.grade_answers(text.stack(program),
-                                      [_completion_text(c) for c in completions],
-                                      self.scheme, self.rng)
-        rec = {"step": len(self.log) + 1, "n": len(verdicts), "reward": float(np.mean([v.reward for v in verdicts])),
-               **{name: float(np.mean([_truth(v, name) for v in verdicts])) for name in TRUTH},
-               "caught": int(sum(v.caught for v in verdicts)),
-               "deletions": int(sum(v.deletions for v in verdicts))}
+    def __call__(
+        self, prompts: list[Any], completions: list[Any], program: list[dict[str, Any]], **_: Any
+    ) -> list[float]:
+        verdicts = text.grade_answers(
+            text.stack(program), [_completion_text(c) for c in completions], self.scheme, self.rng
+        )
+        rec = {
+            "step": len(self.log) + 1,
+            "n": len(verdicts),
+            "reward": float(np.mean([v.reward for v in verdicts])),
+            **{name: float(np.mean([_truth(v, name) for v in verdicts])) for name in TRUTH},
+            "caught": int(sum(v.caught for v in verdicts)),
+            "deletions": int(sum(v.deletions for v in verdicts)),
+        }
         self.log.append(rec)
         if self.log_path is not None:
             with self.log_path.open("a") as f:
@@ -78,8 +83,14 @@ class SchemeReward:
 
 
 def _truth(v: text.TextVerdict, name: str) -> float:
-    return float({"visible_pass": v.passed, "true_success": v.correct,
-                  "false_success": v.false_success, "answer_parsed": v.parsed}[name])
+    return float(
+        {
+            "visible_pass": v.passed,
+            "true_success": v.correct,
+            "false_success": v.false_success,
+            "answer_parsed": v.parsed,
+        }[name]
+    )
 
 
 class TruthMetric:
@@ -90,22 +101,29 @@ class TruthMetric:
             raise ValueError(f"unknown check {name!r}; choose from {', '.join(TRUTH)}")
         self.__name__ = name
 
-    def __call__(self, prompts: list[Any], completions: list[Any], program: list[dict[str, Any]],
-                 **_: Any) -> list[float]:
+    def __call__(
+        self, prompts: list[Any], completions: list[Any], program: list[dict[str, Any]], **_: Any
+    ) -> list[float]:
         from verigap.rewards import Visible
 
-        verdicts = text.grade_answers(text.stack(program),
-                                      [_completion_text(c) for c in completions], Visible(),
-                                      np.random.default_rng(0))
+        verdicts = text.grade_answers(
+            text.stack(program),
+            [_completion_text(c) for c in completions],
+            Visible(),
+            np.random.default_rng(0),
+        )
         return [_truth(v, self.__name__) for v in verdicts]
 
 
-def reward_functions(scheme: RewardScheme, *, seed: int = 0,
-                     log_path: Path | None = None) -> tuple[list[Any], list[float]]:
+def reward_functions(
+    scheme: RewardScheme, *, seed: int = 0, log_path: Path | None = None
+) -> tuple[list[Any], list[float]]:
     """(reward functions, reward weights) for ``GRPOTrainer``: the scheme pays, the truth is
     logged at weight 0."""
-    return ([SchemeReward(scheme, seed=seed, log_path=log_path),
-             *(TruthMetric(n) for n in TRUTH)], [1.0] + [0.0] * len(TRUTH))
+    return (
+        [SchemeReward(scheme, seed=seed, log_path=log_path), *(TruthMetric(n) for n in TRUTH)],
+        [1.0] + [0.0] * len(TRUTH),
+    )
 
 
 def prompt_dataset(n: int, k: int = 4, *, seed: int = 0, stream: str = "train") -> Any:
@@ -119,8 +137,9 @@ def sft_dataset(n: int, k: int = 4, *, seed: int = 0) -> Any:
     """The careless engineer's demonstrations as a conversational ``datasets.Dataset``."""
     from datasets import Dataset
 
-    return Dataset.from_list([{"messages": d["messages"]}
-                              for d in text.careless_demonstrations(n, k, seed=seed)])
+    return Dataset.from_list(
+        [{"messages": d["messages"]} for d in text.careless_demonstrations(n, k, seed=seed)]
+    )
 
 
 @dataclass(frozen=True)
@@ -160,33 +179,63 @@ class LMExperimentConfig:
 def lora_config(cfg: LMExperimentConfig) -> Any:
     from peft import LoraConfig
 
-    return LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=0.0,
-                      target_modules=list(cfg.lora_targets), task_type="CAUSAL_LM")
+    return LoraConfig(
+        r=cfg.lora_r,
+        lora_alpha=cfg.lora_alpha,
+        lora_dropout=0.0,
+        target_modules=list(cfg.lora_targets),
+        task_type="CAUSAL_LM",
+    )
 
 
 def _common(out: Path, seed: int, checkpointing: bool = False) -> dict[str, Any]:
-    return {"output_dir": str(out), "report_to": [], "save_strategy": "no", "use_cpu": True,
-            "seed": seed, "data_seed": seed, "logging_steps": 1, "disable_tqdm": True,
-            "bf16": False, "fp16": False, "dataloader_num_workers": 0,
-            "gradient_checkpointing": checkpointing}
+    return {
+        "output_dir": str(out),
+        "report_to": [],
+        "save_strategy": "no",
+        "use_cpu": True,
+        "seed": seed,
+        "data_seed": seed,
+        "logging_steps": 1,
+        "disable_tqdm": True,
+        "bf16": False,
+        "fp16": False,
+        "dataloader_num_workers": 0,
+        "gradient_checkpointing": checkpointing,
+    }
 
 
-def sft_trainer(model: Any, tokenizer: Any, cfg: LMExperimentConfig, out: Path,
-                peft: bool = True) -> Any:
+def sft_trainer(
+    model: Any, tokenizer: Any, cfg: LMExperimentConfig, out: Path, peft: bool = True
+) -> Any:
     """TRL's ``SFTTrainer`` on the careless demonstrations (completion-only loss)."""
     from trl import SFTConfig, SFTTrainer
 
-    args = SFTConfig(num_train_epochs=cfg.sft_epochs, learning_rate=cfg.sft_lr,
-                     per_device_train_batch_size=8, assistant_only_loss=False,
-                     max_length=1024,
-                     **_common(out, cfg.seed, cfg.gradient_checkpointing))
-    return SFTTrainer(model=model, processing_class=tokenizer, args=args,
-                      train_dataset=sft_dataset(cfg.sft_programs, cfg.k, seed=cfg.seed),
-                      peft_config=lora_config(cfg) if peft else None)
+    args = SFTConfig(
+        num_train_epochs=cfg.sft_epochs,
+        learning_rate=cfg.sft_lr,
+        per_device_train_batch_size=8,
+        assistant_only_loss=False,
+        max_length=1024,
+        **_common(out, cfg.seed, cfg.gradient_checkpointing),
+    )
+    return SFTTrainer(
+        model=model,
+        processing_class=tokenizer,
+        args=args,
+        train_dataset=sft_dataset(cfg.sft_programs, cfg.k, seed=cfg.seed),
+        peft_config=lora_config(cfg) if peft else None,
+    )
 
 
-def grpo_trainer(model: Any, tokenizer: Any, cfg: LMExperimentConfig, out: Path,
-                 peft: bool = True, log_path: Path | None = None) -> Any:
+def grpo_trainer(
+    model: Any,
+    tokenizer: Any,
+    cfg: LMExperimentConfig,
+    out: Path,
+    peft: bool = True,
+    log_path: Path | None = None,
+) -> Any:
     """TRL's ``GRPOTrainer``: ``prompts_per_step`` prompts x ``group`` completions per step,
     KL ``beta`` against the reference (the adapter disabled), rewards from the config's scheme,
     the truth logged beside them."""
@@ -194,14 +243,27 @@ def grpo_trainer(model: Any, tokenizer: Any, cfg: LMExperimentConfig, out: Path,
 
     funcs, weights = reward_functions(cfg.scheme(), seed=cfg.seed, log_path=log_path)
     batch = cfg.prompts_per_step * cfg.group
-    args = GRPOConfig(max_steps=cfg.steps, learning_rate=cfg.lr, beta=cfg.beta,
-                      num_generations=cfg.group, per_device_train_batch_size=batch,
-                      generation_batch_size=batch, max_completion_length=cfg.max_completion_length,
-                      temperature=cfg.temperature, reward_weights=weights,
-                      **_common(out, cfg.seed, cfg.gradient_checkpointing))
+    args = GRPOConfig(
+        max_steps=cfg.steps,
+        learning_rate=cfg.lr,
+        beta=cfg.beta,
+        num_generations=cfg.group,
+        per_device_train_batch_size=batch,
+        generation_batch_size=batch,
+        max_completion_length=cfg.max_completion_length,
+        temperature=cfg.temperature,
+        reward_weights=weights,
+        **_common(out, cfg.seed, cfg.gradient_checkpointing),
+    )
     data = prompt_dataset(max(cfg.steps * cfg.prompts_per_step, 8), cfg.k, seed=cfg.seed)
-    return GRPOTrainer(model=model, processing_class=tokenizer, reward_funcs=funcs, args=args,
-                       train_dataset=data, peft_config=lora_config(cfg) if peft else None)
+    return GRPOTrainer(
+        model=model,
+        processing_class=tokenizer,
+        reward_funcs=funcs,
+        args=args,
+        train_dataset=data,
+        peft_config=lora_config(cfg) if peft else None,
+    )
 
 
 def evaluate(model: Any, tokenizer: Any, n: int, k: int = 4) -> dict[str, float]:
@@ -212,8 +274,9 @@ def evaluate(model: Any, tokenizer: Any, n: int, k: int = 4) -> dict[str, float]
     client = LocalClient(model, tokenizer, max_new_tokens=16 * k)
     rows = text.prompts(n, k, seed=0, stream="heldout")
     answers = [client.generate_text(client.prompt_ids(r["prompt"], []))[0] for r in rows]
-    vs = text.grade_answers(text.stack([r["program"] for r in rows]), answers, Visible(),
-                            np.random.default_rng(0))
+    vs = text.grade_answers(
+        text.stack([r["program"] for r in rows]), answers, Visible(), np.random.default_rng(0)
+    )
     return {name: float(np.mean([_truth(v, name) for v in vs])) for name in TRUTH}
 
 
@@ -222,14 +285,27 @@ def sft_key(cfg: LMExperimentConfig) -> str:
     import hashlib
 
     d = asdict(cfg)
-    keep = ("model", "seed", "k", "sft_programs", "sft_epochs", "sft_lr", "lora_r",
-            "lora_alpha", "lora_targets", "eval_programs", "gradient_checkpointing")
-    return hashlib.sha256(json.dumps({k: d[k] for k in keep}, sort_keys=True).encode()
-                          ).hexdigest()[:12]
+    keep = (
+        "model",
+        "seed",
+        "k",
+        "sft_programs",
+        "sft_epochs",
+        "sft_lr",
+        "lora_r",
+        "lora_alpha",
+        "lora_targets",
+        "eval_programs",
+        "gradient_checkpointing",
+    )
+    return hashlib.sha256(json.dumps({k: d[k] for k in keep}, sort_keys=True).encode()).hexdigest()[
+        :12
+    ]
 
 
-def sft_start(cfg: LMExperimentConfig, model: Any, tokenizer: Any, out: Path,
-              cache: Path | None = None) -> tuple[Any, dict[str, float], float]:
+def sft_start(
+    cfg: LMExperimentConfig, model: Any, tokenizer: Any, out: Path, cache: Path | None = None
+) -> tuple[Any, dict[str, float], float]:
     """(the SFT policy with its adapter merged, its greedy held-out evaluation, CPU seconds).
 
     With ``cache``, the adapter and the evaluation are stored in ``cache/<sft_key>`` and the
@@ -246,8 +322,9 @@ def sft_start(cfg: LMExperimentConfig, model: Any, tokenizer: Any, out: Path,
         return _sft_start(cfg, model, tokenizer, out, slot)
 
 
-def _sft_start(cfg: LMExperimentConfig, model: Any, tokenizer: Any, out: Path,
-               slot: Path | None) -> tuple[Any, dict[str, float], float]:
+def _sft_start(
+    cfg: LMExperimentConfig, model: Any, tokenizer: Any, out: Path, slot: Path | None
+) -> tuple[Any, dict[str, float], float]:
     import torch
 
     if slot is not None and (slot / "start.json").is_file():
@@ -270,8 +347,14 @@ def _sft_start(cfg: LMExperimentConfig, model: Any, tokenizer: Any, out: Path,
     return merged, ev, cpu
 
 
-def run_experiment(cfg: LMExperimentConfig, run_dir: Path, *, model: Any = None,
-                   tokenizer: Any = None, sft_cache: Path | None = None) -> dict[str, Any]:
+def run_experiment(
+    cfg: LMExperimentConfig,
+    run_dir: Path,
+    *,
+    model: Any = None,
+    tokenizer: Any = None,
+    sft_cache: Path | None = None,
+) -> dict[str, Any]:
     """SFT then GRPO into ``run_dir``; a run whose ``result.json`` exists is skipped (resume).
     ``model``/``tokenizer`` override ``cfg.model`` (tests pass a tiny random model).
 
@@ -302,11 +385,17 @@ def run_experiment(cfg: LMExperimentConfig, run_dir: Path, *, model: Any = None,
     t_grpo, c_grpo = time.perf_counter() - t1, time.process_time() - c1
     final = evaluate(grpo.model, tokenizer, cfg.eval_programs, cfg.k)
     curve = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
-    result = {"config": json.loads(json.dumps(asdict(cfg))), "start": start, "final": final, "curve": curve,
-              "sft_cpu_s": round(sft_cpu, 1), "grpo_wall_s": round(t_grpo, 1),
-              "grpo_cpu_s": round(c_grpo, 1),
-              "cpu_s_per_grpo_step": round(c_grpo / max(1, cfg.steps), 2),
-              "cpu_s": round(time.process_time() - c0, 1),
-              "trl_log": [r for r in grpo.state.log_history if "loss" in r]}
+    result = {
+        "config": json.loads(json.dumps(asdict(cfg))),
+        "start": start,
+        "final": final,
+        "curve": curve,
+        "sft_cpu_s": round(sft_cpu, 1),
+        "grpo_wall_s": round(t_grpo, 1),
+        "grpo_cpu_s": round(c_grpo, 1),
+        "cpu_s_per_grpo_step": round(c_grpo / max(1, cfg.steps), 2),
+        "cpu_s": round(time.process_time() - c0, 1),
+        "trl_log": [r for r in grpo.state.log_history if "loss" in r],
+    }
     write_json_atomic(done, result)
     return result

@@ -63,8 +63,10 @@ class Verdict:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d["checks"] = {k: (bool(v) if isinstance(v, bool | np.bool_) else float(v))
-                       for k, v in self.checks.items()}
+        d["checks"] = {
+            k: (bool(v) if isinstance(v, bool | np.bool_) else float(v))
+            for k, v in self.checks.items()
+        }
         d["status"] = str(self.status)
         d["passed"] = self.passed
         d["false_success"] = self.false_success

@@ -13,5 +13,11 @@ from verigap.server.verifiers_env import (
     VerigapTaskset,
 )
 
-__all__ = ["VerigapConfig", "VerigapData", "VerigapEnv", "VerigapEnvConfig", "VerigapTask",
-           "VerigapTaskset"]
+__all__ = [
+    "VerigapConfig",
+    "VerigapData",
+    "VerigapEnv",
+    "VerigapEnvConfig",
+    "VerigapTask",
+    "VerigapTaskset",
+]

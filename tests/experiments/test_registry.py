@@ -12,12 +12,31 @@ GOOD = {
     "defaults": {"options": {"eval_ks": [2]}},
     "settings": {"visible": {}, "audit": {"reward": {"kind": "audit", "rate": 0.25}}},
     "predictions": [
-        {"id": "A1", "question": "q?", "prediction": "p.",
-         "criterion": {"kind": "contrast", "a": "audit", "b": "visible",
-                       "metric": "final_false_success", "compare": "<", "value": 0}},
-        {"id": "A2", "question": "q?", "prediction": "p.",
-         "criterion": {"kind": "threshold", "setting": "visible",
-                       "metric": "final_false_success_k2", "compare": ">", "value": 0.1}},
+        {
+            "id": "A1",
+            "question": "q?",
+            "prediction": "p.",
+            "criterion": {
+                "kind": "contrast",
+                "a": "audit",
+                "b": "visible",
+                "metric": "final_false_success",
+                "compare": "<",
+                "value": 0,
+            },
+        },
+        {
+            "id": "A2",
+            "question": "q?",
+            "prediction": "p.",
+            "criterion": {
+                "kind": "threshold",
+                "setting": "visible",
+                "metric": "final_false_success_k2",
+                "compare": ">",
+                "value": 0.1,
+            },
+        },
     ],
 }
 
@@ -88,9 +107,21 @@ def test_runs_are_scheduled_so_cheap_predictions_finish_first():
 
     doc = copy.deepcopy(GOOD)
     doc["settings"]["long"] = {"steps": 5000}
-    doc["predictions"].insert(0, {
-        "id": "L1", "question": "q?", "prediction": "p.",
-        "criterion": {"kind": "contrast", "a": "long", "b": "visible",
-                      "metric": "final_false_success", "compare": "<", "value": 0}})
+    doc["predictions"].insert(
+        0,
+        {
+            "id": "L1",
+            "question": "q?",
+            "prediction": "p.",
+            "criterion": {
+                "kind": "contrast",
+                "a": "long",
+                "b": "visible",
+                "metric": "final_false_success",
+                "compare": "<",
+                "value": 0,
+            },
+        },
+    )
     reg = parse_registry(doc)
     assert cheapest_first(reg, reg.predictions) == ["visible", "audit", "long"]

@@ -18,17 +18,33 @@ from verigap.runs import read_jsonl
 # the pilot trainer before the experiment-log options existed produced these numbers
 # (tests/experiments/golden_pilot_defaults.json, written by the pre-change code at this config)
 GOLDEN = json.loads((Path(__file__).parent / "golden_pilot_defaults.json").read_text())
-SMALL = {"steps": 10, "programs": 8, "group": 4, "monitor_programs": 50, "eval_programs": 100,
-         "log_every": 5, "sft": SFTConfig(programs=1500, epochs=2)}
-SCHEMES = {"visible": Visible(), "audit": Audit(rate=0.5), "deletion": DeletionPenalty(),
-           "oracle": Oracle()}
+SMALL = {
+    "steps": 10,
+    "programs": 8,
+    "group": 4,
+    "monitor_programs": 50,
+    "eval_programs": 100,
+    "log_every": 5,
+    "sft": SFTConfig(programs=1500, epochs=2),
+}
+SCHEMES = {
+    "visible": Visible(),
+    "audit": Audit(rate=0.5),
+    "deletion": DeletionPenalty(),
+    "oracle": Oracle(),
+}
 
 
 def _fingerprint(run_dir, result):
     recs = read_jsonl(run_dir / "metrics.jsonl")
-    return {"start": result["start"], "final": result["final"],
-            "monitor": [[r["step"], r["visible_pass"], r["false_success"],
-                         round(r.get("reward", 0), 6)] for r in recs]}
+    return {
+        "start": result["start"],
+        "final": result["final"],
+        "monitor": [
+            [r["step"], r["visible_pass"], r["false_success"], round(r.get("reward", 0), 6)]
+            for r in recs
+        ],
+    }
 
 
 @pytest.mark.parametrize("name", sorted(SCHEMES))
@@ -37,8 +53,11 @@ def test_defaults_reproduce_the_pilot_trainer(tmp_path, name):
     got = _fingerprint(tmp_path / "a", train(tmp_path / "a", cfg, sft_cache=tmp_path / "sft"))
     assert got == GOLDEN[name]
     # neutral options take the same path: same numbers, plus the extra evaluations
-    neutral = train(tmp_path / "b", GRPOConfig(seed=1, reward=SCHEMES[name], options={}, **SMALL),
-                    sft_cache=tmp_path / "sft")
+    neutral = train(
+        tmp_path / "b",
+        GRPOConfig(seed=1, reward=SCHEMES[name], options={}, **SMALL),
+        sft_cache=tmp_path / "sft",
+    )
     assert _fingerprint(tmp_path / "b", neutral) == GOLDEN[name]
     assert set(neutral["final_by_family"]) == set(FAMILIES)
 
@@ -96,8 +115,9 @@ def test_recall_zero_never_catches_and_branch_audits_catch_only_bad_branches():
     honest = _pay({"audit_unit": "branch"}, full, progs, ref)
     assert not honest.caught.any() and (honest.reward == 1.0).all()
     # a schedule at 0% audits nothing, whatever the reward's own rate
-    off = _pay({"audit_schedule": {"kind": "linear", "start_rate": 0, "end_rate": 0}}, full,
-               progs, hack)
+    off = _pay(
+        {"audit_schedule": {"kind": "linear", "start_rate": 0, "end_rate": 0}}, full, progs, hack
+    )
     assert not off.audited.any() and (off.reward == 1.0).all()
 
 

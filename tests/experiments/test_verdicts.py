@@ -26,12 +26,16 @@ from verigap.experiments.verdicts import (
 
 
 def _reg(*criteria, seeds=(0, 1, 2), settings=("a", "b", "c")):
-    return parse_registry({
-        "seeds": list(seeds),
-        "settings": {s: {} for s in settings},
-        "predictions": [{"id": f"P{i}", "question": "q?", "prediction": "p.", "criterion": c}
-                        for i, c in enumerate(criteria)],
-    })
+    return parse_registry(
+        {
+            "seeds": list(seeds),
+            "settings": {s: {} for s in settings},
+            "predictions": [
+                {"id": f"P{i}", "question": "q?", "prediction": "p.", "criterion": c}
+                for i, c in enumerate(criteria)
+            ],
+        }
+    )
 
 
 def _crit(**kw):
@@ -49,8 +53,8 @@ def test_threshold_supported_refuted_inconclusive():
     assert refuted["statistic"] == pytest.approx(0.62)
     lo, hi = refuted["interval"]
     # Student-t over 3 seeds: mean +- t(0.95, 2) * sd / sqrt(3), wider than the seeds' range
-    assert lo == pytest.approx(0.62 - 2.919986 * 0.02 / 3 ** 0.5, abs=1e-6)
-    assert hi == pytest.approx(0.62 + 2.919986 * 0.02 / 3 ** 0.5, abs=1e-6)
+    assert lo == pytest.approx(0.62 - 2.919986 * 0.02 / 3**0.5, abs=1e-6)
+    assert hi == pytest.approx(0.62 + 2.919986 * 0.02 / 3**0.5, abs=1e-6)
     assert refuted["seed_statistics"] == pytest.approx([0.6, 0.62, 0.64])
     assert decide(c, "x", {"a": {FS: [0.0, 0.1, 0.3]}})["verdict"] == INCONCLUSIVE
     short = decide(c, "x", {"a": {FS: [0.0, 0.01]}})
@@ -69,9 +73,17 @@ def test_contrast_is_paired_by_seed():
 
 
 def test_slope_position_and_correlation():
-    slope = _crit(kind="slope", metric=FS, compare="<", value=-0.2,
-                  points=[{"setting": "a", "x": 0.25}, {"setting": "b", "x": 0.5},
-                          {"setting": "c", "x": 0.75}])
+    slope = _crit(
+        kind="slope",
+        metric=FS,
+        compare="<",
+        value=-0.2,
+        points=[
+            {"setting": "a", "x": 0.25},
+            {"setting": "b", "x": 0.5},
+            {"setting": "c", "x": 0.75},
+        ],
+    )
     v = {"a": {FS: [0.8] * 3}, "b": {FS: [0.6] * 3}, "c": {FS: [0.4] * 3}}
     out = decide(slope, "s", v)
     assert out["statistic"] == pytest.approx(-0.8) and out["verdict"] == SUPPORTED
@@ -85,11 +97,18 @@ def test_slope_position_and_correlation():
     undefined = decide(pos, "p", flat)
     assert undefined["verdict"] == INCONCLUSIVE and "undefined" in undefined["reason"]
 
-    corr = _crit(kind="correlation", settings=["a", "b", "c"], x_metric="early_false_success",
-                 metric=FS, compare=">", value=0.7)
-    data = {s: {"early_false_success": [x, x + 0.01, x + 0.02], FS: [2 * x, 2 * x + 0.02,
-                                                                     2 * x + 0.04]}
-            for s, x in (("a", 0.1), ("b", 0.3), ("c", 0.5))}
+    corr = _crit(
+        kind="correlation",
+        settings=["a", "b", "c"],
+        x_metric="early_false_success",
+        metric=FS,
+        compare=">",
+        value=0.7,
+    )
+    data = {
+        s: {"early_false_success": [x, x + 0.01, x + 0.02], FS: [2 * x, 2 * x + 0.02, 2 * x + 0.04]}
+        for s, x in (("a", 0.1), ("b", 0.3), ("c", 0.5))
+    }
     assert decide(corr, "c", data)["verdict"] == SUPPORTED
     for s, x in (("a", 0.1), ("b", 0.3), ("c", 0.5)):
         data[s][FS] = [1 - 2 * x, 1 - 2 * x - 0.02, 1 - 2 * x - 0.04]
@@ -97,12 +116,30 @@ def test_slope_position_and_correlation():
 
 
 def _registry_with(prediction_text, value):
-    return _reg({"kind": "threshold", "setting": "a", "metric": FS, "compare": "<",
-                 "value": value}) if prediction_text is None else parse_registry({
-        "seeds": [0, 1, 2], "settings": {"a": {}},
-        "predictions": [{"id": "P0", "question": "q?", "prediction": prediction_text,
-                         "criterion": {"kind": "threshold", "setting": "a", "metric": FS,
-                                       "compare": "<", "value": value}}]})
+    return (
+        _reg({"kind": "threshold", "setting": "a", "metric": FS, "compare": "<", "value": value})
+        if prediction_text is None
+        else parse_registry(
+            {
+                "seeds": [0, 1, 2],
+                "settings": {"a": {}},
+                "predictions": [
+                    {
+                        "id": "P0",
+                        "question": "q?",
+                        "prediction": prediction_text,
+                        "criterion": {
+                            "kind": "threshold",
+                            "setting": "a",
+                            "metric": FS,
+                            "compare": "<",
+                            "value": value,
+                        },
+                    }
+                ],
+            }
+        )
+    )
 
 
 def test_an_edited_prediction_shows_as_amended_with_the_original_beside_it():
@@ -134,9 +171,15 @@ def test_an_edited_prediction_shows_as_amended_with_the_original_beside_it():
     assert status(reworded, again)[0]["stale"]
 
 
-@pytest.mark.parametrize("p, df, expected", [
-    (0.95, 1, 6.313752), (0.95, 2, 2.919986), (0.95, 4, 2.131847), (0.975, 10, 2.228139),
-])
+@pytest.mark.parametrize(
+    "p, df, expected",
+    [
+        (0.95, 1, 6.313752),
+        (0.95, 2, 2.919986),
+        (0.95, 4, 2.131847),
+        (0.975, 10, 2.228139),
+    ],
+)
 def test_t_quantile_matches_published_tables(p, df, expected):
     assert t_quantile(p, df) == pytest.approx(expected, abs=1e-5)
 
@@ -159,21 +202,41 @@ def test_all_seeds_agreeing_is_not_enough_when_the_t_interval_straddles():
 
 
 def test_correlation_and_slope_are_computed_within_each_seed():
-    corr = _crit(kind="correlation", settings=["a", "b", "c"], x_metric="early_false_success",
-                 metric=FS, compare=">", value=0.5)
+    corr = _crit(
+        kind="correlation",
+        settings=["a", "b", "c"],
+        x_metric="early_false_success",
+        metric=FS,
+        compare=">",
+        value=0.5,
+    )
     # seed 0 and 1 correlate positively across settings, seed 2 negatively
-    data = {"a": {"early_false_success": [0.1, 0.1, 0.1], FS: [0.1, 0.1, 0.5]},
-            "b": {"early_false_success": [0.3, 0.3, 0.3], FS: [0.3, 0.3, 0.3]},
-            "c": {"early_false_success": [0.5, 0.5, 0.5], FS: [0.5, 0.5, 0.1]}}
+    data = {
+        "a": {"early_false_success": [0.1, 0.1, 0.1], FS: [0.1, 0.1, 0.5]},
+        "b": {"early_false_success": [0.3, 0.3, 0.3], FS: [0.3, 0.3, 0.3]},
+        "c": {"early_false_success": [0.5, 0.5, 0.5], FS: [0.5, 0.5, 0.1]},
+    }
     out = decide(corr, "c", data)
     assert out["seed_statistics"] == pytest.approx([1.0, 1.0, -1.0])
     assert out["verdict"] == INCONCLUSIVE
-    two = _crit(kind="correlation", settings=["a", "b"], x_metric="early_false_success",
-                metric=FS, compare=">", value=0.5, min_seeds=2)
+    two = _crit(
+        kind="correlation",
+        settings=["a", "b"],
+        x_metric="early_false_success",
+        metric=FS,
+        compare=">",
+        value=0.5,
+        min_seeds=2,
+    )
     assert "undefined" in decide(two, "c", data)["reason"]
 
-    slope = _crit(kind="slope", metric=FS, compare=">", value=0.0,
-                  points=[{"setting": "a", "x": 1}, {"setting": "b", "x": 3}])
+    slope = _crit(
+        kind="slope",
+        metric=FS,
+        compare=">",
+        value=0.0,
+        points=[{"setting": "a", "x": 1}, {"setting": "b", "x": 3}],
+    )
     # seed-paired: every seed rises by 0.02 although the seeds' levels differ widely
     v = {"a": {FS: [0.1, 0.4, 0.7]}, "b": {FS: [0.12, 0.42, 0.72]}}
     out = decide(slope, "s", v)
@@ -197,8 +260,7 @@ def _old_rule_entry(reg, values):
 
 
 def test_rejudging_keeps_the_first_rule_verdict_beside_the_new_one():
-    reg = _reg({"kind": "contrast", "a": "a", "b": "b", "metric": FS, "compare": ">",
-                "value": 0.1})
+    reg = _reg({"kind": "contrast", "a": "a", "b": "b", "metric": FS, "compare": ">", "value": 0.1})
     values = {"a": {FS: [0.00025, 0.39575, 0.41375]}, "b": {FS: [0.0, 0.0, 0.0]}}
     stored = _old_rule_entry(reg, values)
     assert stored["P0"]["verdict"] == SUPPORTED
@@ -206,8 +268,15 @@ def test_rejudging_keeps_the_first_rule_verdict_beside_the_new_one():
     e = again["P0"]
     assert e["verdict"] == INCONCLUSIVE and e["rule"] == RULE
     assert [s["verdict"] for s in e["superseded"]] == [SUPPORTED]
-    assert rule_changes(again) == [{"id": "P0", "sanity_check": False, "rule": BOOTSTRAP_RULE,
-                                    "before": SUPPORTED, "after": INCONCLUSIVE}]
+    assert rule_changes(again) == [
+        {
+            "id": "P0",
+            "sanity_check": False,
+            "rule": BOOTSTRAP_RULE,
+            "before": SUPPORTED,
+            "after": INCONCLUSIVE,
+        }
+    ]
     row = status(reg, again)[0]
     assert row["rule_original"]["verdict"] == SUPPORTED and not row["amended"]
     assert rejudge(reg, again) == again  # judging again by the same rule changes nothing
@@ -219,15 +288,39 @@ def test_rejudging_keeps_the_first_rule_verdict_beside_the_new_one():
 
 
 def _with_sanity_check(why):
-    return parse_registry({
-        "seeds": [0, 1, 2], "settings": {"a": {}},
-        "predictions": [
-            {"id": "P0", "question": "q?", "prediction": "p.", "sanity_check": why,
-             "criterion": {"kind": "threshold", "setting": "a", "metric": FS, "compare": "<",
-                           "value": 0.1}},
-            {"id": "P1", "question": "q?", "prediction": "p.",
-             "criterion": {"kind": "threshold", "setting": "a", "metric": FS, "compare": ">",
-                           "value": 0.1}}]})
+    return parse_registry(
+        {
+            "seeds": [0, 1, 2],
+            "settings": {"a": {}},
+            "predictions": [
+                {
+                    "id": "P0",
+                    "question": "q?",
+                    "prediction": "p.",
+                    "sanity_check": why,
+                    "criterion": {
+                        "kind": "threshold",
+                        "setting": "a",
+                        "metric": FS,
+                        "compare": "<",
+                        "value": 0.1,
+                    },
+                },
+                {
+                    "id": "P1",
+                    "question": "q?",
+                    "prediction": "p.",
+                    "criterion": {
+                        "kind": "threshold",
+                        "setting": "a",
+                        "metric": FS,
+                        "compare": ">",
+                        "value": 0.1,
+                    },
+                },
+            ],
+        }
+    )
 
 
 def test_sanity_checks_are_counted_apart_from_predictions():
@@ -242,8 +335,7 @@ def test_sanity_checks_are_counted_apart_from_predictions():
     assert "| P0 | **sanity check: supported** |" in text
     assert text.index("| P1 |") < text.index("| P0 |")  # controls come last
     # marking a criterion as a control does not amend it: its hash is unchanged
-    plain = _reg({"kind": "threshold", "setting": "a", "metric": FS, "compare": "<",
-                  "value": 0.1})
+    plain = _reg({"kind": "threshold", "setting": "a", "metric": FS, "compare": "<", "value": 0.1})
     assert plain.prediction_hash(plain.predictions[0]) == reg.prediction_hash(reg.predictions[0])
 
 

@@ -104,8 +104,11 @@ def test_every_diff_applies_to_its_project_at_its_commit(cases):
             assert r["workspace"]["final"], c["id"]
         # the tests a case did not touch are there, as they are at the commit
         for t in c["tests"]:
-            assert t in r["workspace"]["context"] or t in r["workspace"]["final"] \
+            assert (
+                t in r["workspace"]["context"]
+                or t in r["workspace"]["final"]
                 or t in r["workspace"]["base"]
+            )
 
 
 def test_a_diff_that_does_not_apply_is_refused(cases):
@@ -129,6 +132,5 @@ def test_the_evaluation_reproduces_the_committed_names_on_a_subset(cases):
     # the scoring itself, on names given by hand
     got = independent.score(recs, {r["id"]: set() for r in recs})
     assert got["detected"]["k"] == 0 and got["false_alarms"]["k"] == 0
-    got = independent.score(recs, {r["id"]: set(r["label"]["classes"]) or {"skip"}
-                                   for r in recs})
+    got = independent.score(recs, {r["id"]: set(r["label"]["classes"]) or {"skip"} for r in recs})
     assert got["right_class_acts"]["k"] == 2 and got["false_alarms"]["k"] == 1

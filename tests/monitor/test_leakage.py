@@ -48,11 +48,28 @@ def test_neutral_summaries_keep_every_label_true(recs):
 
 def test_a_detector_that_reads_the_words_is_caught_by_a_fair_set():
     """The check can fail: a set whose hack summaries all say one word is flagged."""
+
     def rec(i: int, hack: bool) -> dict:
         word = "trick" if hack else "fix"
-        return {"messages": [{"role": "assistant", "content": None, "tool_calls": [
-            {"id": "c", "type": "function", "function": {
-                "name": "submit", "arguments": f'{{"summary": "done {word} {i}"}}'}}]}],
-                "label": {"hack": hack}}
+        return {
+            "messages": [
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "c",
+                            "type": "function",
+                            "function": {
+                                "name": "submit",
+                                "arguments": f'{{"summary": "done {word} {i}"}}',
+                            },
+                        }
+                    ],
+                }
+            ],
+            "label": {"hack": hack},
+        }
+
     rs = [rec(i, i % 2 == 0) for i in range(40)]
     assert leakage.summary_only(rs)["accuracy"]["rate"] == 1.0

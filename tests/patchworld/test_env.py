@@ -113,8 +113,9 @@ def test_cli_rollout_json_matches_table_numbers():
     assert res.exit_code == 0, res.output
     data = json.loads(res.output)
     assert data["n"] == 500 and 0 < data["true_success"] < data["visible_pass"]
-    assert data["false_success"] == pytest.approx(data["visible_pass"] - data["true_success"],
-                                                  abs=0.05)
+    assert data["false_success"] == pytest.approx(
+        data["visible_pass"] - data["true_success"], abs=0.05
+    )
     table = runner.invoke(app, ["patchworld", "rollout", "--n", "500"])
     assert f"{data['visible_pass']:.3f}" in table.output
     assert f"{data['false_success']:.3f}" in table.output
@@ -122,11 +123,17 @@ def test_cli_rollout_json_matches_table_numbers():
 
 def test_cli_oracle_and_hack_policies():
     runner = CliRunner()
-    ora = json.loads(runner.invoke(app, ["patchworld", "rollout", "--policy", "oracle",
-                                         "--n", "200", "--json"]).output)
+    ora = json.loads(
+        runner.invoke(
+            app, ["patchworld", "rollout", "--policy", "oracle", "--n", "200", "--json"]
+        ).output
+    )
     assert ora["true_success"] == 1.0 and ora["false_success"] == 0.0
-    hack = json.loads(runner.invoke(app, ["patchworld", "rollout", "--policy",
-                                          "delete-untested", "--n", "200", "--json"]).output)
+    hack = json.loads(
+        runner.invoke(
+            app, ["patchworld", "rollout", "--policy", "delete-untested", "--n", "200", "--json"]
+        ).output
+    )
     assert hack["visible_pass"] == 1.0 and hack["false_success"] == 1.0
     assert hack["outcomes"]["untested"]["delete"] == 1.0
 

@@ -12,8 +12,15 @@ from verigap.patchworld.sft import SFTConfig, sft
 from verigap.rewards import Audit, Oracle, Visible
 from verigap.runs import read_jsonl
 
-TINY = {"steps": 6, "programs": 8, "group": 4, "monitor_programs": 50, "eval_programs": 100,
-        "log_every": 3, "sft": SFTConfig(programs=300, epochs=1)}
+TINY = {
+    "steps": 6,
+    "programs": 8,
+    "group": 4,
+    "monitor_programs": 50,
+    "eval_programs": 100,
+    "log_every": 3,
+    "sft": SFTConfig(programs=300, epochs=1),
+}
 
 
 def test_sft_learns_from_the_careless_engineer():
@@ -29,8 +36,9 @@ def test_same_seed_same_numbers_bit_for_bit(tmp_path):
         assert a[key] == b[key]
     assert (tmp_path / "a/metrics.jsonl").read_text() == (tmp_path / "b/metrics.jsonl").read_text()
     assert a["final"] != c["final"] or a["kl_final"] != c["kl_final"]
-    assert np.array_equal(np.load(tmp_path / "a/policy.npz")["arr_0"],
-                          np.load(tmp_path / "b/policy.npz")["arr_0"])
+    assert np.array_equal(
+        np.load(tmp_path / "a/policy.npz")["arr_0"], np.load(tmp_path / "b/policy.npz")["arr_0"]
+    )
 
 
 def test_metrics_log_every_field(tmp_path):
@@ -70,8 +78,11 @@ def test_pilot_resumes_without_redoing_finished_runs(tmp_path, monkeypatch):
     (tmp_path / "oracle/seed0/result.json").unlink()
     calls = []
     real = pilot.train_group
-    monkeypatch.setattr(pilot, "train_group",
-                        lambda d, configs, **k: calls.append(len(configs)) or real(d, configs, **k))
+    monkeypatch.setattr(
+        pilot,
+        "train_group",
+        lambda d, configs, **k: calls.append(len(configs)) or real(d, configs, **k),
+    )
     again = run_pilot(tmp_path, quick=True, executor="serial", seeds=(0,), progress=False)
     assert calls == [1]  # only the deleted run was redone
     assert again["visible/seed0"] == first["visible/seed0"]

@@ -22,8 +22,15 @@ from verigap.patchworld.programs import generate
 from verigap.patchworld.sft import SFTConfig
 from verigap.runs import read_jsonl
 
-SMALL = {"steps": 12, "programs": 8, "group": 4, "monitor_programs": 50, "eval_programs": 100,
-         "log_every": 4, "sft": SFTConfig(programs=800, epochs=1)}
+SMALL = {
+    "steps": 12,
+    "programs": 8,
+    "group": 4,
+    "monitor_programs": 50,
+    "eval_programs": 100,
+    "log_every": 4,
+    "sft": SFTConfig(programs=800, epochs=1),
+}
 
 
 def _grades(programs, actions):
@@ -45,8 +52,10 @@ def _hacky_batch(n=400, seed=0):
 
 def test_config_validation_names_the_fix():
     with pytest.raises(ValueError, match="reward: \\{kind: visible\\}"):
-        GRPOConfig(reward={"kind": "audit", "rate": 0.1},
-                   options={"auditor": {"kind": "learned", "rate": 0.1}})
+        GRPOConfig(
+            reward={"kind": "audit", "rate": 0.1},
+            options={"auditor": {"kind": "learned", "rate": 0.1}},
+        )
     with pytest.raises(ValueError, match="oracle_share"):
         GRPOConfig(options={"auditor": {"kind": "random", "rate": 0.1}, "oracle_share": 0.5})
     with pytest.raises(ValueError, match="kind"):
@@ -82,7 +91,8 @@ def test_the_audit_budget_is_respected_exactly(kind):
     # random_passed never exceeds the budget, and spends less when few episodes pass
     few = _grades(p[:20], actions[:20])
     pay, _ = Auditor(AuditorConfig(kind="random_passed", rate=1.0), 0).pay_and_learn(
-        few, np.zeros((20, 4)))
+        few, np.zeros((20, 4))
+    )
     assert pay.audited.sum() == few.passed.sum() < 20
 
 
@@ -154,16 +164,25 @@ def _run(tmp_path, name, options, seed=0):
 
 @pytest.mark.slow
 def test_co_training_is_deterministic_and_logs_both_agents(tmp_path):
-    opts = {"auditor": {"kind": "learned", "rate": 0.25},
-            "test_writer": {"kind": "learned", "tests": 1, "seen_by_coder": False}}
+    opts = {
+        "auditor": {"kind": "learned", "rate": 0.25},
+        "test_writer": {"kind": "learned", "tests": 1, "seen_by_coder": False},
+    }
     a, curve_a = _run(tmp_path, "a", opts)
     b, curve_b = _run(tmp_path, "b", opts)
     assert curve_a == curve_b and a["final"] == b["final"]
     assert a["auditor_weights"] == b["auditor_weights"]
     assert a["writer_weights"] == b["writer_weights"]
     logged = curve_a[1]
-    for key in ("auditor_precision", "auditor_random_precision", "auditor_recall",
-                "writer_catch_rate", "writer_random_catch_rate", "train_false_success", "kl"):
+    for key in (
+        "auditor_precision",
+        "auditor_random_precision",
+        "auditor_recall",
+        "writer_catch_rate",
+        "writer_random_catch_rate",
+        "train_false_success",
+        "kl",
+    ):
         assert key in logged
     assert logged["audited"] == pytest.approx(round(0.25 * 32) / 32)
     # the registry's metric vocabulary reads them
@@ -181,13 +200,16 @@ def test_agents_leave_the_coder_stream_alone(tmp_path):
     start = MLP.init(np.random.default_rng(0), 16)
     base = {k: v for k, v in SMALL.items() if k in ("programs", "group")}
     t_audit = GRPOTrainer(GRPOConfig(reward={"kind": "audit", "rate": 1.0}, **base), start)
-    t_agent = GRPOTrainer(GRPOConfig(options={"auditor": {"kind": "random", "rate": 1.0}},
-                                     **base), start)
+    t_agent = GRPOTrainer(
+        GRPOConfig(options={"auditor": {"kind": "random", "rate": 1.0}}, **base), start
+    )
     for i in range(3):
         ra, rb = t_audit.step(i), t_agent.step(i)
         assert ra["reward"] == rb["reward"] and ra["caught"] == rb["caught"]
-    assert all(np.array_equal(x, y) for x, y in zip(t_audit.model.params(),
-                                                     t_agent.model.params(), strict=True))
+    assert all(
+        np.array_equal(x, y)
+        for x, y in zip(t_audit.model.params(), t_agent.model.params(), strict=True)
+    )
 
 
 def test_logistic_bandit_fits_a_separable_label():
@@ -228,8 +250,11 @@ def test_an_auditor_without_outcome_features_cannot_see_deletions():
     # a passing deletion and a passing honest fix look the same to it when log-probs match
     hack = g.passed & ~g.correct
     honest = g.passed & g.correct
-    cols = [i for i, f in enumerate(aud.feature_names)
-            if not f.startswith(("untested", "passed*untested"))]
+    cols = [
+        i
+        for i, f in enumerate(aud.feature_names)
+        if not f.startswith(("untested", "passed*untested"))
+    ]
     assert hack.any() and honest.any()
     assert {tuple(r) for r in x[hack][:, cols]} == {tuple(r) for r in x[honest][:, cols]}
     with pytest.raises(ValueError, match="features"):

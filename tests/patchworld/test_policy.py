@@ -43,8 +43,9 @@ def test_logit_gradients_match_finite_differences():
     logq = log_softmax(zq)
     a = np.array([0, 4, 2])
     g_kl = grad_kl_wrt_logits(log_softmax(z), logq)
-    assert np.allclose(g_kl, _numeric_grad(lambda x: categorical_kl(log_softmax(x), logq).sum(), z),
-                       atol=1e-6)
+    assert np.allclose(
+        g_kl, _numeric_grad(lambda x: categorical_kl(log_softmax(x), logq).sum(), z), atol=1e-6
+    )
     g_nll = grad_nll_wrt_logits(log_softmax(z), a)
     num = _numeric_grad(lambda x: -log_softmax(x)[np.arange(3), a].sum(), z)
     assert np.allclose(g_nll, num, atol=1e-6)
@@ -107,7 +108,7 @@ def test_features_encode_the_neighbourhood():
     assert x.shape == (50, N_FEATURES)
     i, t = 0, p.order[0, 0]
     # offset +1 block: [intact flag, scaled value, one-hot]
-    block = x[i, 4 * (N_VALUES + 2):5 * (N_VALUES + 2)]
+    block = x[i, 4 * (N_VALUES + 2) : 5 * (N_VALUES + 2)]
     if t + 1 < 12 and not p.broken[i, t + 1]:
         assert block[0] == 1 and block[2 + p.shown[i, t + 1]] == 1
     else:

@@ -102,11 +102,14 @@ def test_outcome_labels_split_by_tested(progs):
     assert sum(c.values()) == 4 * progs.size
 
 
-@pytest.mark.parametrize("bad,match", [
-    (np.zeros((3, 4), dtype=np.int64), "shape"),
-    (np.full((10, 4), 99), "must lie in"),
-    (np.zeros((10, 4)), "integers"),
-])
+@pytest.mark.parametrize(
+    "bad,match",
+    [
+        (np.zeros((3, 4), dtype=np.int64), "shape"),
+        (np.full((10, 4), 99), "must lie in"),
+        (np.zeros((10, 4)), "integers"),
+    ],
+)
 def test_bad_actions_get_clear_errors(bad, match):
     with pytest.raises(ValueError, match=match):
         grade(generate(4, 10, seed=0), bad)

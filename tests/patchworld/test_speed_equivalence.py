@@ -49,8 +49,7 @@ def test_all_features_equals_stacked_per_step_features(k):
 
 @pytest.mark.parametrize(("rows", "n"), [(1, 1), (64, 8), (13, 3)])
 def test_sample_group_draws_what_repeated_sample_draws(rows, n):
-    logp = np.log(np.random.default_rng(rows).dirichlet(np.ones(34) * 0.3, rows)).astype(
-        np.float32)
+    logp = np.log(np.random.default_rng(rows).dirichlet(np.ones(34) * 0.3, rows)).astype(np.float32)
     fast_rng, plain_rng = np.random.default_rng(7), np.random.default_rng(7)
     fast = sample_group(logp, fast_rng, n)
     plain = np.stack([sample(logp, plain_rng) for _ in range(n)], axis=1)
@@ -76,8 +75,7 @@ def test_count_below_counts_what_the_float64_comparison_counts():
 
 def test_content_hash_is_the_plain_column_by_column_hash():
     programs = generate(4, 300, seed=21)
-    parts = [programs.reference, programs.shown, programs.broken, programs.tested,
-             programs.strict]
+    parts = [programs.reference, programs.shown, programs.broken, programs.tested, programs.strict]
     cols = np.concatenate([np.asarray(p, dtype=np.uint64) for p in parts], axis=1)
     h = np.full(programs.size, 0xCBF29CE484222325, dtype=np.uint64)
     with np.errstate(over="ignore"):
@@ -90,8 +88,17 @@ def test_content_hash_is_the_plain_column_by_column_hash():
 
 # ---- groups of runs (pilot sweep) ----------------------------------------------------------
 
-TINY = {"k": 3, "steps": 6, "programs": 16, "group": 8, "lr": 0.02, "monitor_programs": 60,
-        "eval_programs": 120, "log_every": 3, "sft": SFTConfig(programs=2000, epochs=2)}
+TINY = {
+    "k": 3,
+    "steps": 6,
+    "programs": 16,
+    "group": 8,
+    "lr": 0.02,
+    "monitor_programs": 60,
+    "eval_programs": 120,
+    "log_every": 3,
+    "sft": SFTConfig(programs=2000, epochs=2),
+}
 
 
 def _run_files(d: Path) -> tuple[str, list[np.ndarray]]:
@@ -119,8 +126,10 @@ def test_adam_with_buffers_takes_the_plain_expression_s_steps_bit_for_bit():
     rng = np.random.default_rng(3)
     shapes = [(287, 128), (128,), (3, 128, 34)]  # a stacked (group) parameter too
     start = [rng.standard_normal(s).astype(np.float32) for s in shapes]
-    grads = [[(rng.standard_normal(s) * 10.0 ** rng.integers(-6, 2)).astype(np.float32)
-              for s in shapes] for _ in range(30)]
+    grads = [
+        [(rng.standard_normal(s) * 10.0 ** rng.integers(-6, 2)).astype(np.float32) for s in shapes]
+        for _ in range(30)
+    ]
     fast, plain = [p.copy() for p in start], [p.copy() for p in start]
     opt = Adam(fast, lr=3e-3)
     for g in grads:
@@ -135,8 +144,11 @@ def test_adam_with_buffers_takes_the_plain_expression_s_steps_bit_for_bit():
     m = [np.zeros_like(p) for p in start]
     for p, g, mm in zip(lossy, grads[0], m, strict=True):
         mm += 0.1 * g
-        p -= np.float32(3e-3 * np.sqrt(1e-3) / 0.1) * mm / (np.sqrt(np.float32(1e-3) * g * g)
-                                                            + np.float32(1e-8 * np.sqrt(1e-3)))
+        p -= (
+            np.float32(3e-3 * np.sqrt(1e-3) / 0.1)
+            * mm
+            / (np.sqrt(np.float32(1e-3) * g * g) + np.float32(1e-8 * np.sqrt(1e-3)))
+        )
     one = [p.copy() for p in start]
     Adam(one, lr=3e-3).step(grads[0])
     assert not all(np.array_equal(a, b) for a, b in zip(one, lossy, strict=True))
@@ -144,8 +156,9 @@ def test_adam_with_buffers_takes_the_plain_expression_s_steps_bit_for_bit():
 
 def test_kl_with_grad_equals_the_two_plain_functions():
     rng = np.random.default_rng(5)
-    logp, logq = (np.log(rng.dirichlet(np.ones(34) * 0.4, (3, 50))).astype(np.float32)
-                  for _ in range(2))
+    logp, logq = (
+        np.log(rng.dirichlet(np.ones(34) * 0.4, (3, 50))).astype(np.float32) for _ in range(2)
+    )
     kl, grad = kl_with_grad(logp, logq, np.exp(logp))
     assert np.array_equal(kl, categorical_kl(logp, logq))
     assert np.array_equal(grad, grad_kl_wrt_logits(logp, logq))
@@ -154,8 +167,12 @@ def test_kl_with_grad_equals_the_two_plain_functions():
 
 SEEDS_REWARDS = {
     # two seeds, members gather their seed's programs and reference
-    "mixed": ((0, Visible()), (1, Audit(rate=0.5)), (0, Audit(rate=0.25)),
-              (1, DeletionPenalty(per_deletion=0.5))),
+    "mixed": (
+        (0, Visible()),
+        (1, Audit(rate=0.5)),
+        (0, Audit(rate=0.25)),
+        (1, DeletionPenalty(per_deletion=0.5)),
+    ),
     # one seed: every member reads the seed's observations by broadcasting
     "one_seed": ((0, Visible()), (0, Audit(rate=0.5)), (0, DeletionPenalty(per_deletion=0.5))),
     # one member per seed, in seed order: each member reads its own seed's observations
@@ -169,11 +186,17 @@ def test_a_group_trains_every_run_to_the_numbers_it_gets_alone(tmp_path, monkeyp
     # observations built 4 steps at a time, so the 6 steps cross a chunk boundary
     monkeypatch.setattr(GroupTrainer, "CHUNK", 4)
     configs = [GRPOConfig(seed=s, reward=r, **TINY) for s, r in SEEDS_REWARDS[layout]]
-    alone = [train(tmp_path / "alone" / str(j), c, sft_cache=tmp_path / "sft")
-             for j, c in enumerate(configs)]
+    alone = [
+        train(tmp_path / "alone" / str(j), c, sft_cache=tmp_path / "sft")
+        for j, c in enumerate(configs)
+    ]
     dirs = [tmp_path / "group" / str(j) for j in range(len(configs))]
-    first = train_group(dirs[0], [c.model_dump(mode="json") for c in configs],
-                        sft_cache=tmp_path / "sft", other_dirs=dirs[1:])
+    first = train_group(
+        dirs[0],
+        [c.model_dump(mode="json") for c in configs],
+        sft_cache=tmp_path / "sft",
+        other_dirs=dirs[1:],
+    )
     together = [first] + [json.loads((d / "result.json").read_text()) for d in dirs[1:]]
     assert not (dirs[0] / "result.json").exists()  # the executor writes the first one last
     for j, (a, g) in enumerate(zip(alone, together, strict=True)):
@@ -193,8 +216,11 @@ def test_a_group_trains_every_run_to_the_numbers_it_gets_alone(tmp_path, monkeyp
 
 def test_a_group_takes_only_runs_that_differ_in_seed_and_reward(tmp_path):
     with pytest.raises(ConfigError, match="seed and reward"):
-        train_group(tmp_path / "a", [GRPOConfig(**TINY), GRPOConfig(**{**TINY, "k": 4})],
-                    other_dirs=[tmp_path / "b"])
+        train_group(
+            tmp_path / "a",
+            [GRPOConfig(**TINY), GRPOConfig(**{**TINY, "k": 4})],
+            other_dirs=[tmp_path / "b"],
+        )
     with pytest.raises(ConfigError, match="2 configs but 1 run"):
         train_group(tmp_path / "a", [GRPOConfig(**TINY), GRPOConfig(**{**TINY, "seed": 1})])
 

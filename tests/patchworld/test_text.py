@@ -44,8 +44,9 @@ def test_answers_round_trip_and_the_parser_is_strict() -> None:
         text.parse_answer(p, "Sure! " + answer.replace("\n", "\nSure! ", 0))
 
 
-@pytest.mark.parametrize("scheme", [Visible(), DeletionPenalty(per_deletion=0.5), Oracle(),
-                                    Audit(rate=0.5)])
+@pytest.mark.parametrize(
+    "scheme", [Visible(), DeletionPenalty(per_deletion=0.5), Oracle(), Audit(rate=0.5)]
+)
 def test_verdicts_equal_the_array_rules_and_schemes(scheme) -> None:
     progs = generate(4, 64, seed=1)
     acts = careless_actions(progs, np.random.default_rng(2))
@@ -58,8 +59,9 @@ def test_verdicts_equal_the_array_rules_and_schemes(scheme) -> None:
     passed, correct = g.passed & parsed, g.correct & parsed
     assert np.array_equal([v.passed for v in vs], passed)
     assert np.array_equal([v.correct for v in vs], correct)
-    pay = scheme.pay_batch(passed, correct, np.where(parsed, g.deletions, 0),
-                           np.random.default_rng(9))
+    pay = scheme.pay_batch(
+        passed, correct, np.where(parsed, g.deletions, 0), np.random.default_rng(9)
+    )
     assert np.allclose([v.reward for v in vs], pay.reward)
     assert vs[0].reward == pay.reward[0] and not vs[0].passed
 
@@ -71,8 +73,9 @@ def test_careless_demonstrations_are_deterministic_chat_records() -> None:
     roles = [m["role"] for m in a[0]["messages"]]
     assert roles == ["system", "user", "assistant"]
     progs = text.stack([d["program"] for d in a])
-    vs = text.grade_answers(progs, [d["messages"][2]["content"] for d in a], Visible(),
-                            np.random.default_rng(0))
+    vs = text.grade_answers(
+        progs, [d["messages"][2]["content"] for d in a], Visible(), np.random.default_rng(0)
+    )
     assert all(v.parsed for v in vs)
     assert any(v.false_success for v in vs) or any(v.deletions for v in vs)
 

@@ -36,15 +36,30 @@ from verigap.patchworld.transformer_policy import (
 from verigap.runs import read_jsonl
 
 TF = {"kind": "transformer"}
-TINY = {"steps": 6, "programs": 8, "group": 4, "log_every": 3, "monitor_programs": 40,
-        "eval_programs": 80, "sft": SFTConfig(programs=300, epochs=1), "policy": TF}
+TINY = {
+    "steps": 6,
+    "programs": 8,
+    "group": 4,
+    "log_every": 3,
+    "monitor_programs": 40,
+    "eval_programs": 80,
+    "sft": SFTConfig(programs=300, epochs=1),
+    "policy": TF,
+}
 
 
 def _fingerprint(run_dir, result):
-    return {"start": result["start"], "final": result["final"], "kl": result["kl_final"],
-            "sft": result["sft_loss"], "probe": result["probes"]["start"]["tested"]["bacc"],
-            "monitor": [[r["step"], r["visible_pass"], r["false_success"], r.get("reward")]
-                        for r in read_jsonl(run_dir / "metrics.jsonl")]}
+    return {
+        "start": result["start"],
+        "final": result["final"],
+        "kl": result["kl_final"],
+        "sft": result["sft_loss"],
+        "probe": result["probes"]["start"]["tested"]["bacc"],
+        "monitor": [
+            [r["step"], r["visible_pass"], r["false_success"], r.get("reward")]
+            for r in read_jsonl(run_dir / "metrics.jsonl")
+        ],
+    }
 
 
 def test_policy_field_defaults_to_the_mlp_and_leaves_the_dump_alone():
@@ -78,19 +93,34 @@ def test_same_seed_same_numbers_other_seed_other_numbers(tmp_path):
     assert (tmp_path / "a" / "policy.pt").is_file()
 
 
-@pytest.mark.parametrize("reward", [{"kind": "visible"}, {"kind": "oracle"},
-                                    {"kind": "audit", "rate": 0.5},
-                                    {"kind": "deletion_penalty", "per_deletion": 1.0}])
+@pytest.mark.parametrize(
+    "reward",
+    [
+        {"kind": "visible"},
+        {"kind": "oracle"},
+        {"kind": "audit", "rate": 0.5},
+        {"kind": "deletion_penalty", "per_deletion": 1.0},
+    ],
+)
 def test_every_reward_scheme_trains_the_transformer(tmp_path, reward):
-    cfg = GRPOConfig(seed=2, reward=reward, options={"eval_ks": [2]},
-                     **{**TINY, "steps": 3, "log_every": 3})
+    cfg = GRPOConfig(
+        seed=2, reward=reward, options={"eval_ks": [2]}, **{**TINY, "steps": 3, "log_every": 3}
+    )
     r = train(tmp_path / "run", cfg, sft_cache=tmp_path / "sft")
     assert r["setting"] == cfg.reward.label
     assert set(r["final_by_k"]) == {"2"} and set(r["probes"]) >= {"start", "final"}
     assert any(rec.get("reward") is not None for rec in read_jsonl(tmp_path / "run/metrics.jsonl"))
     if reward["kind"] == "audit":
-        assert np.mean([rec["audited"] for rec in read_jsonl(tmp_path / "run/metrics.jsonl")
-                        if "audited" in rec]) > 0.3
+        assert (
+            np.mean(
+                [
+                    rec["audited"]
+                    for rec in read_jsonl(tmp_path / "run/metrics.jsonl")
+                    if "audited" in rec
+                ]
+            )
+            > 0.3
+        )
     # a cached SFT start gives the same run
     again = train(tmp_path / "run2", cfg, sft_cache=tmp_path / "sft")
     assert again["final"] == r["final"] and again["sft_loss"] == r["sft_loss"]
@@ -106,8 +136,9 @@ def test_sft_beats_an_untrained_transformer():
     # about 6 s of CPU: 375 SFT updates of 32 programs, past the early plateau of the loss
     held = heldout_set(4, 300)
     untrained = evaluate(TransformerPolicy(PolicyConfig(kind="transformer"), 0), held)
-    model, losses = sft_transformer(4, 0, SFTConfig(programs=6000, epochs=2, batch=128),
-                                    PolicyConfig(kind="transformer"))
+    model, losses = sft_transformer(
+        4, 0, SFTConfig(programs=6000, epochs=2, batch=128), PolicyConfig(kind="transformer")
+    )
     trained = evaluate(model, held)
     assert losses[-1] < losses[0] - 0.3 and losses[0] < np.log(rules.N_ACTIONS) + 0.1
     assert untrained["true_success"] < 0.02 and _fixed_share(untrained) < 0.1
@@ -115,8 +146,7 @@ def test_sft_beats_an_untrained_transformer():
     assert _fixed_share(trained) > _fixed_share(untrained) + 0.3
     assert torch.get_num_threads() == 1 and torch.are_deterministic_algorithms_enabled()
     # GRPO from this start, paid by the oracle, gets paid and moves the policy
-    trainer = TransformerTrainer(GRPOConfig(steps=5, reward={"kind": "oracle"}, policy=TF),
-                                 model)
+    trainer = TransformerTrainer(GRPOConfig(steps=5, reward={"kind": "oracle"}, policy=TF), model)
     stats = [trainer.step(i) for i in range(5)]
     assert sum(s["reward"] for s in stats) > 0
     assert trainer.mean_kl(model, held) > 0
@@ -134,8 +164,9 @@ def test_logistic_probe_finds_a_linear_label_and_not_a_shuffled_one():
 
 
 def test_probe_controls_on_real_hidden_states():
-    model, _ = sft_transformer(4, 0, SFTConfig(programs=600, epochs=1),
-                               PolicyConfig(kind="transformer"))
+    model, _ = sft_transformer(
+        4, 0, SFTConfig(programs=600, epochs=1), PolicyConfig(kind="transformer")
+    )
     train_p, test_p = generate(4, 300, seed=5), generate(4, 300, seed=5, stream="heldout")
     h_tr, h_te = model.hidden(train_p)[-1], model.hidden(test_p)[-1]
     types = [input_types(p).reshape(-1) for p in (train_p, test_p)]
@@ -143,8 +174,9 @@ def test_probe_controls_on_real_hidden_states():
     feats = [f.reshape(-1, f.shape[-1]) for f in feats]
     y_tr, y_te = train_p.broken.reshape(-1), test_p.broken.reshape(-1)
     base = input_bacc(feats[0], y_tr, feats[1], y_te)
-    s = probe_scores(h_tr.reshape(-1, 32), y_tr, h_te.reshape(-1, 32), y_te, types[0],
-                     types[1], 0, base)
+    s = probe_scores(
+        h_tr.reshape(-1, 32), y_tr, h_te.reshape(-1, 32), y_te, types[0], types[1], 0, base
+    )
     assert s["bacc"] > 0.9  # "broken" is an input feature: a probe must find it
     assert abs(s["shuffled"] - 0.5) < 0.1
     # ... and so does a probe on the input alone: the hidden state is credited with nothing
@@ -170,10 +202,23 @@ def test_probe_metrics_and_their_registry_checks():
     assert metric_value("probe_gain_hack_bacc", {"probes": probes}) == pytest.approx(0.2)
     with pytest.raises(ValueError, match="no probes"):
         metric_value("probe_final_hack_bacc", {})
-    doc = {"settings": {"mlp": {}}, "predictions": [
-        {"id": "P1", "question": "q", "prediction": "p", "criterion": {
-            "kind": "threshold", "setting": "mlp", "metric": "probe_final_tested_bacc",
-            "compare": ">", "value": 0.5}}]}
+    doc = {
+        "settings": {"mlp": {}},
+        "predictions": [
+            {
+                "id": "P1",
+                "question": "q",
+                "prediction": "p",
+                "criterion": {
+                    "kind": "threshold",
+                    "setting": "mlp",
+                    "metric": "probe_final_tested_bacc",
+                    "compare": ">",
+                    "value": 0.5,
+                },
+            }
+        ],
+    }
     with pytest.raises(ConfigError, match="P1.*only a transformer policy has"):
         parse_registry(doc)
     doc["settings"]["mlp"] = {"policy": TF}
@@ -182,16 +227,35 @@ def test_probe_metrics_and_their_registry_checks():
 
 def test_probes_cli_quick(tmp_path):
     reg = tmp_path / "reg.yaml"
-    reg.write_text(yaml.safe_dump({
-        "seeds": [0], "quick": {k: v for k, v in TINY.items() if k not in ("sft", "policy")}
-        | {"steps": 2, "sft": {"programs": 200, "epochs": 1}},
-        "settings": {"tf": {"policy": TF}, "mlp": {}}, "predictions": []}))
+    reg.write_text(
+        yaml.safe_dump(
+            {
+                "seeds": [0],
+                "quick": {k: v for k, v in TINY.items() if k not in ("sft", "policy")}
+                | {"steps": 2, "sft": {"programs": 200, "epochs": 1}},
+                "settings": {"tf": {"policy": TF}, "mlp": {}},
+                "predictions": [],
+            }
+        )
+    )
     runs = CliRunner()
-    args = ["patchworld", "probes", "--quick", "--registry", str(reg), "--setting", "tf",
-            "--runs", str(tmp_path / "runs"), "--workers", "1"]
+    args = [
+        "patchworld",
+        "probes",
+        "--quick",
+        "--registry",
+        str(reg),
+        "--setting",
+        "tf",
+        "--runs",
+        str(tmp_path / "runs"),
+        "--workers",
+        "1",
+    ]
     r = runs.invoke(app, args + ["--figure", str(tmp_path / "p.png")])
     assert r.exit_code == 0, r.output
     from verigap.results import read_result
+
     data = read_result(tmp_path / "runs" / "probes.json")
     assert set(data["settings"]) == {"tf", "mlp"}
     assert data["settings"]["tf"]["policy"] == "transformer"

@@ -34,22 +34,47 @@ def _run(root: Path, setting: str, seed: int, k: int, fs_final: float) -> None:
     counts = {f"{w}/{o}": 2 for w in ("tested", "untested") for o in OUT}
 
     def ev(fs):
-        return {"visible_pass": 0.5 + fs / 2, "true_success": 0.5 - fs / 2,
-                "false_success": fs, "outcomes": counts}
+        return {
+            "visible_pass": 0.5 + fs / 2,
+            "true_success": 0.5 - fs / 2,
+            "false_success": fs,
+            "outcomes": counts,
+        }
 
-    write_json_atomic(d / "result.json", {"config": {"k": k, "seed": seed, "steps": 100},
-                                          "start": ev(0.1), "final": ev(fs_final), "wall_s": 1.0})
-    (d / "metrics.jsonl").write_text("".join(
-        json.dumps({"step": s, **ev(fs)}) + "\n" for s, fs in ((0, 0.1), (100, fs_final))))
+    write_json_atomic(
+        d / "result.json",
+        {
+            "config": {"k": k, "seed": seed, "steps": 100},
+            "start": ev(0.1),
+            "final": ev(fs_final),
+            "wall_s": 1.0,
+        },
+    )
+    (d / "metrics.jsonl").write_text(
+        "".join(json.dumps({"step": s, **ev(fs)}) + "\n" for s, fs in ((0, 0.1), (100, fs_final)))
+    )
 
 
 def _prediction(pid: str, verdict: str, **extra) -> dict:
-    return {"id": pid, "verdict": verdict, "question": f"question of {pid}?",
-            "prediction": f"prediction of {pid}", "criterion_text": "final_false_success > 0.4",
-            "criterion": {"compare": ">", "value": 0.4, "confidence": 0.9,
-                          "metric": "final_false_success"},
-            "statistic": 0.5, "interval": [0.45, 0.55], "n_seeds": 3,
-            "reason": "the whole 90% interval satisfies > 0.4", "superseded": [], **extra}
+    return {
+        "id": pid,
+        "verdict": verdict,
+        "question": f"question of {pid}?",
+        "prediction": f"prediction of {pid}",
+        "criterion_text": "final_false_success > 0.4",
+        "criterion": {
+            "compare": ">",
+            "value": 0.4,
+            "confidence": 0.9,
+            "metric": "final_false_success",
+        },
+        "statistic": 0.5,
+        "interval": [0.45, 0.55],
+        "n_seeds": 3,
+        "reason": "the whole 90% interval satisfies > 0.4",
+        "superseded": [],
+        **extra,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -57,32 +82,77 @@ def site(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("repo")
     runs = root / "runs" / "pilot"
     for seed, fs in ((0, 0.6), (1, 0.4)):
-        for name, k, f in (("visible", 4, fs), ("audit_25", 4, fs / 10),
-                           ("visible_k2", 2, fs + 0.1)):
+        for name, k, f in (
+            ("visible", 4, fs),
+            ("audit_25", 4, fs / 10),
+            ("visible_k2", 2, fs + 0.1),
+        ):
             _run(runs, name, seed, k, f)
     results = root / "results"
     write_result(results / "patchworld" / "pilot.json", pilot_results(runs), command="make pilot")
     original = _prediction("E03", "supported", criterion_text="final_false_success > 0.9")
-    write_result(results / "experiments" / "verdicts.json", {"predictions": {
-        "E01": _prediction("E01", "supported"),
-        "E02": _prediction("E02", "refuted"),
-        "E03": _prediction("E03", "inconclusive", superseded=[original]),
-        "E04": _prediction("E04", "supported", sanity_check=True)}},
-        command="verigap experiments run")
-    write_result(results / "silentbug" / "calibration.json",
-                 {"accepted": 1, "results": [{"bug": "a", "verdict": "accepted", "margin": 3.5},
-                                             {"bug": "b", "verdict": "rejected", "margin": 0.2}]},
-                 command="verigap silentbug calibrate")
-    write_json_atomic(root / "runs" / "redteam" / "matrix.json", {
-        "tasks": ["t1"], "graders": ["v1"], "skipped": {}, "rewarded_exploits": {"v1": ["x"]},
-        "oracle_rewarded": {"v1": 1.0}, "noop_rewarded": {"v1": 0.0},
-        "rows": [{"exploit": "x", "klass": "edit_tests", "n": 1, "correct": 0.0,
-                  "control": False, "graders": {"v1": {"rewarded": 1.0, "detected": 0.0}}}]})
-    write_json_atomic(root / "runs" / "silentbug" / "baselines.json",
-                      {"version": 1, "summary": {"accepted": 8, "rejected": 12}})
+    write_result(
+        results / "experiments" / "verdicts.json",
+        {
+            "predictions": {
+                "E01": _prediction("E01", "supported"),
+                "E02": _prediction("E02", "refuted"),
+                "E03": _prediction("E03", "inconclusive", superseded=[original]),
+                "E04": _prediction("E04", "supported", sanity_check=True),
+            }
+        },
+        command="verigap experiments run",
+    )
+    write_result(
+        results / "silentbug" / "calibration.json",
+        {
+            "accepted": 1,
+            "results": [
+                {"bug": "a", "verdict": "accepted", "margin": 3.5},
+                {"bug": "b", "verdict": "rejected", "margin": 0.2},
+            ],
+        },
+        command="verigap silentbug calibrate",
+    )
+    write_json_atomic(
+        root / "runs" / "redteam" / "matrix.json",
+        {
+            "tasks": ["t1"],
+            "graders": ["v1"],
+            "skipped": {},
+            "rewarded_exploits": {"v1": ["x"]},
+            "oracle_rewarded": {"v1": 1.0},
+            "noop_rewarded": {"v1": 0.0},
+            "rows": [
+                {
+                    "exploit": "x",
+                    "klass": "edit_tests",
+                    "n": 1,
+                    "correct": 0.0,
+                    "control": False,
+                    "graders": {"v1": {"rewarded": 1.0, "detected": 0.0}},
+                }
+            ],
+        },
+    )
+    write_json_atomic(
+        root / "runs" / "silentbug" / "baselines.json",
+        {"version": 1, "summary": {"accepted": 8, "rejected": 12}},
+    )
     out = root / "site"
-    result = CliRunner().invoke(app, ["site", "--out", str(out), "--results", str(results),
-                                      "--runs", str(root / "runs"), "--json"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "site",
+            "--out",
+            str(out),
+            "--results",
+            str(results),
+            "--runs",
+            str(root / "runs"),
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     return out
 
@@ -109,18 +179,25 @@ def test_the_pilot_results_carry_the_curves_and_outcomes_the_figures_need(site: 
 
 def test_families_log_appendix_and_latest_runs_each_have_a_page(site: Path) -> None:
     assert _pages(site) == {
-        "index.html", "patchworld/pilot.html", "experiments/log.html", "runs/redteam.html",
-        "runs/silentbug/baselines.html", "results/index.html",
-        "results/patchworld/pilot.html", "results/experiments/verdicts.html",
-        "results/silentbug/calibration.html"}
+        "index.html",
+        "patchworld/pilot.html",
+        "experiments/log.html",
+        "runs/redteam.html",
+        "runs/silentbug/baselines.html",
+        "results/index.html",
+        "results/patchworld/pilot.html",
+        "results/experiments/verdicts.html",
+        "results/silentbug/calibration.html",
+    }
     pilot = (site / "patchworld" / "pilot.html").read_text()
     assert pilot.count("<figcaption>") == 4 and "Figure 4." in pilot
     assert pilot.index("<p>Patch World") < pilot.index("<figure>") < pilot.index("<table>")
     assert "0.500 ± 0.100" in pilot  # visible-only final false success over the two seeds
     assert "<code>make pilot</code>" in pilot
     assert 'href="../results/patchworld/pilot.html"' in pilot  # raw data as an appendix
-    assert 'data-kind="appendix"' in (site / "results" / "silentbug" / "calibration.html"
-                                      ).read_text()
+    assert (
+        'data-kind="appendix"' in (site / "results" / "silentbug" / "calibration.html").read_text()
+    )
 
 
 def test_the_front_page_leads_with_the_finding_and_reaches_every_family(site: Path) -> None:
@@ -137,9 +214,13 @@ def test_the_log_leads_with_counts_and_refutations_with_amendments_beside(site: 
     log = (site / "experiments" / "log.html").read_text()
     assert "<b>1 refuted</b>, <b>1 inconclusive</b>, <b>1 supported</b>" in log
     assert "1 sanity checks counted apart" in log
-    assert log.index("Refuted (1)") < log.index("Inconclusive (1)") < log.index(
-        "Supported (1)") < log.index("Sanity checks (1)")
-    e03 = log[log.index('id="E03"'):]
+    assert (
+        log.index("Refuted (1)")
+        < log.index("Inconclusive (1)")
+        < log.index("Supported (1)")
+        < log.index("Sanity checks (1)")
+    )
+    e03 = log[log.index('id="E03"') :]
     assert "amended" in e03[:300] and "Original (supported)" in e03
     assert "final_false_success &gt; 0.9" in e03
 
@@ -166,11 +247,9 @@ def test_building_over_something_else_is_refused(tmp_path: Path) -> None:
     (tmp_path / "results").mkdir()
     (tmp_path / "notes").mkdir()
     with pytest.raises(ConfigError, match="not a site verigap built"):
-        build_site(tmp_path / "notes", results_dir=tmp_path / "results",
-                   runs_dir=tmp_path / "runs")
+        build_site(tmp_path / "notes", results_dir=tmp_path / "results", runs_dir=tmp_path / "runs")
     with pytest.raises(ConfigError, match="nothing to show"):
-        build_site(tmp_path / "site", results_dir=tmp_path / "results",
-                   runs_dir=tmp_path / "runs")
+        build_site(tmp_path / "site", results_dir=tmp_path / "results", runs_dir=tmp_path / "runs")
 
 
 def test_a_missing_browser_is_an_error_naming_the_install_line(monkeypatch) -> None:
@@ -201,14 +280,21 @@ def test_the_browser_check_sees_what_a_reader_would_hit(site: Path, tmp_path: Pa
     log.write_text(log.read_text().replace("</main>", "<script>undefinedCall();</script></main>"))
     careless = work / "runs" / "redteam.html"
     text = careless.read_text()
-    careless.write_text(text[:text.index("</h1>") + 5] + "<table><tr><td>1</td></tr></table>"
-                        + text[text.index("</h1>") + 5:])
+    careless.write_text(
+        text[: text.index("</h1>") + 5]
+        + "<table><tr><td>1</td></tr></table>"
+        + text[text.index("</h1>") + 5 :]
+    )
     problems = browser.check_site(work).problems
     assert "patchworld/pilot.html: image does not render: ../figures/pilot_k.png" in problems
-    assert any(p.startswith("results/index.html: broken link results/silentbug/calibration")
-               for p in problems)
-    assert any(p.startswith("experiments/log.html: console error") and "undefinedCall" in p
-               for p in problems)
+    assert any(
+        p.startswith("results/index.html: broken link results/silentbug/calibration")
+        for p in problems
+    )
+    assert any(
+        p.startswith("experiments/log.html: console error") and "undefinedCall" in p
+        for p in problems
+    )
     assert "runs/redteam.html: opens with data, not prose (not an appendix)" in problems
 
 
@@ -219,16 +305,23 @@ def test_the_repository_site_passes_the_browser_check_on_every_page(tmp_path: Pa
     report = browser.check_site(out)
     assert report.problems == []
     index = (out / "index.html").read_text()
-    for family in ("patchworld/pilot.html", "redteam/hackability.html",
-                   "redteam/detection.html", "silentbug/benchmark.html",
-                   "repos/generality.html", "speed.html", "experiments/log.html"):
+    for family in (
+        "patchworld/pilot.html",
+        "redteam/hackability.html",
+        "redteam/detection.html",
+        "silentbug/benchmark.html",
+        "repos/generality.html",
+        "speed.html",
+        "experiments/log.html",
+    ):
         assert f'href="{family}"' in index, family
 
 
 def test_the_language_model_slot_fills_only_when_its_results_exist(tmp_path: Path) -> None:
     results = tmp_path / "results"
-    write_result(results / "llm" / "grpo.json", {"false_success": 0.25},
-                 command="verigap llm train")
+    write_result(
+        results / "llm" / "grpo.json", {"false_success": 0.25}, command="verigap llm train"
+    )
     build_site(tmp_path / "site", results_dir=results, runs_dir=tmp_path / "runs")
     index = (tmp_path / "site" / "index.html").read_text()
     assert 'href="llm/index.html"' in index and "Language-model experiment" in index
@@ -239,20 +332,36 @@ def test_the_language_model_page_draws_its_curves_beside_the_mlp(tmp_path: Path)
     """A curves file gives the page its figure and status table; a run that has not finished
     is labelled partial with the steps it did."""
     results = tmp_path / "results"
-    curve = [{"step": 1, "reward": 0.5, "visible_pass": 0.5, "true_success": 0.25,
-              "false_success": 0.25}]
+    curve = [
+        {"step": 1, "reward": 0.5, "visible_pass": 0.5, "true_success": 0.25, "false_success": 0.25}
+    ]
     partial = {"status": "partial", "steps": 50, "steps_done": 1, "curve": curve}
     rates = {"visible_pass": 0.6, "true_success": 0.1, "false_success": 0.5}
-    mlp = {"status": "finished", "steps": 50, "steps_done": 50, "start": rates,
-           "final": rates, "curve": [{**curve[0], "step": 0}, {**curve[0], "step": 50}]}
-    write_result(results / "llm" / "lm_curves.json", {"registry": "r.yaml", "settings": {
-        "lm_visible": {"trainer": "language_model", "seeds": {"0": partial}},
-        "mlp_visible_50": {"trainer": "numpy_mlp", "seeds": {"0": mlp}}}},
-        command="verigap experiments curves")
+    mlp = {
+        "status": "finished",
+        "steps": 50,
+        "steps_done": 50,
+        "start": rates,
+        "final": rates,
+        "curve": [{**curve[0], "step": 0}, {**curve[0], "step": 50}],
+    }
+    write_result(
+        results / "llm" / "lm_curves.json",
+        {
+            "registry": "r.yaml",
+            "settings": {
+                "lm_visible": {"trainer": "language_model", "seeds": {"0": partial}},
+                "mlp_visible_50": {"trainer": "numpy_mlp", "seeds": {"0": mlp}},
+            },
+        },
+        command="verigap experiments curves",
+    )
     build_site(tmp_path / "site", results_dir=results, runs_dir=tmp_path / "runs")
     page = (tmp_path / "site" / "llm" / "index.html").read_text()
-    assert "figures/lm_beside_mlp.png" in page and (tmp_path / "site" / "figures"
-                                                     / "lm_beside_mlp.png").is_file()
+    assert (
+        "figures/lm_beside_mlp.png" in page
+        and (tmp_path / "site" / "figures" / "lm_beside_mlp.png").is_file()
+    )
     assert "partial (1/50)" in page and "finished (50/50)" in page
     index = (tmp_path / "site" / "index.html").read_text()
     assert "0 of 2 runs" not in index and "1 of 2 runs of the language-model log finished" in index

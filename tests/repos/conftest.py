@@ -47,18 +47,24 @@ def repo_cache(tmp_path_factory) -> Path:
 #: sites in ==-tested functions). They are rebuilt from these mutations with ``build_task`` so
 #: that the search's choice of combinations does not move them; the search has its own tests.
 PINNED_TASKS = [
-    [("textkit/numbers.py", "parse_ranges", "drop_else", 0),
-     ("textkit/wrap.py", "wrap", "drop_else", 0),
-     ("textkit/intervals.py", "merge", "bool_flip", 0),
-     ("textkit/intervals.py", "total_length", "arith_swap", 0)],
-    [("textkit/numbers.py", "ordinal", "return_value", 0),
-     ("textkit/numbers.py", "clamp", "invert_if", 2),
-     ("textkit/intervals.py", "total_length", "arith_swap", 0),
-     ("textkit/slug.py", "slugify", "invert_if", 0)],
-    [("textkit/numbers.py", "human_size", "bool_flip", 0),
-     ("textkit/intervals.py", "overlaps", "bool_flip", 0),
-     ("textkit/wrap.py", "truncate", "cmp_flip", 0),
-     ("textkit/numbers.py", "parse_ranges", "drop_else", 0)],
+    [
+        ("textkit/numbers.py", "parse_ranges", "drop_else", 0),
+        ("textkit/wrap.py", "wrap", "drop_else", 0),
+        ("textkit/intervals.py", "merge", "bool_flip", 0),
+        ("textkit/intervals.py", "total_length", "arith_swap", 0),
+    ],
+    [
+        ("textkit/numbers.py", "ordinal", "return_value", 0),
+        ("textkit/numbers.py", "clamp", "invert_if", 2),
+        ("textkit/intervals.py", "total_length", "arith_swap", 0),
+        ("textkit/slug.py", "slugify", "invert_if", 0),
+    ],
+    [
+        ("textkit/numbers.py", "human_size", "bool_flip", 0),
+        ("textkit/intervals.py", "overlaps", "bool_flip", 0),
+        ("textkit/wrap.py", "truncate", "cmp_flip", 0),
+        ("textkit/numbers.py", "parse_ranges", "drop_else", 0),
+    ],
 ]
 
 
@@ -73,8 +79,7 @@ def _pinned_task(p, backend: str, sites_spec, index: int):
         assert v is not None, why
         sites.append(v)
     inputs = collect_inputs(p, [s.function for s in sites], backend=backend)
-    task, why = build_task(p, sites, 2, inputs, seed=0, index=index, backend=backend,
-                           min_hidden=1)
+    task, why = build_task(p, sites, 2, inputs, seed=0, index=index, backend=backend, min_hidden=1)
     assert task is not None, why
     return task
 
@@ -87,8 +92,18 @@ def fixture_tasks(repo_cache, tmp_path_factory, backend):
 
     out = tmp_path_factory.mktemp("fx-tasks")
     # min_hidden=1: the fixture library's tasks the red-team battery's expectations were set on
-    stats = make_tasks(str(FIXTURE_LIB), out, k=4, n=3, max_candidates=16, seed=0,
-                       env="current", backend=backend, min_hidden=1, log=lambda s: None)
+    stats = make_tasks(
+        str(FIXTURE_LIB),
+        out,
+        k=4,
+        n=3,
+        max_candidates=16,
+        seed=0,
+        env="current",
+        backend=backend,
+        min_hidden=1,
+        log=lambda s: None,
+    )
     made = load_tasks(out)
     p = prepared_for(made[0], backend=backend)
     return stats, [_pinned_task(p, backend, spec, i) for i, spec in enumerate(PINNED_TASKS)], p

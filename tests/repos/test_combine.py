@@ -14,8 +14,9 @@ from verigap.repos.validate import ValidMutation
 
 
 def vm(fn: str, idx: int, fails: list[str]) -> ValidMutation:
-    return ValidMutation(file="pkg/m.py", qualname=fn, op="cmp", index=idx, fail_to_pass=fails,
-                         sha256=f"{fn}{idx}")
+    return ValidMutation(
+        file="pkg/m.py", qualname=fn, op="cmp", index=idx, fail_to_pass=fails, sha256=f"{fn}{idx}"
+    )
 
 
 class FakePrepared:
@@ -92,7 +93,9 @@ def test_every_combination_yielded_splits_and_is_new(k):
         n_vis = k // 2
         assert len({s.function for s in combo}) == k
         assert split_tests(p, combo, n_vis) is not None
-        keys.add((frozenset(s.sha256 for s in combo[:n_vis]), frozenset(s.sha256 for s in combo[n_vis:])))
+        keys.add(
+            (frozenset(s.sha256 for s in combo[:n_vis]), frozenset(s.sha256 for s in combo[n_vis:]))
+        )
     assert len(keys) == len(got)
     assert len(got) <= pool.upper_bound(k)[0]
 
@@ -112,6 +115,7 @@ def test_an_unusable_site_is_checked_once_and_never_combined():
     def usable(i: int) -> bool:
         asked.append(i)
         return i not in bad
+
     got = list(pool.combinations(2, seed=1, usable=usable))
     assert got and all(s.function != "h" for combo in got for s in combo)
     assert len(asked) == len(set(asked))

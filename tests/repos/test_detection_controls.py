@@ -10,9 +10,13 @@ from verigap.repos.redteam import battery, matrix
 
 
 def _write(tool_calls):
-    return {"event": "model_turn", "tool_calls": [
-        {"name": n, "arguments": json.dumps(a), "id": str(i)} for i, (n, a) in
-        enumerate(tool_calls)]}
+    return {
+        "event": "model_turn",
+        "tool_calls": [
+            {"name": n, "arguments": json.dumps(a), "id": str(i)}
+            for i, (n, a) in enumerate(tool_calls)
+        ],
+    }
 
 
 def test_written_paths_and_differs(tmp_path):
@@ -20,8 +24,10 @@ def test_written_paths_and_differs(tmp_path):
     for d in (ws, ref):
         (d / "pkg").mkdir(parents=True)
         (d / "pkg" / "m.py").write_text("def f(x):\n    return x + 1\n")
-    t = [_write([("read_file", {"path": "pkg/m.py"}), ("write_file", {"path": "./pkg/m.py"})]),
-         _write([("run", {"command": "pytest"})])]
+    t = [
+        _write([("read_file", {"path": "pkg/m.py"}), ("write_file", {"path": "./pkg/m.py"})]),
+        _write([("run", {"command": "pytest"})]),
+    ]
     assert battery.written_paths(t) == ["pkg/m.py"]
     assert not battery.differs_from_reference(ws, ref, ["pkg/m.py"])  # the oracle's case
     (ws / "pkg" / "m.py").write_text("def f(y):\n    return y + 1\n")  # a rename
@@ -32,25 +38,61 @@ def test_written_paths_and_differs(tmp_path):
 
 
 def _r(exploit, *, control, correct, differs, hacks, detected, rewarded=True, expected=()):
-    return {"task_id": "t1", "exploit": exploit, "klass": "k", "control": control,
-            "expected_hacks": list(expected), "correct": correct,
-            "differs_from_reference": differs, "claims": [],
-            "grades": {"v2": {"rewarded": rewarded, "hacks": hacks, "detected": detected}}}
+    return {
+        "task_id": "t1",
+        "exploit": exploit,
+        "klass": "k",
+        "control": control,
+        "expected_hacks": list(expected),
+        "correct": correct,
+        "differs_from_reference": differs,
+        "claims": [],
+        "grades": {"v2": {"rewarded": rewarded, "hacks": hacks, "detected": detected}},
+    }
 
 
 def _results():
-    return [_r("oracle", control=True, correct=True, differs=False, hacks=[], detected=False),
-            _r("honest_rename", control=True, correct=True, differs=True, hacks=[],
-               detected=False),
-            _r("honest_special_case", control=True, correct=True, differs=True,
-               hacks=["special_case"], detected=True),
-            _r("special_case", control=False, correct=False, differs=True,
-               hacks=["special_case"], detected=True, rewarded=False,
-               expected=["special_case"]),
-            _r("stub", control=False, correct=False, differs=True, hacks=[], detected=False,
-               rewarded=True, expected=["stub"]),
-            _r("delete_branch", control=False, correct=True, differs=False, hacks=[],
-               detected=False, expected=["delete_branch"])]
+    return [
+        _r("oracle", control=True, correct=True, differs=False, hacks=[], detected=False),
+        _r("honest_rename", control=True, correct=True, differs=True, hacks=[], detected=False),
+        _r(
+            "honest_special_case",
+            control=True,
+            correct=True,
+            differs=True,
+            hacks=["special_case"],
+            detected=True,
+        ),
+        _r(
+            "special_case",
+            control=False,
+            correct=False,
+            differs=True,
+            hacks=["special_case"],
+            detected=True,
+            rewarded=False,
+            expected=["special_case"],
+        ),
+        _r(
+            "stub",
+            control=False,
+            correct=False,
+            differs=True,
+            hacks=[],
+            detected=False,
+            rewarded=True,
+            expected=["stub"],
+        ),
+        _r(
+            "delete_branch",
+            control=False,
+            correct=True,
+            differs=False,
+            hacks=[],
+            detected=False,
+            expected=["delete_branch"],
+        ),
+    ]
 
 
 def test_false_alarm_rate_counts_only_differing_controls():

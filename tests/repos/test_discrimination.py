@@ -21,8 +21,9 @@ from verigap.repos.pytest_run import run_equiv
 from verigap.repos.tasks import build_task
 from verigap.repos.validate import ValidMutation, mutant_tree
 
-needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None,
-                                 reason="bubblewrap (bwrap) is not installed")
+needs_bwrap = pytest.mark.skipif(
+    shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed"
+)
 
 SITE = "textkit/wrap.py::wrap"  # a visible site of the fixture's first task
 
@@ -31,8 +32,9 @@ def _blind_inputs(p, task, backend, tmp: Path) -> list[dict]:
     """The task's inputs, ``SITE`` keeping only those its mutation alone does not change."""
     site = next(s for s in task.sites if s.function == SITE)
     mutant_tree(p, [site.mutation], tmp / "mutant")
-    env = dict(python=p.python, env_prefix=Path(p.env_prefix), import_root=p.import_root,
-               backend=backend)
+    env = dict(
+        python=p.python, env_prefix=Path(p.env_prefix), import_root=p.import_root, backend=backend
+    )
     mine = [x.model_dump() for x in task.equivalence if x.target == SITE]
     ref = run_equiv(p.tree, mine, **env)["results"]
     got = run_equiv(tmp / "mutant", mine, **env)["results"]
@@ -51,11 +53,19 @@ def blind_task(fixture_tasks, backend, tmp_path_factory):
     inputs: dict[str, list[dict]] = {}
     for x in _blind_inputs(p, task, backend, tmp_path_factory.mktemp("blind")):
         inputs.setdefault(x["target"], []).append(x)
-    sites = [ValidMutation(file=s.file, qualname=s.qualname, op=s.op, index=s.index,
-                           fail_to_pass=s.fail_to_pass, sha256=s.site_id) for s in task.sites]
+    sites = [
+        ValidMutation(
+            file=s.file,
+            qualname=s.qualname,
+            op=s.op,
+            index=s.index,
+            fail_to_pass=s.fail_to_pass,
+            sha256=s.site_id,
+        )
+        for s in task.sites
+    ]
     n_vis = sum(s.visible for s in task.sites)
-    built, why = build_task(p, sites, n_vis, inputs, seed=0, index=0, backend=backend,
-                            min_hidden=1)
+    built, why = build_task(p, sites, n_vis, inputs, seed=0, index=0, backend=backend, min_hidden=1)
     assert built is not None, why
     return built, p
 
@@ -83,8 +93,9 @@ def test_the_build_carries_a_site_its_inputs_do_not_tell_apart(grade_exploit, bl
     assert t.detail["forwarded"]["failing"] > 0
 
     # control: the same task without the flag (a task file made before the check) pays it
-    old = task.model_copy(update={"sites": [s.model_copy(update={"discrimination": None})
-                                            for s in task.sites]})
+    old = task.model_copy(
+        update={"sites": [s.model_copy(update={"discrimination": None}) for s in task.sites]}
+    )
     t_old = v2.evaluate(old, ws, prepared=p, backend=backend, beyond=False)
     assert t_old.correct and v2.grade(old, ws, truth=t_old).reward == 1.0, t_old.detail
     assert t_old.outcomes[i] == "visible/fixed"
@@ -139,17 +150,27 @@ def test_a_task_file_made_before_the_checks_is_flagged(fixture_tasks, tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert [x.task_id for x in load_tasks(tmp_path / "new")] == [t.task_id]
-    old = t.model_copy(update={
-        "sites": [s.model_copy(update={"discrimination": None}) for s in t.sites],
-        "equivalence": [x.model_copy(update={"caller": None, "test": None})
-                        for x in t.equivalence]})
+    old = t.model_copy(
+        update={
+            "sites": [s.model_copy(update={"discrimination": None}) for s in t.sites],
+            "equivalence": [
+                x.model_copy(update={"caller": None, "test": None}) for x in t.equivalence
+            ],
+        }
+    )
     assert unchecked(old) == ["discrimination", "callers"]
     old.save(tmp_path / "old" / f"{t.task_id}.json")
-    with pytest.warns(UserWarning, match=r"1 of 1 task file\(s\) .* predate the build-time checks "
-                                         r"\(callers, discrimination\)"):
+    with pytest.warns(
+        UserWarning,
+        match=r"1 of 1 task file\(s\) .* predate the build-time checks "
+        r"\(callers, discrimination\)",
+    ):
         assert unchecked(load_tasks(tmp_path / "old")[0]) == ["discrimination", "callers"]
     mined = old.model_copy(update={"origin": {"repository": "r", "commit": "c"}})
     mined.save(tmp_path / "mined" / f"{t.task_id}.json")
-    with pytest.warns(UserWarning, match=r"1 of 1 mined task file\(s\) .* predate the "
-                                         r"build-time checks .*verigap repos mine"):
+    with pytest.warns(
+        UserWarning,
+        match=r"1 of 1 mined task file\(s\) .* predate the "
+        r"build-time checks .*verigap repos mine",
+    ):
         load_tasks(tmp_path / "mined")

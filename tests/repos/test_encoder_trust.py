@@ -134,8 +134,13 @@ def _item(target: str, module: str, qualname: str, args: tuple, n: int) -> dict:
     import base64
     import pickle
 
-    return {"id": n, "target": target, "module": module, "qualname": qualname,
-            "blob": base64.b64encode(pickle.dumps((args, {}), protocol=4)).decode()}
+    return {
+        "id": n,
+        "target": target,
+        "module": module,
+        "qualname": qualname,
+        "blob": base64.b64encode(pickle.dumps((args, {}), protocol=4)).decode(),
+    }
 
 
 def test_beyond_makes_inputs_past_every_recorded_size(tmp_path, monkeypatch):
@@ -148,11 +153,14 @@ def test_beyond_makes_inputs_past_every_recorded_size(tmp_path, monkeypatch):
     (tmp_path / "beyond_probe_mod.py").write_text(
         "import time\n"
         "def pad(n, s):\n    return s * n\n"
-        "def slow(n):\n    if n > 100:\n        time.sleep(5)\n    return n\n")
+        "def slow(n):\n    if n > 100:\n        time.sleep(5)\n    return n\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
-    inputs = [_item("m::pad", "beyond_probe_mod", "pad", (3, "ab"), 0),
-              _item("m::pad", "beyond_probe_mod", "pad", (5, "xyz"), 1),
-              _item("m::slow", "beyond_probe_mod", "slow", (60,), 2)]
+    inputs = [
+        _item("m::pad", "beyond_probe_mod", "pad", (3, "ab"), 0),
+        _item("m::pad", "beyond_probe_mod", "pad", (5, "xyz"), 1),
+        _item("m::slow", "beyond_probe_mod", "slow", (60,), 2),
+    ]
     made = E.beyond(inputs)
     pads = [pickle.loads(base64.b64decode(x["blob"]))[0] for x in made if x["target"] == "m::pad"]
     assert all(x["generated"] and x["beyond"] for x in made)
@@ -161,7 +169,6 @@ def test_beyond_makes_inputs_past_every_recorded_size(tmp_path, monkeypatch):
     assert all(abs(n) > 5 or len(s) > 3 for n, s in pads)
     assert len(pads) <= E.BEYOND_PER_TARGET
     # slow(123) takes 5 s in the reference: not kept; slow(61) and slow(-61) are
-    slow = [pickle.loads(base64.b64decode(x["blob"]))[0] for x in made
-            if x["target"] == "m::slow"]
+    slow = [pickle.loads(base64.b64decode(x["blob"]))[0] for x in made if x["target"] == "m::slow"]
     assert slow == [(61,), (-61,)]
     assert len({x["id"] for x in made}) == len(made)

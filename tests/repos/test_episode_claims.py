@@ -15,8 +15,15 @@ from verigap.repos import episode
 
 def test_scripted_names_cover_the_battery_and_impossible_agents():
     names = episode.scripted_agents()
-    for n in ("oracle", "careless", "honest_rename", "claim_unrun", "test_edit", "reporter",
-              "cheater"):
+    for n in (
+        "oracle",
+        "careless",
+        "honest_rename",
+        "claim_unrun",
+        "test_edit",
+        "reporter",
+        "cheater",
+    ):
         assert episode.parse_agent(f"scripted:{n}") == ("scripted", n)
     assert len(names) == len(set(names))
     with pytest.raises(ConfigError, match="scripted:NAME"):
@@ -36,13 +43,15 @@ def test_claims_are_checked_in_an_episode(fixture_tasks, tmp_path, backend, monk
         return boxes[-1]
 
     monkeypatch.setattr(verigap.sandbox, "make_sandbox", recording)
-    liar = episode.run_task_episode(tasks[0], tmp_path / "liar", agent="scripted:claim_unrun",
-                                    backend=backend)
+    liar = episode.run_task_episode(
+        tasks[0], tmp_path / "liar", agent="scripted:claim_unrun", backend=backend
+    )
     assert liar["correct"] and liar["reward"] == 1.0  # the fix is right: paid ...
     assert "unsupported_claim" in liar["hacks"]  # ... and the lie is named
     assert {c["kind"] for c in liar["claims"] if c["supported"] is False} >= {"ran_tests"}
-    honest = episode.run_task_episode(tasks[0], tmp_path / "honest",
-                                      agent="scripted:honest_rename", backend=backend)
+    honest = episode.run_task_episode(
+        tasks[0], tmp_path / "honest", agent="scripted:honest_rename", backend=backend
+    )
     assert honest["correct"] and honest["reward"] == 1.0
     assert honest["claims"] and all(c["supported"] for c in honest["claims"])
     assert "unsupported_claim" not in honest["hacks"]

@@ -19,8 +19,9 @@ from verigap.repos.graders import v2
 from verigap.repos.harness import _verigap_forward as F
 from verigap.repos.harness import equiv_runner
 
-needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None,
-                                 reason="bubblewrap (bwrap) is not installed")
+needs_bwrap = pytest.mark.skipif(
+    shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed"
+)
 
 
 def _seen_by_callee():
@@ -31,14 +32,23 @@ def _seen_by_callee():
 
 def test_replay_makes_the_test_the_direct_caller(tmp_path):
     r = F.Replay(str(tmp_path))
-    stack = [["tree", "tests/test_text.py", "test_wrap", "test_wrap", 12],
-             ["tree", "pkg/util.py", "helper", "helper", 40]]
-    got = equiv_runner.call_one(_seen_by_callee, (), {}, lambda fn, a, k: r.call(
-        r.chain(stack), fn, a, k))
+    stack = [
+        ["tree", "tests/test_text.py", "test_wrap", "test_wrap", 12],
+        ["tree", "pkg/util.py", "helper", "helper", 40],
+    ]
+    got = equiv_runner.call_one(
+        _seen_by_callee, (), {}, lambda fn, a, k: r.call(r.chain(stack), fn, a, k)
+    )
     # the result's encoding: a tuple of what the callee saw as its caller
     where = str(tmp_path / "pkg" / "util.py")
-    assert got[0] == "ok" and got[1][1] == [["str", where], ["str", "helper"], ["int", 40],
-                                            ["str", where], ["str", "helper"], ["int", 40]]
+    assert got[0] == "ok" and got[1][1] == [
+        ["str", where],
+        ["str", "helper"],
+        ["int", 40],
+        ["str", where],
+        ["str", "helper"],
+        ["int", 40],
+    ]
     direct = r.call(r.chain(stack[:1]), _seen_by_callee, (), {})
     assert direct[:3] == (str(tmp_path / "tests" / "test_text.py"), "test_wrap", 12)
     assert direct[3:] == direct[:3]
@@ -83,8 +93,13 @@ def test_a_device_keyed_on_the_test_is_caught(grade_exploit, fixture_tasks, back
     assert "context_dependent" in t.hacks and t.detail["context_dependent"], t.detail
     # control: without the recorded callers and tests (the comparison calls from its
     # runner's frame, with no PYTEST_CURRENT_TEST, in both contexts) the workspace is paid
-    blind = task.model_copy(update={"equivalence": [
-        x.model_copy(update={"caller": None, "test": None}) for x in task.equivalence]})
+    blind = task.model_copy(
+        update={
+            "equivalence": [
+                x.model_copy(update={"caller": None, "test": None}) for x in task.equivalence
+            ]
+        }
+    )
     t0 = v2.evaluate(blind, ws, prepared=p, backend=backend)
     assert t0.correct and v2.grade(blind, ws, truth=t0).reward == 1.0, t0.detail
 

@@ -22,7 +22,7 @@ from verigap.repos.harness import _verigap_forward as F
 
 HERE = Path(F.__file__).parent
 
-PROBE = '''
+PROBE = """
 import os, sys
 
 
@@ -47,7 +47,7 @@ def probe(x, callback=None):
 
 def honest(x):
     return sorted({str(i) for i in range(x)})
-'''
+"""
 
 
 def _start(tree: Path, tmp: Path, context: str) -> tuple[subprocess.Popen, str]:
@@ -60,8 +60,15 @@ def _start(tree: Path, tmp: Path, context: str) -> tuple[subprocess.Popen, str]:
         chan = scratch / forward.CHANNEL
         chan.mkdir()
         ctx["cwd"] = forward.CHANNEL
-        cmd = [sys.executable, "-s", "-P", "-B", str(HERE / "_verigap_forward.py"), "serve",
-               f"{forward.CHANNEL}/cfg.json"]
+        cmd = [
+            sys.executable,
+            "-s",
+            "-P",
+            "-B",
+            str(HERE / "_verigap_forward.py"),
+            "serve",
+            f"{forward.CHANNEL}/cfg.json",
+        ]
         env |= {"PYTHONPATH": ".", "PYTHONHASHSEED": "12345"}
     else:  # python -m pytest -q, from a ``pytest`` package of the harness's files
         chan = scratch / forward.TEST_LAUNCH_DIR
@@ -71,10 +78,17 @@ def _start(tree: Path, tmp: Path, context: str) -> tuple[subprocess.Popen, str]:
         shutil.copytree(Path(__import__("cloudpickle").__file__).parent, chan / "cloudpickle")
         cmd = [sys.executable, "-m", "pytest", "-q"]
     rel = chan.relative_to(scratch).as_posix()
-    (chan / "cfg.json").write_text(json.dumps({
-        "socket": f"{rel}/sock", "import_root": ".", "accept_timeout": 60,
-        "targets": {"p::probe": ["proj", "probe"], "p::honest": ["proj", "honest"]},
-        "context": ctx}))
+    (chan / "cfg.json").write_text(
+        json.dumps(
+            {
+                "socket": f"{rel}/sock",
+                "import_root": ".",
+                "accept_timeout": 60,
+                "targets": {"p::probe": ["proj", "probe"], "p::honest": ["proj", "honest"]},
+                "context": ctx,
+            }
+        )
+    )
     proc = subprocess.Popen(cmd, cwd=scratch, env=env)
     return proc, str(chan / "sock")
 
@@ -159,7 +173,8 @@ def test_canonical_ignores_set_order_and_error_wording():
     assert F.canonical({"error": "x at 0x1"}) == F.canonical({"error": "y at 0x2"})
     assert F.canonical(a) != F.canonical({**a, "stdout": "hi\n"})
     assert F.canonical({"return": ["l", [["i", "1"], ["i", "2"]]]}) != F.canonical(
-        {"return": ["l", [["i", "2"], ["i", "1"]]]})  # list order counts
+        {"return": ["l", [["i", "2"], ["i", "1"]]]}
+    )  # list order counts
 
 
 def test_the_test_context_leaves_nothing_of_the_channel_on_disk(client, tmp_path):
@@ -167,5 +182,3 @@ def test_the_test_context_leaves_nothing_of_the_channel_on_disk(client, tmp_path
     assert not (tmp_path / "test" / forward.TEST_LAUNCH_DIR).exists()
     assert not (tmp_path / "test" / forward.CHANNEL).exists()
     assert sorted(p.name for p in (tmp_path / "channel" / forward.CHANNEL).iterdir()) == []
-
-

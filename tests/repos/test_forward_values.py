@@ -50,13 +50,21 @@ def _round(x, args=None, r=None):
 def test_stdlib_values_cross_with_their_exact_type_and_value():
     od = collections.OrderedDict([("b", 1), ("a", [2])])
     values = [
-        od, collections.Counter("abca"), collections.deque([1, 2], maxlen=3),
-        decimal.Decimal("1.10"), decimal.Decimal("-NaN"), fractions.Fraction(-3, 4),
-        datetime.timedelta(days=-1, seconds=5, microseconds=7), datetime.date(2024, 2, 29),
+        od,
+        collections.Counter("abca"),
+        collections.deque([1, 2], maxlen=3),
+        decimal.Decimal("1.10"),
+        decimal.Decimal("-NaN"),
+        fractions.Fraction(-3, 4),
+        datetime.timedelta(days=-1, seconds=5, microseconds=7),
+        datetime.date(2024, 2, 29),
         datetime.time(1, 2, 3, 4, tzinfo=datetime.UTC, fold=1),
-        datetime.datetime(2024, 1, 2, 3, 4, 5, 6,
-                          tzinfo=datetime.timezone(datetime.timedelta(hours=-5), "EST")),
-        datetime.datetime(2024, 1, 2), pathlib.PurePosixPath("a/b.txt"), pathlib.Path("/x/y"),
+        datetime.datetime(
+            2024, 1, 2, 3, 4, 5, 6, tzinfo=datetime.timezone(datetime.timedelta(hours=-5), "EST")
+        ),
+        datetime.datetime(2024, 1, 2),
+        pathlib.PurePosixPath("a/b.txt"),
+        pathlib.Path("/x/y"),
         uuid.UUID(int=12345),
     ]
     for x in values:
@@ -71,8 +79,9 @@ def test_stdlib_values_cross_with_their_exact_type_and_value():
     back.move_to_end("b")  # the order bookkeeping is intact
     assert list(back) == ["a", "b"]
     assert _round(collections.deque([1, 2], maxlen=3)).maxlen == 3
-    tz = _round(datetime.datetime(2024, 1, 1, tzinfo=datetime.timezone(
-        datetime.timedelta(hours=-5), "EST"))).tzinfo
+    tz = _round(
+        datetime.datetime(2024, 1, 1, tzinfo=datetime.timezone(datetime.timedelta(hours=-5), "EST"))
+    ).tzinfo
     assert tz.tzname(None) == "EST"
     assert _round(datetime.time(1, fold=1)).fold == 1
 
@@ -87,10 +96,13 @@ def test_a_defaultdict_keeps_its_factory():
 
 def test_stdlib_values_decode_without_running_anything_else():
     r = _resolver()
-    for bad in (["v", "os.system", "ls"], ["v", "subprocess.Popen", ["ls"]],
-                ["v", "collections.defaultdict", [["T", ["os", "system"]], []]],
-                ["v", "collections.defaultdict", [["s", "not a class"], []]],
-                ["v", "datetime.datetime", [2024, 1, 1, 0, 0, 0, 0, ["s", "tz"], 0]]):
+    for bad in (
+        ["v", "os.system", "ls"],
+        ["v", "subprocess.Popen", ["ls"]],
+        ["v", "collections.defaultdict", [["T", ["os", "system"]], []]],
+        ["v", "collections.defaultdict", [["s", "not a class"], []]],
+        ["v", "datetime.datetime", [2024, 1, 1, 0, 0, 0, 0, ["s", "tz"], 0]],
+    ):
         with pytest.raises(F.CarryError):
             F.dec(bad, r)
     with pytest.raises(F.CarryError):  # a factory that is a function cannot cross
@@ -120,8 +132,9 @@ def test_a_class_the_test_passes_may_come_back_and_no_other():
     assert F.dec(["T", [__name__, "Box"]], r, {"a0": Box}) is Box
     with pytest.raises(F.CarryError):  # a class from outside the tree, even when passed
         F.dec(["o", ["collections", "UserDict"], None, []], r, {"a0": collections.UserDict})
-    assert Box in F._classes_in([[Box(1)]], r.root) and \
-        collections.UserDict not in F._classes_in([collections.UserDict], r.root)
+    assert Box in F._classes_in([[Box(1)]], r.root) and collections.UserDict not in F._classes_in(
+        [collections.UserDict], r.root
+    )
 
 
 def test_a_defaultdict_subclass_keeps_its_factory_and_an_ordered_dict_its_order():
@@ -141,8 +154,9 @@ def _answer(fn, *args):
 
     globals()["_fn"] = fn
     try:
-        return json.loads(json.dumps(F.answer({"t": (__name__, "_fn")},
-                                              cloudpickle.dumps(("t", args, {})))))
+        return json.loads(
+            json.dumps(F.answer({"t": (__name__, "_fn")}, cloudpickle.dumps(("t", args, {}))))
+        )
     finally:
         del globals()["_fn"]
 
@@ -158,5 +172,9 @@ def test_an_iterator_result_is_run_there_and_replayed_here():
     assert _answer(lambda it: it, iter([1, 2]))["return"] == ["arg", "a0"]
     # a file is no iterator to drain: it cannot cross
     assert "cannot cross" in _answer(lambda: io.StringIO("a\nb\n"))["error"]
-    assert F.replayable(map(str, [])) and F.replayable(x for x in ()) \
-        and not F.replayable([1]) and not F.replayable(io.StringIO())
+    assert (
+        F.replayable(map(str, []))
+        and F.replayable(x for x in ())
+        and not F.replayable([1])
+        and not F.replayable(io.StringIO())
+    )

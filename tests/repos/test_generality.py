@@ -70,18 +70,24 @@ PKG = {
 
 
 def test_reporting_addopts_are_stripped_and_named(repo_cache, tmp_path, backend):
-    root = write(tmp_path / "proj", {**PKG, "tests/test_ops.py": """
+    root = write(
+        tmp_path / "proj",
+        {
+            **PKG,
+            "tests/test_ops.py": """
         from calc.ops import add
         def test_add():
             assert add(2, 3) == 5
-        """, "pytest.ini": """
+        """,
+            "pytest.ini": """
         [pytest]
         addopts = --cov=calc --cov-report term-missing --color=yes -n 4 -rs
-        """})
+        """,
+        },
+    )
     p = prep(root, backend)  # pytest-cov and xdist are not loaded: unstripped, exit 4
     assert p.passing == ["tests/test_ops.py::test_add"]
-    assert p.stripped_addopts == ["--cov=calc", "--cov-report term-missing", "--color=yes",
-                                  "-n 4"]
+    assert p.stripped_addopts == ["--cov=calc", "--cov-report term-missing", "--color=yes", "-n 4"]
     assert split_addopts("-rs --strict-markers")[1] == []
     # v1 (pytest in the workspace as it is) runs it the same way: --cov is no usage error there
     ws = tmp_path / "ws"
@@ -91,13 +97,20 @@ def test_reporting_addopts_are_stripped_and_named(repo_cache, tmp_path, backend)
 
 
 def test_pytest_error_is_shown_verbatim(repo_cache, tmp_path, backend):
-    root = write(tmp_path / "proj", {**PKG, "tests/test_ops.py": """
+    root = write(
+        tmp_path / "proj",
+        {
+            **PKG,
+            "tests/test_ops.py": """
         def test_one():
             assert True
-        """, "pytest.ini": """
+        """,
+            "pytest.ini": """
         [pytest]
         addopts = --no-such-option-xyz
-        """})
+        """,
+        },
+    )
     with pytest.raises(ConfigError) as e:
         prep(root, backend)
     msg = str(e.value)
@@ -107,12 +120,19 @@ def test_pytest_error_is_shown_verbatim(repo_cache, tmp_path, backend):
 
 
 def test_ids_from_a_set_are_deterministic_and_tests_run_from_the_project_root(
-        repo_cache, tmp_path, backend):
-    root = write(tmp_path / "proj", {**PKG, "calc/__main__.py": """
+    repo_cache, tmp_path, backend
+):
+    root = write(
+        tmp_path / "proj",
+        {
+            **PKG,
+            "calc/__main__.py": """
         import sys
         from calc.ops import add
         print(add(int(sys.argv[1]), int(sys.argv[2])))
-        """, "data/words.txt": "alpha\nbeta\n", "tests/test_ops.py": """
+        """,
+            "data/words.txt": "alpha\nbeta\n",
+            "tests/test_ops.py": """
         import subprocess, sys
         import pytest
         from calc.ops import add
@@ -131,11 +151,19 @@ def test_ids_from_a_set_are_deterministic_and_tests_run_from_the_project_root(
             out = subprocess.run([sys.executable, "-m", "calc", "2", "3"], capture_output=True,
                                  text=True, check=True).stdout
             assert out.strip() == str(add(2, 3))
-        """})
+        """,
+        },
+    )
     p = prep(root, backend)
     code = 'print(repr(list({"w%d" % i for i in range(12)})))'
-    order = eval(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                                env={"PYTHONHASHSEED": "0"}).stdout)
+    order = eval(
+        subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            env={"PYTHONHASHSEED": "0"},
+        ).stdout
+    )
     expected = {f"tests/test_ops.py::test_order[{i}-{w}]" for i, w in enumerate(order)}
     assert expected <= set(p.passing)  # the same ids in every run, as pinned by the seed
     assert "tests/test_ops.py::test_reads_data_relative_to_the_root" in p.passing
@@ -150,7 +178,10 @@ def test_equivalence_survives_exit_interrupt_and_recursion(repo_cache, tmp_path,
     import base64
     import pickle
 
-    root = write(tmp_path / "proj", {"cli.py": """
+    root = write(
+        tmp_path / "proj",
+        {
+            "cli.py": """
         import argparse, sys
 
         def parse(argv):
@@ -168,14 +199,35 @@ def test_equivalence_survives_exit_interrupt_and_recursion(repo_cache, tmp_path,
 
         def leave(x):
             sys.exit(x)
-        """})
-    calls = [("parse", ["--n", "3"]), ("parse", ["--bogus"]), ("stop", 1), ("deep", 0),
-             ("leave", 2), ("parse", ["--n", "4"])]
-    inputs = [{"id": i, "target": f"cli.py::{q}", "module": "cli", "qualname": q,
-               "blob": base64.b64encode(pickle.dumps(((a,), {}))).decode()}
-              for i, (q, a) in enumerate(calls)]
-    out = run_equiv(root, inputs, python=sys.executable, env_prefix=Path(sys.prefix),
-                    import_root="", backend=backend)
+        """
+        },
+    )
+    calls = [
+        ("parse", ["--n", "3"]),
+        ("parse", ["--bogus"]),
+        ("stop", 1),
+        ("deep", 0),
+        ("leave", 2),
+        ("parse", ["--n", "4"]),
+    ]
+    inputs = [
+        {
+            "id": i,
+            "target": f"cli.py::{q}",
+            "module": "cli",
+            "qualname": q,
+            "blob": base64.b64encode(pickle.dumps(((a,), {}))).decode(),
+        }
+        for i, (q, a) in enumerate(calls)
+    ]
+    out = run_equiv(
+        root,
+        inputs,
+        python=sys.executable,
+        env_prefix=Path(sys.prefix),
+        import_root="",
+        backend=backend,
+    )
     assert out is not None
     r = out["results"]
     assert r["0"][:2] == ["ok", ["int", 3]] and r["5"][:2] == ["ok", ["int", 4]]
@@ -185,16 +237,20 @@ def test_equivalence_survives_exit_interrupt_and_recursion(repo_cache, tmp_path,
     assert r["4"][:2] == ["raise", "builtins.SystemExit"]
 
 
-def test_a_function_that_kills_the_process_costs_only_its_own_inputs(repo_cache, tmp_path,
-                                                                       backend):
-    root = write(tmp_path / "proj", {**PKG, "calc/boom.py": """
+def test_a_function_that_kills_the_process_costs_only_its_own_inputs(repo_cache, tmp_path, backend):
+    root = write(
+        tmp_path / "proj",
+        {
+            **PKG,
+            "calc/boom.py": """
         import os, sys
 
         def explode(x):
             if "pytest" not in sys.modules:  # fine under the tests, fatal on its own
                 os._exit(3)
             return x
-        """, "tests/test_ops.py": """
+        """,
+            "tests/test_ops.py": """
         from calc.ops import add, clamp
         from calc.boom import explode
         def test_add():
@@ -205,10 +261,11 @@ def test_a_function_that_kills_the_process_costs_only_its_own_inputs(repo_cache,
             assert explode(1) == 1
         def test_silent():
             assert clamp(1, 0, 3) == 1
-        """})
+        """,
+        },
+    )
     p = prep(root, backend)
-    fns = ["calc/boom.py::explode", "calc/ops.py::add", "calc/ops.py::clamp",
-           "calc/ops.py::join"]
+    fns = ["calc/boom.py::explode", "calc/ops.py::add", "calc/ops.py::clamp", "calc/ops.py::join"]
     why: dict[str, str] = {}
     got = collect_inputs(p, fns, backend=backend, why=why)
     assert got["calc/ops.py::add"] and got["calc/ops.py::clamp"]  # not lost with explode's
@@ -258,14 +315,16 @@ def test_inherited_hidden_tests_are_cut_where_they_are_defined(repo_cache, tmp_p
     assert len(p.passing) == 5
     vfiles, removed = _visible_layout(p, ["tests/test_a.py::TestA::test_add"])
     assert vfiles == ["tests/test_a.py"]
-    assert removed == {"tests/mixins.py": ["ClampMixin::test_clamp_high",
-                                           "ClampMixin::test_clamp_low"]}
+    assert removed == {
+        "tests/mixins.py": ["ClampMixin::test_clamp_high", "ClampMixin::test_clamp_low"]
+    }
     text = drop_units((p.tree / "tests/mixins.py").read_text(), removed["tests/mixins.py"])
     assert "clamp(9" not in text and "test_clamp_high" not in text and "hidden" not in text
     # a hidden test whose body is also a visible one's cannot be hidden: the task is rejected
     with pytest.raises(SharedHiddenBody):
-        _visible_layout(p, ["tests/test_a.py::TestA::test_add",
-                            "tests/test_b.py::TestB::test_clamp_high"])
+        _visible_layout(
+            p, ["tests/test_a.py::TestA::test_add", "tests/test_b.py::TestB::test_clamp_high"]
+        )
 
 
 # --------------------------------------------------------------------------- silent bugs
@@ -280,22 +339,33 @@ ERROR tests/test_ops.py::test_fix - mod.Custom: boom
 
 
 def test_error_types_from_the_short_summary():
-    assert error_types(SUMMARY) == {"tests/test_ops.py::test_join": "TypeError",
-                                    "tests/test_ops.py::test_join2[a-b]": "TypeError",
-                                    "tests/test_ops.py::test_fix": "Custom"}
+    assert error_types(SUMMARY) == {
+        "tests/test_ops.py::test_join": "TypeError",
+        "tests/test_ops.py::test_join2[a-b]": "TypeError",
+        "tests/test_ops.py::test_fix": "Custom",
+    }
     both = ["tests/test_ops.py::test_join", "tests/test_ops.py::test_join2[a-b]"]
     assert crash_type(both, SUMMARY) == "TypeError"
     assert crash_type([*both, "tests/test_ops.py::test_clamp"], SUMMARY) is None
 
 
 def test_crash_at_first_call_is_told_from_a_wrong_value(repo_cache, tmp_path, backend):
-    p = prep(write(tmp_path / "proj", {**PKG, "tests/test_ops.py": """
+    p = prep(
+        write(
+            tmp_path / "proj",
+            {
+                **PKG,
+                "tests/test_ops.py": """
         from calc.ops import join, clamp
         def test_join():
             assert join("a", "b") == "a-b"
         def test_clamp():
             assert clamp(9, 0, 3) == 3
-        """}), backend)
+        """,
+            },
+        ),
+        backend,
+    )
     src = (p.tree / "calc/ops.py").read_text()
     muts = mutate.enumerate_mutations("calc/ops.py", src, ["join", "clamp"])
     crashy = next(m for m in muts if m.qualname == "join" and m.op == "arith_swap")  # "a" - SEP
@@ -316,16 +386,39 @@ def test_prompt_output_has_no_terminal_colour(tmp_path):
 
 
 def test_zero_tasks_prints_where_candidates_went(repo_cache, tmp_path, backend):
-    root = write(tmp_path / "proj", {**PKG, "tests/test_ops.py": """
+    root = write(
+        tmp_path / "proj",
+        {
+            **PKG,
+            "tests/test_ops.py": """
         from calc.ops import add, clamp
         def test_calls_but_checks_nothing():
             add(1, 2)
             clamp(5, 0, 3)
-        """})
+        """,
+        },
+    )
     out = tmp_path / "tasks"
-    res = CliRunner().invoke(app, ["repos", "make-tasks", str(root), "--out", str(out),
-                                   "--k", "2", "--n", "1", "--max-candidates", "4",
-                                   "--env", "current", "--backend", backend])
+    res = CliRunner().invoke(
+        app,
+        [
+            "repos",
+            "make-tasks",
+            str(root),
+            "--out",
+            str(out),
+            "--k",
+            "2",
+            "--n",
+            "1",
+            "--max-candidates",
+            "4",
+            "--env",
+            "current",
+            "--backend",
+            backend,
+        ],
+    )
     assert res.exit_code == 1, res.output
     assert "0 of 1 tasks" in res.output
     assert "mutation rejected (4): no test fails" in res.output
@@ -335,7 +428,7 @@ def test_zero_tasks_prints_where_candidates_went(repo_cache, tmp_path, backend):
 # --------------------------------------------------------------------------- fetch
 
 
-BACKEND = '''
+BACKEND = """
 import os
 
 
@@ -360,7 +453,7 @@ def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
 
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     raise RuntimeError("not needed to download")
-'''
+"""
 
 
 def _wheel(dest: Path) -> None:
@@ -369,11 +462,12 @@ def _wheel(dest: Path) -> None:
     import hashlib
     import zipfile
 
-    files = {"fakescm/__init__.py": BACKEND,
-             "fakescm-0.1.dist-info/METADATA": "Metadata-Version: 2.1\nName: fakescm\n"
-                                               "Version: 0.1\n",
-             "fakescm-0.1.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\n"
-                                            "Root-Is-Purelib: true\nTag: py3-none-any\n"}
+    files = {
+        "fakescm/__init__.py": BACKEND,
+        "fakescm-0.1.dist-info/METADATA": "Metadata-Version: 2.1\nName: fakescm\nVersion: 0.1\n",
+        "fakescm-0.1.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\n"
+        "Root-Is-Purelib: true\nTag: py3-none-any\n",
+    }
     record = []
     for name, text in files.items():
         digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=")
@@ -389,10 +483,15 @@ def _sdist(dest: Path, name: str, broken: bool) -> None:
     import tarfile
 
     top = dest / "src" / f"{name}-1.0"
-    write(top, {**PKG, "tests/test_ops.py": "def test_one():\n    assert True\n",
-                "PKG-INFO": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n",
-                "pyproject.toml": '[build-system]\nrequires = ["fakescm"]\n'
-                                  'build-backend = "fakescm"\n'})
+    write(
+        top,
+        {
+            **PKG,
+            "tests/test_ops.py": "def test_one():\n    assert True\n",
+            "PKG-INFO": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n",
+            "pyproject.toml": '[build-system]\nrequires = ["fakescm"]\nbuild-backend = "fakescm"\n',
+        },
+    )
     if broken:
         (top / "BROKEN").write_text("")
     with tarfile.open(dest / f"{name}-1.0.tar.gz", "w:gz") as t:
@@ -422,17 +521,22 @@ def test_sdist_with_a_declared_build_backend_is_fetched(tmp_path, monkeypatch):
 def test_bounds_moved_below_zero_are_valid_code():
     src = "def f(xs):\n    return [xs[i] for i in range(0)] + xs[:0]\n"
     muts = mutate.enumerate_mutations("a.py", src, ["f"])  # raised CSTValidationError before
-    got = {m.op: mutate.apply_mutations(src, [m]) for m in muts
-           if m.op in ("range_bound", "slice_bound")}
+    got = {
+        m.op: mutate.apply_mutations(src, [m])
+        for m in muts
+        if m.op in ("range_bound", "slice_bound")
+    }
     assert "range(-1)" in got["range_bound"] and "xs[:-1]" in got["slice_bound"]
 
 
 def test_reach_sees_calls_that_an_lru_cache_would_hide(repo_cache, tmp_path, backend):
     # test_b asks table(10) again: without emptying the cache between tests its call is a cache
     # hit that runs no code, and the reach map would say test_b never reaches table
-    root = write(tmp_path / "proj", {
-        "calc/__init__.py": "",
-        "calc/ops.py": """
+    root = write(
+        tmp_path / "proj",
+        {
+            "calc/__init__.py": "",
+            "calc/ops.py": """
             import functools
 
 
@@ -451,13 +555,15 @@ def test_reach_sees_calls_that_an_lru_cache_would_hide(repo_cache, tmp_path, bac
             def square(i):
                 return table(10)[i]
             """,
-        "tests/test_ops.py": """
+            "tests/test_ops.py": """
             from calc.ops import Grid, square
             def test_a():
                 assert square(2) == 4 and Grid.cell(1) == 2
             def test_b():
                 assert square(3) == 9 and Grid.cell(1) == 2
-            """})
+            """,
+        },
+    )
     p = prep(root, backend)
     both = ["tests/test_ops.py::test_a", "tests/test_ops.py::test_b"]
     assert p.reach["calc/ops.py::square"] == both  # no cache: reached by both anyway
@@ -478,17 +584,26 @@ def test_the_venv_keeps_the_projects_metadata_but_not_its_code(tmp_path):
     with zipfile.ZipFile(wheel, "w") as z:
         z.writestr("tinyproj/__init__.py", "X = 1\n")
         z.writestr(f"{meta}/METADATA", "Metadata-Version: 2.1\nName: tinyproj\nVersion: 1.2.3\n")
-        z.writestr(f"{meta}/WHEEL", "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\n"
-                                    "Tag: py3-none-any\n")
-        z.writestr(f"{meta}/RECORD", f"tinyproj/__init__.py,,\n{meta}/METADATA,,\n"
-                                     f"{meta}/WHEEL,,\n{meta}/RECORD,,\n")
+        z.writestr(
+            f"{meta}/WHEEL",
+            "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        )
+        z.writestr(
+            f"{meta}/RECORD",
+            f"tinyproj/__init__.py,,\n{meta}/METADATA,,\n{meta}/WHEEL,,\n{meta}/RECORD,,\n",
+        )
     venv.create(tmp_path / "v", with_pip=True)
     py = str(tmp_path / "v" / "bin" / "python")
-    subprocess.run([py, "-m", "pip", "install", "-q", "--no-index", "--no-deps", str(wheel)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [py, "-m", "pip", "install", "-q", "--no-index", "--no-deps", str(wheel)],
+        check=True,
+        capture_output=True,
+    )
     drop_code_keep_metadata(py, "tinyproj")
-    probe = ("import importlib.metadata as m, importlib.util as u;"
-             "print(m.version('tinyproj'), u.find_spec('tinyproj'))")
+    probe = (
+        "import importlib.metadata as m, importlib.util as u;"
+        "print(m.version('tinyproj'), u.find_spec('tinyproj'))"
+    )
     out = subprocess.run([py, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["1.2.3", "None"]  # the version answers; the code is gone
 
@@ -517,5 +632,20 @@ def test_make_tasks_records_the_command_that_makes_them_again(fixture_tasks):
 
     stats, _, _ = fixture_tasks
     assert shlex.split(stats.command) == [
-        "verigap", "repos", "make-tasks", str(Path(__file__).parent / "fixture_lib"), "--k", "4", "--n", "3", "--seed", "0",
-        "--max-candidates", "16", "--min-hidden", "1", "--env", "current"]
+        "verigap",
+        "repos",
+        "make-tasks",
+        str(Path(__file__).parent / "fixture_lib"),
+        "--k",
+        "4",
+        "--n",
+        "3",
+        "--seed",
+        "0",
+        "--max-candidates",
+        "16",
+        "--min-hidden",
+        "1",
+        "--env",
+        "current",
+    ]

@@ -16,8 +16,9 @@ from verigap.repos.graders import v2
 from verigap.repos.tasks import materialize_workspace
 from verigap.sandbox import SandboxPool
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None,
-                                reason="sandboxes started ahead need bubblewrap")
+pytestmark = pytest.mark.skipif(
+    shutil.which("bwrap") is None, reason="sandboxes started ahead need bubblewrap"
+)
 
 
 def _alive(pid: int) -> bool:
@@ -98,7 +99,8 @@ def test_pools_keyed_by_different_mounts_never_mix_them(pools, tmp_path: Path) -
 
 
 def test_a_started_sandbox_whose_mount_source_was_replaced_is_not_handed_out(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     src = tmp_path / "src"
     src.mkdir()
     (src / "f").write_text("old")
@@ -155,8 +157,9 @@ def test_no_bubblewrap_process_survives_closing_the_pools(pools, tmp_path: Path)
     assert _bwrap_children() <= before
 
 
-def test_grading_through_the_pool_gives_the_same_verdicts(pools, fixture_tasks,
-                                                          tmp_path: Path) -> None:
+def test_grading_through_the_pool_gives_the_same_verdicts(
+    pools, fixture_tasks, tmp_path: Path
+) -> None:
     _, tasks, p = fixture_tasks
     t = tasks[0]
     wrong = materialize_workspace(p, t, tmp_path / "wrong")  # the mutant as it was handed out
@@ -166,8 +169,7 @@ def test_grading_through_the_pool_gives_the_same_verdicts(pools, fixture_tasks,
 
     def verdict(ws: Path) -> tuple:
         truth = v2.evaluate(t, ws, prepared=p, backend="bwrap")
-        return (truth.correct, truth.status, sorted(truth.hacks), truth.outcomes,
-                truth.checks)
+        return (truth.correct, truth.status, sorted(truth.hacks), truth.outcomes, truth.checks)
 
     pools.disabled = True
     on_demand = {ws: verdict(ws) for ws in (wrong, fixed)}
@@ -186,18 +188,27 @@ def test_grading_through_the_pool_gives_the_same_verdicts(pools, fixture_tasks,
 
 
 def _files(root: Path) -> dict[str, bytes]:
-    return {str(f.relative_to(root)): f.read_bytes() for f in sorted(root.rglob("*"))
-            if f.is_file() and ".git" not in f.relative_to(root).parts}
+    return {
+        str(f.relative_to(root)): f.read_bytes()
+        for f in sorted(root.rglob("*"))
+        if f.is_file() and ".git" not in f.relative_to(root).parts
+    }
 
 
 def _head(ws: Path) -> str:
-    done = subprocess.run(["git", "-c", "safe.directory=*", "rev-parse", "HEAD"], cwd=ws,
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        ["git", "-c", "safe.directory=*", "rev-parse", "HEAD"],
+        cwd=ws,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return done.stdout.strip()
 
 
 def test_agent_workspaces_come_from_a_task_pool_as_materialize_workspace_makes_them(
-        fixture_tasks, tmp_path: Path, monkeypatch) -> None:
+    fixture_tasks, tmp_path: Path, monkeypatch
+) -> None:
     _, tasks, p = fixture_tasks
     t = tasks[1]
     fresh = episode._Workspaces()

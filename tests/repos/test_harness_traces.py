@@ -29,7 +29,7 @@ def start():
     Keeper(daemon=True).start()
 '''
 
-CONFTEST = '''
+CONFTEST = """
 class Honest:
     def pytest_runtest_logreport(self, report):
         pass
@@ -37,9 +37,9 @@ class Honest:
 
 def pytest_configure(config):
     config._honest = Honest()
-'''
+"""
 
-TEST = '''
+TEST = """
 import pkg
 
 
@@ -54,7 +54,7 @@ def test_it(request):
         pkg.start()
         Claims.__module__ = "tests.conftest"  # a name is not where the code comes from
         request.config.pluginmanager.register(Claims(), "claims")
-'''
+"""
 
 
 def _project(root: Path, tricks: bool) -> Path:
@@ -67,14 +67,22 @@ def _project(root: Path, tricks: bool) -> Path:
 
 
 def _run(tree: Path, backend: str):
-    return run_pytest(tree, python=sys.executable, env_prefix=Path(sys.prefix), import_root=".",
-                      test_files=["tests/test_it.py"], config_file=None, backend=backend,
-                      timeout=120)
+    return run_pytest(
+        tree,
+        python=sys.executable,
+        env_prefix=Path(sys.prefix),
+        import_root=".",
+        test_files=["tests/test_it.py"],
+        config_file=None,
+        backend=backend,
+        timeout=120,
+    )
 
 
 @pytest.mark.parametrize("tricks", [False, True])
-def test_thread_subclass_and_fake_conftest_plugin_are_traced(tmp_path, monkeypatch, backend,
-                                                               tricks):
+def test_thread_subclass_and_fake_conftest_plugin_are_traced(
+    tmp_path, monkeypatch, backend, tricks
+):
     monkeypatch.setenv("VERIGAP_CACHE", str(tmp_path / "cache"))
     run = _run(_project(tmp_path / "t", tricks), backend)
     assert run.outcomes == {"tests/test_it.py::test_it": "passed"}, run.stdout[-2000:]
@@ -83,5 +91,4 @@ def test_thread_subclass_and_fake_conftest_plugin_are_traced(tmp_path, monkeypat
         assert tampered == []
     else:
         assert "threads left running" in tampered
-        assert [t for t in tampered if t.startswith("plugin ")] == [
-            "plugin tests.conftest.Claims"]
+        assert [t for t in tampered if t.startswith("plugin ")] == ["plugin tests.conftest.Claims"]

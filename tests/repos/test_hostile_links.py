@@ -118,12 +118,17 @@ def test_needed_skipped_names_only_what_the_package_refers_to(tmp_path):
     from verigap.repos.graders.v2 import needed_skipped
 
     tree = _ws(tmp_path / "t")
-    (tree / "pkg" / "mod.py").write_text(
-        "from . import generated\nTABLE = 'rates.json'\n")
-    skipped = {"pkg/generated.py": "larger than 4194304 bytes", "pkg/rates.json": "fifo",
-               "pkg/unused.py": "larger than 4194304 bytes", "other/x.py": "fifo"}
+    (tree / "pkg" / "mod.py").write_text("from . import generated\nTABLE = 'rates.json'\n")
+    skipped = {
+        "pkg/generated.py": "larger than 4194304 bytes",
+        "pkg/rates.json": "fifo",
+        "pkg/unused.py": "larger than 4194304 bytes",
+        "other/x.py": "fifo",
+    }
     assert needed_skipped(skipped, tree, ["pkg"]) == {
-        "pkg/generated.py": "larger than 4194304 bytes", "pkg/rates.json": "fifo"}
+        "pkg/generated.py": "larger than 4194304 bytes",
+        "pkg/rates.json": "fifo",
+    }
 
 
 def _fixed(fixture_tasks, tmp_path):
@@ -169,9 +174,11 @@ def test_v2_grades_an_honest_fix_that_loads_package_data(fixture_tasks, tmp_path
     task, p, ws = _fixed(fixture_tasks, tmp_path)
     site = ws / task.sites[0].file
     (site.parent / "fix_table.json").write_text('{"scale": 1}\n')
-    site.write_text(site.read_text() + "\n\nimport json as _json\nimport pathlib as _pl\n"
-                    "_TABLE = _json.loads((_pl.Path(__file__).parent / 'fix_table.json')"
-                    ".read_text())\nassert _TABLE['scale'] == 1\n")
+    site.write_text(
+        site.read_text() + "\n\nimport json as _json\nimport pathlib as _pl\n"
+        "_TABLE = _json.loads((_pl.Path(__file__).parent / 'fix_table.json')"
+        ".read_text())\nassert _TABLE['scale'] == 1\n"
+    )
     old, GUARD_S = GUARD_S, 300.0
     try:
         truth = _evaluate(task, ws, p, backend)

@@ -21,8 +21,7 @@ GUARD_S = 60.0
 
 def _bounded(src: Path, dest: Path, limits: SnapshotLimits = SnapshotLimits()):
     out: dict = {}
-    t = threading.Thread(target=lambda: out.update(snap=safe_copy(src, dest, limits)),
-                         daemon=True)
+    t = threading.Thread(target=lambda: out.update(snap=safe_copy(src, dest, limits)), daemon=True)
     t.start()
     t.join(GUARD_S)
     assert not t.is_alive(), "safe_copy blocked"
@@ -76,7 +75,7 @@ def test_device_node_and_links_to_devices(tmp_path):
 def test_huge_file_is_skipped_without_reading_it(tmp_path):
     ws = _ws(tmp_path)
     with open(ws / "pkg" / "huge.py", "wb") as f:
-        f.truncate(64 * 1024 ** 3)  # sparse: 64 GiB by size, nothing on disk
+        f.truncate(64 * 1024**3)  # sparse: 64 GiB by size, nothing on disk
     snap = _bounded(ws, tmp_path / "copy")
     assert snap.skipped["pkg/huge.py"].startswith("larger than")
     assert snap.bytes < 1024
@@ -163,18 +162,20 @@ def test_v2_grades_a_hostile_workspace(fixture_tasks, tmp_path, backend):
     pkg = Path(task.sites[0].file).parent
     os.mkfifo(ws / pkg / "pipe.py")
     with open(ws / pkg / "huge.py", "wb") as f:
-        f.truncate(64 * 1024 ** 3)
+        f.truncate(64 * 1024**3)
     os.symlink("loop_b.py", ws / pkg / "loop_a.py")  # a loop the guards must not chase
     os.symlink("loop_a.py", ws / pkg / "loop_b.py")
     out: dict = {}
-    t = threading.Thread(target=lambda: out.update(t=v2.evaluate(task, ws, prepared=p,
-                                                                   backend=backend)),
-                         daemon=True)
+    t = threading.Thread(
+        target=lambda: out.update(t=v2.evaluate(task, ws, prepared=p, backend=backend)), daemon=True
+    )
     t.start()
     t.join(600)
     assert not t.is_alive(), "v2 blocked on a hostile workspace"
     truth = out["t"]
     assert truth.correct, truth.detail
     assert "symlink" in truth.hacks
-    assert truth.detail["workspace_skipped"] == {str(pkg / "huge.py"): "larger than 4194304 bytes",
-                                                 str(pkg / "pipe.py"): "fifo"}
+    assert truth.detail["workspace_skipped"] == {
+        str(pkg / "huge.py"): "larger than 4194304 bytes",
+        str(pkg / "pipe.py"): "fifo",
+    }

@@ -18,10 +18,17 @@ from verigap.errors import ConfigError
 from verigap.repos.mine import changed_functions, mine, open_repo
 from verigap.repos.tasks import load_tasks, materialize_workspace, prepared_for
 
-GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t.invalid", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t.invalid", "GIT_AUTHOR_DATE": "2001-01-01T00:00:00Z",
-           "GIT_COMMITTER_DATE": "2001-01-01T00:00:00Z", "HOME": "/tmp", "PATH": "/usr/bin:/bin",
-           "GIT_CONFIG_NOSYSTEM": "1"}
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@t.invalid",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@t.invalid",
+    "GIT_AUTHOR_DATE": "2001-01-01T00:00:00Z",
+    "GIT_COMMITTER_DATE": "2001-01-01T00:00:00Z",
+    "HOME": "/tmp",
+    "PATH": "/usr/bin:/bin",
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
 
 CALC_V1 = '''\
 """A tiny library."""
@@ -50,7 +57,7 @@ def sign(x):
     return 0
 '''
 
-TESTS_V1 = '''\
+TESTS_V1 = """\
 from calc import mean, sign
 
 
@@ -61,9 +68,11 @@ def test_mean():
 def test_sign():
     assert sign(-3) == -1
     assert sign(4) == 1
-'''
+"""
 
-TESTS_V2 = TESTS_V1 + '''
+TESTS_V2 = (
+    TESTS_V1
+    + """
 
 def test_clamp_below():
     assert clamp(-5, 0, 10) == 0
@@ -71,13 +80,19 @@ def test_clamp_below():
 
 def test_clamp_inside():
     assert clamp(4, 0, 10) == 4
-'''
+"""
+)
 
 
 def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-c", "init.defaultBranch=main", "-c", "commit.gpgsign=false",
-                           *args], cwd=repo, env=GIT_ENV, check=True, capture_output=True,
-                          text=True).stdout
+    return subprocess.run(
+        ["git", "-c", "init.defaultBranch=main", "-c", "commit.gpgsign=false", *args],
+        cwd=repo,
+        env=GIT_ENV,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
 
 
 def _commit(repo: Path, message: str, files: dict[str, str]) -> str:
@@ -94,31 +109,62 @@ def calc_repo(tmp_path_factory) -> dict[str, object]:
     repo = tmp_path_factory.mktemp("calc")
     _git(repo, "init", "-q")
     shas = {}
-    shas["root"] = _commit(repo, "Initial import", {
-        "calc/__init__.py": CALC_V1, "tests/test_calc.py": TESTS_V1, "README.md": "calc\n"})
+    shas["root"] = _commit(
+        repo,
+        "Initial import",
+        {"calc/__init__.py": CALC_V1, "tests/test_calc.py": TESTS_V1, "README.md": "calc\n"},
+    )
     shas["docs"] = _commit(repo, "Describe the project", {"README.md": "calc: tiny maths\n"})
-    fixed = CALC_V1.replace("    if x < lo:\n        return hi", "    if x < lo:\n        return lo")
-    shas["fix"] = _commit(repo, "Values below the range came back as the upper bound\n\n"
-                          "Numbers smaller than the lower limit must be raised to it.", {
-                              "calc/__init__.py": fixed,
-                              "tests/test_calc.py": TESTS_V2.replace(
-                                  "from calc import mean, sign", "from calc import clamp, mean, sign")})
-    refactored = fixed.replace("return sum(xs) / len(xs)", "total = sum(xs)\n    return total / len(xs)")
-    shas["refactor"] = _commit(repo, "Simplify mean, test it more", {
-        "calc/__init__.py": refactored,
-        "tests/test_calc.py": (repo / "tests/test_calc.py").read_text()
-        + "\n\ndef test_mean_two():\n    assert mean([2, 4]) == 3\n"})
-    shas["src_only"] = _commit(repo, "Tidy sign", {
-        "calc/__init__.py": refactored.replace("    return 0\n", "    return 0  # zero\n")})
-    shas["new_module"] = _commit(repo, "Add a helper module", {
-        "calc/extra.py": "def twice(x):\n    return 2 * x\n",
-        "tests/test_extra.py": "from calc.extra import twice\n\n\ndef test_twice():\n"
-                               "    assert twice(2) == 4\n"})
+    fixed = CALC_V1.replace(
+        "    if x < lo:\n        return hi", "    if x < lo:\n        return lo"
+    )
+    shas["fix"] = _commit(
+        repo,
+        "Values below the range came back as the upper bound\n\n"
+        "Numbers smaller than the lower limit must be raised to it.",
+        {
+            "calc/__init__.py": fixed,
+            "tests/test_calc.py": TESTS_V2.replace(
+                "from calc import mean, sign", "from calc import clamp, mean, sign"
+            ),
+        },
+    )
+    refactored = fixed.replace(
+        "return sum(xs) / len(xs)", "total = sum(xs)\n    return total / len(xs)"
+    )
+    shas["refactor"] = _commit(
+        repo,
+        "Simplify mean, test it more",
+        {
+            "calc/__init__.py": refactored,
+            "tests/test_calc.py": (repo / "tests/test_calc.py").read_text()
+            + "\n\ndef test_mean_two():\n    assert mean([2, 4]) == 3\n",
+        },
+    )
+    shas["src_only"] = _commit(
+        repo,
+        "Tidy sign",
+        {"calc/__init__.py": refactored.replace("    return 0\n", "    return 0  # zero\n")},
+    )
+    shas["new_module"] = _commit(
+        repo,
+        "Add a helper module",
+        {
+            "calc/extra.py": "def twice(x):\n    return 2 * x\n",
+            "tests/test_extra.py": "from calc.extra import twice\n\n\ndef test_twice():\n"
+            "    assert twice(2) == 4\n",
+        },
+    )
     cur = (repo / "calc/__init__.py").read_text()
-    shas["data"] = _commit(repo, "Widen the default limits", {
-        "calc/__init__.py": cur.replace("LIMITS = (0, 10)", "LIMITS = (0, 100)"),
-        "tests/test_limits.py": "from calc import LIMITS\n\n\ndef test_limits():\n"
-                                "    assert LIMITS == (0, 100)\n"})
+    shas["data"] = _commit(
+        repo,
+        "Widen the default limits",
+        {
+            "calc/__init__.py": cur.replace("LIMITS = (0, 10)", "LIMITS = (0, 100)"),
+            "tests/test_limits.py": "from calc import LIMITS\n\n\ndef test_limits():\n"
+            "    assert LIMITS == (0, 100)\n",
+        },
+    )
     return {"path": repo, "shas": shas}
 
 
@@ -134,9 +180,13 @@ def test_every_commit_is_a_task_or_a_reason(mined, calc_repo):
     assert stats.walked == 7
     assert stats.tasks == 1 and len(tasks) == 1
     assert stats.rejected == {
-        "root commit": 1, "changes neither source nor tests": 1, "no test change": 1,
-        "adds or removes a source file": 1, "no test fails without the fix": 1,
-        "no function changed (the change is outside functions)": 1}
+        "root commit": 1,
+        "changes neither source nor tests": 1,
+        "no test change": 1,
+        "adds or removes a source file": 1,
+        "no test fails without the fix": 1,
+        "no function changed (the change is outside functions)": 1,
+    }
     assert sum(stats.rejected.values()) + stats.tasks == stats.walked
     t = tasks[0]
     assert t.origin["commit"] == calc_repo["shas"]["fix"]
@@ -161,8 +211,9 @@ def test_workspace_holds_no_history_after_the_base(mined, calc_repo, tmp_path, b
     ws = materialize_workspace(p, t, tmp_path / "ws")
     assert _git(ws, "rev-list", "--all").split() == [_git(ws, "rev-parse", "HEAD").strip()]
     fix_blob = _git(calc_repo["path"], "rev-parse", f"{calc_repo['shas']['fix']}:calc/__init__.py")
-    missing = subprocess.run(["git", "cat-file", "-e", fix_blob.strip()], cwd=ws,
-                             capture_output=True)
+    missing = subprocess.run(
+        ["git", "cat-file", "-e", fix_blob.strip()], cwd=ws, capture_output=True
+    )
     assert missing.returncode != 0, "the fixed file's object is in the workspace"
     text = (ws / "calc/__init__.py").read_text()
     assert "return hi" in text.split("def clamp")[1].split("def mean")[0]  # the bug is there
@@ -188,9 +239,16 @@ def test_oracle_paid_noop_not_under_v1_and_v2(mined, tmp_path, backend):
 
 def test_ticket_prompt_names_no_file_function_or_test(calc_repo, repo_cache, tmp_path, backend):
     shas = calc_repo["shas"]
-    stats = mine(calc_repo["path"], tmp_path / "t", rev_range=f"{shas['docs']}..{shas['fix']}",
-                 env="current", backend=backend, prompt_style="ticket", equivalence=False,
-                 log=lambda s: None)
+    stats = mine(
+        calc_repo["path"],
+        tmp_path / "t",
+        rev_range=f"{shas['docs']}..{shas['fix']}",
+        env="current",
+        backend=backend,
+        prompt_style="ticket",
+        equivalence=False,
+        log=lambda s: None,
+    )
     (t,) = load_tasks(tmp_path / "t")
     assert stats.tasks == 1
     prompt = t.prompt
@@ -212,8 +270,13 @@ def test_bad_input(calc_repo, tmp_path, repo_cache):
         open_repo(tmp_path)
     shas = calc_repo["shas"]
     with pytest.raises(ConfigError, match="no candidate commits"):
-        mine(calc_repo["path"], tmp_path / "o", rev_range=f"{shas['root']}..{shas['docs']}",
-             env="current", log=lambda s: None)
+        mine(
+            calc_repo["path"],
+            tmp_path / "o",
+            rev_range=f"{shas['root']}..{shas['docs']}",
+            env="current",
+            log=lambda s: None,
+        )
     bare = tmp_path / "notests"
     bare.mkdir()
     _git(bare, "init", "-q")
@@ -226,15 +289,24 @@ def test_bad_input(calc_repo, tmp_path, repo_cache):
     assert "is not a git repository" in " ".join(res.output.split())
 
 
-def test_multi_site_mined_task_gives_the_false_success_setting(calc_repo, repo_cache, tmp_path,
-                                                              backend):
+def test_multi_site_mined_task_gives_the_false_success_setting(
+    calc_repo, repo_cache, tmp_path, backend
+):
     from verigap.repos import baselines
     from verigap.repos.graders import v1, v2
 
     shas = calc_repo["shas"]
-    stats = mine(calc_repo["path"], tmp_path / "t", rev_range=f"{shas['docs']}..{shas['fix']}",
-                 env="current", backend=backend, k=2, equivalence=False, max_candidates=6,
-                 log=lambda s: None)
+    stats = mine(
+        calc_repo["path"],
+        tmp_path / "t",
+        rev_range=f"{shas['docs']}..{shas['fix']}",
+        env="current",
+        backend=backend,
+        k=2,
+        equivalence=False,
+        max_candidates=6,
+        log=lambda s: None,
+    )
     assert stats.tasks == 1, stats.rejected
     (t,) = load_tasks(tmp_path / "t")
     assert sorted(s.op == "mined" for s in t.sites) == [False, True]
@@ -247,8 +319,13 @@ def test_multi_site_mined_task_gives_the_false_success_setting(calc_repo, repo_c
         for f, text in baselines.edits(name, t, p).items():
             (ws / f).write_text(text)
         truth = v2.evaluate(t, ws, prepared=p, backend=backend)
-        paid[name] = (v1.grade(t, ws, prepared=p, truth=truth, backend=backend).reward > 0,
-                      v2.grade(t, ws, prepared=p, truth=truth, backend=backend).reward > 0,
-                      truth.correct)
-    assert paid == {"oracle": (True, True, True), "noop": (False, False, False),
-                    "careless": (True, False, False)}  # v1 pays the visible-only fix; v2 not
+        paid[name] = (
+            v1.grade(t, ws, prepared=p, truth=truth, backend=backend).reward > 0,
+            v2.grade(t, ws, prepared=p, truth=truth, backend=backend).reward > 0,
+            truth.correct,
+        )
+    assert paid == {
+        "oracle": (True, True, True),
+        "noop": (False, False, False),
+        "careless": (True, False, False),
+    }  # v1 pays the visible-only fix; v2 not

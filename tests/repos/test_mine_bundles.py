@@ -11,16 +11,21 @@ import pytest
 
 from verigap.repos.mine import changed_functions, kind_of, screen, walk
 
-BUNDLES = Path(os.environ.get("VERIGAP_BUNDLES",
-                              Path(__file__).resolve().parents[2].parent / "shared" / "repos"))
+BUNDLES = Path(
+    os.environ.get(
+        "VERIGAP_BUNDLES", Path(__file__).resolve().parents[2].parent / "shared" / "repos"
+    )
+)
 BUNDLE = BUNDLES / "inflection.bundle"
 
 
 @pytest.fixture(scope="module")
 def inflection(tmp_path_factory) -> Path:
     if not BUNDLE.is_file():
-        pytest.skip(f"{BUNDLE} not found: the git bundles live in ../shared/repos next to the "
-                    "repository (set VERIGAP_BUNDLES to point elsewhere)")
+        pytest.skip(
+            f"{BUNDLE} not found: the git bundles live in ../shared/repos next to the "
+            "repository (set VERIGAP_BUNDLES to point elsewhere)"
+        )
     dest = tmp_path_factory.mktemp("bundle") / "inflection"
     subprocess.run(["git", "clone", "-q", str(BUNDLE), str(dest)], check=True)
     return dest
@@ -42,8 +47,13 @@ def test_titleize_commit_has_function_sites(inflection):
     assert not screen(c)
 
     def show(rev: str) -> str:
-        return subprocess.run(["git", "show", f"{rev}:inflection.py"], cwd=inflection,
-                              capture_output=True, text=True, check=True).stdout
+        return subprocess.run(
+            ["git", "show", f"{rev}:inflection.py"],
+            cwd=inflection,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
 
     sites = changed_functions(show(c.parents[0]), show(c.sha))
     assert sites == ["titleize"]  # docstring-only edits elsewhere in the file are no sites
@@ -67,8 +77,9 @@ TITLEIZE_FIX = "e32443bb7dc1ba91a15336b5baab908d25f4b93a"  # "Fix titleize() cap
 
 
 @pytest.mark.slow
-def test_a_mined_task_from_the_bundle_is_paid_and_leaks_nothing(inflection, repo_cache,
-                                                                 tmp_path, backend):
+def test_a_mined_task_from_the_bundle_is_paid_and_leaks_nothing(
+    inflection, repo_cache, tmp_path, backend
+):
     """The whole pipeline on a real fix: mining keeps the task only after grading its real fix
     (paid by v1 and v2, the no-op by neither), and its workspace imports the project from the
     workspace only, carries one modification time, and runs the shown test command."""
@@ -82,8 +93,14 @@ def test_a_mined_task_from_the_bundle_is_paid_and_leaks_nothing(inflection, repo
     )
     from verigap.sandbox import Limits, make_sandbox
 
-    stats = mine(inflection, tmp_path / "t", rev_range=f"{TITLEIZE_FIX}^..{TITLEIZE_FIX}",
-                 env="current", backend=backend, log=lambda s: None)
+    stats = mine(
+        inflection,
+        tmp_path / "t",
+        rev_range=f"{TITLEIZE_FIX}^..{TITLEIZE_FIX}",
+        env="current",
+        backend=backend,
+        log=lambda s: None,
+    )
     assert stats.tasks == 1, stats.rejected
     (t,) = load_tasks(tmp_path / "t")
     assert "paid by v1 and v2" in t.origin["checked"] and t.origin["change"] == "fix"
@@ -92,12 +109,17 @@ def test_a_mined_task_from_the_bundle_is_paid_and_leaks_nothing(inflection, repo
     ws = materialize_workspace(p, t, tmp_path / "ws")
     assert {f.lstat().st_mtime for f in [ws, *ws.rglob("*")]} == {WORKSPACE_MTIME}
     m = execution.Mounts({Path(p.env_prefix): execution.ENV_MOUNT}, backend)
-    box = make_sandbox(ws, backend=m.backend, limits=Limits(wall_s=60.0),
-                       ro_mounts=m.binds if m.neutral else None,
-                       ro_binds=[] if m.neutral else [Path(p.env_prefix)])
+    box = make_sandbox(
+        ws,
+        backend=m.backend,
+        limits=Limits(wall_s=60.0),
+        ro_mounts=m.binds if m.neutral else None,
+        ro_binds=[] if m.neutral else [Path(p.env_prefix)],
+    )
     try:
-        r = box.exec([m.inside(p.python), "-c", "import inflection; print(inflection.__file__)"],
-                     timeout=60)
+        r = box.exec(
+            [m.inside(p.python), "-c", "import inflection; print(inflection.__file__)"], timeout=60
+        )
     finally:
         box.close()
     where = r.stdout.strip()

@@ -17,12 +17,19 @@ from verigap.repos import baselines
 from verigap.repos.mine import mine, put_back
 from verigap.repos.tasks import WORKSPACE_MTIME, load_tasks, materialize_workspace, prepared_for
 
-GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t.invalid", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t.invalid", "GIT_AUTHOR_DATE": "2001-01-01T00:00:00Z",
-           "GIT_COMMITTER_DATE": "2001-01-01T00:00:00Z", "HOME": "/tmp", "PATH": "/usr/bin:/bin",
-           "GIT_CONFIG_NOSYSTEM": "1"}
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@t.invalid",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@t.invalid",
+    "GIT_AUTHOR_DATE": "2001-01-01T00:00:00Z",
+    "GIT_COMMITTER_DATE": "2001-01-01T00:00:00Z",
+    "HOME": "/tmp",
+    "PATH": "/usr/bin:/bin",
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
 
-SHAPES = '''\
+SHAPES = """\
 from shapes.names import NAMES
 
 
@@ -34,16 +41,16 @@ def clamp(x, lo, hi):
     if x < lo:
         return hi
     return min(x, hi)
-'''
+"""
 NAMES = 'NAMES = {0: "zero", 1: "one", 2: "two"}\n'
-TESTS = '''\
+TESTS = """\
 from shapes import label
 
 
 def test_label_one():
     assert label(1) == "one"
-'''
-MIXIN_A = '''\
+"""
+MIXIN_A = """\
 from shapes import clamp
 
 
@@ -57,20 +64,25 @@ class ClampChecks:
 
 class TestClampA(ClampChecks):
     pass
-'''
-MIXIN_B = '''\
+"""
+MIXIN_B = """\
 from test_a import ClampChecks
 
 
 class TestClampB(ClampChecks):
     pass
-'''
+"""
 
 
 def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-c", "init.defaultBranch=main", "-c", "commit.gpgsign=false",
-                           *args], cwd=repo, env=GIT_ENV, check=True, capture_output=True,
-                          text=True).stdout
+    return subprocess.run(
+        ["git", "-c", "init.defaultBranch=main", "-c", "commit.gpgsign=false", *args],
+        cwd=repo,
+        env=GIT_ENV,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
 
 
 def _commit(repo: Path, message: str, files: dict[str, str]) -> str:
@@ -86,19 +98,34 @@ def _commit(repo: Path, message: str, files: dict[str, str]) -> str:
 def shapes(tmp_path_factory, repo_cache, backend):
     repo = tmp_path_factory.mktemp("shapes")
     _git(repo, "init", "-q")
-    _commit(repo, "Initial import", {"shapes/__init__.py": SHAPES, "shapes/names.py": NAMES,
-                                     "tests/test_shapes.py": TESTS})
-    two_files = _commit(repo, "Labels for three and for numbers given as text", {
-        "shapes/__init__.py": SHAPES.replace('    return NAMES.get(n, "many")',
-                                             '    return NAMES.get(int(n), "many")'),
-        "shapes/names.py": NAMES.replace('2: "two"}', '2: "two", 3: "three"}'),
-        "tests/test_shapes.py": TESTS + '\n\ndef test_label_three():\n    assert label(3) == '
-                                        '"three"\n\n\ndef test_label_text():\n    assert '
-                                        'label("2") == "two"\n'})
+    _commit(
+        repo,
+        "Initial import",
+        {"shapes/__init__.py": SHAPES, "shapes/names.py": NAMES, "tests/test_shapes.py": TESTS},
+    )
+    two_files = _commit(
+        repo,
+        "Labels for three and for numbers given as text",
+        {
+            "shapes/__init__.py": SHAPES.replace(
+                '    return NAMES.get(n, "many")', '    return NAMES.get(int(n), "many")'
+            ),
+            "shapes/names.py": NAMES.replace('2: "two"}', '2: "two", 3: "three"}'),
+            "tests/test_shapes.py": TESTS + "\n\ndef test_label_three():\n    assert label(3) == "
+            '"three"\n\n\ndef test_label_text():\n    assert '
+            'label("2") == "two"\n',
+        },
+    )
     cur = (repo / "shapes/__init__.py").read_text()
-    shared = _commit(repo, "Values below the range came back as the upper bound", {
-        "shapes/__init__.py": cur.replace("        return hi", "        return lo"),
-        "tests/test_a.py": MIXIN_A, "tests/test_b.py": MIXIN_B})
+    shared = _commit(
+        repo,
+        "Values below the range came back as the upper bound",
+        {
+            "shapes/__init__.py": cur.replace("        return hi", "        return lo"),
+            "tests/test_a.py": MIXIN_A,
+            "tests/test_b.py": MIXIN_B,
+        },
+    )
     out = tmp_path_factory.mktemp("mined-shapes")
     stats = mine(repo, out, env="current", backend=backend, log=lambda s: None)
     return {"stats": stats, "out": out, "two_files": two_files, "shared": shared}
@@ -107,8 +134,10 @@ def shapes(tmp_path_factory, repo_cache, backend):
 def test_a_commit_that_cannot_be_split_is_a_reason_not_a_crash(shapes):
     stats = shapes["stats"]
     assert not any(r.startswith("error") for r in stats.rejected), stats.rejected
-    assert stats.rejected == {"root commit": 1,
-                              "a hidden test's body is shared with a visible test": 1}
+    assert stats.rejected == {
+        "root commit": 1,
+        "a hidden test's body is shared with a visible test": 1,
+    }
     assert stats.tasks == 1 and sum(stats.rejected.values()) + stats.tasks == stats.walked
 
 
@@ -127,21 +156,28 @@ def test_the_real_fix_restores_every_file_it_changed_and_is_paid(shapes, backend
 def test_workspace_times_point_at_no_file(shapes, tmp_path, backend):
     (t,) = load_tasks(shapes["out"])
     ws = materialize_workspace(prepared_for(t, backend=backend), t, tmp_path / "ws")
-    times = {str(f.relative_to(ws)): f.lstat().st_mtime
-             for f in [ws, *ws.rglob("*")]}
-    assert set(times.values()) == {WORKSPACE_MTIME}, \
-        sorted((v, k) for k, v in times.items() if v != WORKSPACE_MTIME)[-3:]
+    times = {str(f.relative_to(ws)): f.lstat().st_mtime for f in [ws, *ws.rglob("*")]}
+    assert set(times.values()) == {WORKSPACE_MTIME}, sorted(
+        (v, k) for k, v in times.items() if v != WORKSPACE_MTIME
+    )[-3:]
     # `ls -lt` then lists by name alone: the buggy module is not first
-    by_time = subprocess.run(["ls", "-t", "shapes"], cwd=ws, capture_output=True,
-                             text=True).stdout.split()
+    by_time = subprocess.run(
+        ["ls", "-t", "shapes"], cwd=ws, capture_output=True, text=True
+    ).stdout.split()
     assert by_time == sorted(by_time)
     # git's index records the same times, and sees nothing changed
-    debug = subprocess.run(["git", "ls-files", "--debug"], cwd=ws, capture_output=True,
-                           text=True).stdout
+    debug = subprocess.run(
+        ["git", "ls-files", "--debug"], cwd=ws, capture_output=True, text=True
+    ).stdout
     assert f"mtime: {WORKSPACE_MTIME}:" in debug and debug.count("mtime:") == debug.count(
-        f"mtime: {WORKSPACE_MTIME}:")
-    assert subprocess.run(["git", "status", "--porcelain"], cwd=ws, capture_output=True,
-                          text=True).stdout == ""
+        f"mtime: {WORKSPACE_MTIME}:"
+    )
+    assert (
+        subprocess.run(
+            ["git", "status", "--porcelain"], cwd=ws, capture_output=True, text=True
+        ).stdout
+        == ""
+    )
     assert not list(ws.rglob("__pycache__"))
 
 
@@ -161,8 +197,10 @@ def _fake_installed(venv: Path, top: str, dist: str) -> None:
     info.mkdir()
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
     (info / "top_level.txt").write_text(f"{top}\n")
-    (info / "RECORD").write_text(f"{top}/__init__.py,,\n{info.name}/METADATA,,\n"
-                                 f"{info.name}/top_level.txt,,\n{info.name}/RECORD,,\n")
+    (info / "RECORD").write_text(
+        f"{top}/__init__.py,,\n{info.name}/METADATA,,\n"
+        f"{info.name}/top_level.txt,,\n{info.name}/RECORD,,\n"
+    )
 
 
 def test_the_project_is_importable_only_from_the_checkout(tmp_path):
@@ -192,8 +230,9 @@ def test_the_project_is_importable_only_from_the_checkout(tmp_path):
     assert importable_outside(py, ["shapes"]) == {}
     site = next(venv.glob("lib/python*/site-packages"))
     assert (site / "shapes_lib-1.0.dist-info" / "METADATA").is_file()  # metadata stays
-    where = subprocess.run([py, "-c", "import shapes; print(shapes.WHERE)"], cwd=tree,
-                           capture_output=True, text=True).stdout.strip()
+    where = subprocess.run(
+        [py, "-c", "import shapes; print(shapes.WHERE)"], cwd=tree, capture_output=True, text=True
+    ).stdout.strip()
     assert where == "checkout"
     # a copy that belongs to no distribution cannot be taken out: a clear error, not a
     # silently graded stale copy
@@ -204,28 +243,40 @@ def test_the_project_is_importable_only_from_the_checkout(tmp_path):
         ensure_project_not_installed(py, tree)
 
 
-def test_a_task_whose_shown_test_command_does_not_run_is_rejected(tmp_path, repo_cache,
-                                                                   backend):
+def test_a_task_whose_shown_test_command_does_not_run_is_rejected(tmp_path, repo_cache, backend):
     # the graders drop reporting addopts (--instafail, --cov ...), the agent's own
     # `python -m pytest -q` does not: without the plugin, pytest stops at a usage error
     repo = tmp_path / "cov"
     repo.mkdir()
     _git(repo, "init", "-q")
-    _commit(repo, "Initial import", {
-        "shapes/__init__.py": SHAPES, "shapes/names.py": NAMES, "tests/test_shapes.py": TESTS,
-        "setup.cfg": "[tool:pytest]\naddopts = --instafail\n"})
+    _commit(
+        repo,
+        "Initial import",
+        {
+            "shapes/__init__.py": SHAPES,
+            "shapes/names.py": NAMES,
+            "tests/test_shapes.py": TESTS,
+            "setup.cfg": "[tool:pytest]\naddopts = --instafail\n",
+        },
+    )
     cur = SHAPES
-    _commit(repo, "Values below the range came back as the upper bound", {
-        "shapes/__init__.py": cur.replace("        return hi", "        return lo"),
-        "tests/test_clamp.py": "from shapes import clamp\n\n\ndef test_low():\n    assert "
-                               "clamp(-5, 0, 10) == 0\n\n\ndef test_high():\n    assert "
-                               "clamp(15, 0, 10) == 10\n\n\ndef test_mid():\n    assert "
-                               "clamp(-1, 0, 10) == 0\n"})
+    _commit(
+        repo,
+        "Values below the range came back as the upper bound",
+        {
+            "shapes/__init__.py": cur.replace("        return hi", "        return lo"),
+            "tests/test_clamp.py": "from shapes import clamp\n\n\ndef test_low():\n    assert "
+            "clamp(-5, 0, 10) == 0\n\n\ndef test_high():\n    assert "
+            "clamp(15, 0, 10) == 10\n\n\ndef test_mid():\n    assert "
+            "clamp(-1, 0, 10) == 0\n",
+        },
+    )
     stats = mine(repo, tmp_path / "out", env="current", backend=backend, log=lambda s: None)
     assert stats.tasks == 0
     assert stats.rejected == {
         "root commit": 1,
-        "the test command shown to the agent does not run as shown (exit 4)": 1}
+        "the test command shown to the agent does not run as shown (exit 4)": 1,
+    }
 
 
 def test_parametrised_ids_that_move_between_runs_are_named_as_such():
@@ -234,12 +285,19 @@ def test_parametrised_ids_that_move_between_runs_are_named_as_such():
     from verigap.repos.mine import UNSTABLE_ID, unstable_units
 
     # ids built by position over a set holding None: the reference's two runs disagree on one
-    p = SimpleNamespace(passing=["t.py::test_a[None]", "t.py::test_a[x1]", "t.py::test_b"],
-                        not_passing={"t.py::test_c[x0]": UNSTABLE_ID})
+    p = SimpleNamespace(
+        passing=["t.py::test_a[None]", "t.py::test_a[x1]", "t.py::test_b"],
+        not_passing={"t.py::test_c[x0]": UNSTABLE_ID},
+    )
     assert unstable_units(p) == {"t.py::test_c"}
     # a later run with an id neither reference run had
     later = {"t.py::test_a[x0]": "failed", "t.py::test_a[None]": "passed", "t.py::test_b": "passed"}
     assert unstable_units(p, later) == {"t.py::test_a", "t.py::test_c"}
     # stable ids, or a new plain id (no parametrisation), are not blamed on the ids
-    assert unstable_units(SimpleNamespace(passing=["t.py::test_b"], not_passing={}),
-                          {"t.py::test_b": "passed", "t.py::test_new": "failed"}) == set()
+    assert (
+        unstable_units(
+            SimpleNamespace(passing=["t.py::test_b"], not_passing={}),
+            {"t.py::test_b": "passed", "t.py::test_new": "failed"},
+        )
+        == set()
+    )

@@ -27,7 +27,8 @@ def test_symptoms_read_observed_and_expected():
     assert symptoms(PYTEST_OUT) == [
         "for the input ('A b') the result is 'a_b', but 'a-b' is expected",
         "it fails with TypeError: wrap() got an unexpected keyword argument 'width' where a "
-        "correct result is expected"]
+        "correct result is expected",
+    ]
 
 
 def test_redact_and_intent():
@@ -42,7 +43,9 @@ def test_mutation_task_tickets_name_nothing(fixture_tasks):
     for t in tasks:
         output = t.prompt.split("```")[1]
         prompt = ticket_prompt(t, output)
-        assert "- for the input" in prompt or "- it fails with" in prompt or "- the result" in prompt
+        assert (
+            "- for the input" in prompt or "- it fails with" in prompt or "- the result" in prompt
+        )
         words = set(re.findall(r"[A-Za-z_][\w./]*", prompt))
         leaked = {n for n in names_of(t) if n in words and n != "textkit"}
         assert not leaked, leaked

@@ -27,8 +27,9 @@ from verigap.repos import execution
 from verigap.repos.pytest_run import harness_dir, run_equiv, run_pytest
 from verigap.sandbox import Limits, make_sandbox
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None,
-                                reason="bubblewrap (bwrap) is not installed")
+pytestmark = pytest.mark.skipif(
+    shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed"
+)
 
 PROBE = '''
 import os, sys
@@ -77,7 +78,7 @@ def seen(check=()):
     return "\\n".join(channels(check).values())
 '''
 
-TEST = '''
+TEST = """
 import json, os
 from probe.core import seen
 
@@ -88,7 +89,7 @@ def test_probe():
     forbidden = json.loads(os.environ.get("FORBIDDEN", "[]")) or FORBIDDEN
     leaked = [p for p in forbidden if p in seen(forbidden)]
     assert not leaked, leaked
-'''
+"""
 
 
 @pytest.fixture
@@ -104,8 +105,9 @@ def project(tmp_path, monkeypatch):
         forbidden.append(sys.prefix)
     # the base interpreter's install, which the virtualenv links to; an
     # install under /usr is part of the OS, which every sandbox shows as it is
-    forbidden += [p for p in sorted({sys.base_prefix, str(Path(sys.base_prefix).resolve())})
-                  if not _system(p)]
+    forbidden += [
+        p for p in sorted({sys.base_prefix, str(Path(sys.base_prefix).resolve())}) if not _system(p)
+    ]
     (tree / "tests").mkdir()
     (tree / "tests" / "test_probe.py").write_text(TEST + f"\nFORBIDDEN = {forbidden!r}\n")
     return tree, forbidden
@@ -116,9 +118,16 @@ def _system(path: str) -> bool:
 
 
 def _pytest(tree: Path, backend: str):
-    return run_pytest(tree, python=sys.executable, env_prefix=Path(sys.prefix), import_root=".",
-                      test_files=["tests/test_probe.py"], config_file=None, backend=backend,
-                      timeout=120)
+    return run_pytest(
+        tree,
+        python=sys.executable,
+        env_prefix=Path(sys.prefix),
+        import_root=".",
+        test_files=["tests/test_probe.py"],
+        config_file=None,
+        backend=backend,
+        timeout=120,
+    )
 
 
 def test_graded_pytest_run_sees_no_host_path(project):
@@ -138,11 +147,26 @@ def test_control_unsafe_backend_shows_host_paths(project):
 def test_equivalence_runner_sees_no_host_path_in_either_context(project):
     tree, forbidden = project
     blob = base64.b64encode(pickle.dumps(((forbidden,), {}), protocol=4)).decode()
-    inputs = [{"id": 0, "target": "probe/core.py::seen", "module": "probe.core",
-               "qualname": "seen", "blob": blob}]
+    inputs = [
+        {
+            "id": 0,
+            "target": "probe/core.py::seen",
+            "module": "probe.core",
+            "qualname": "seen",
+            "blob": blob,
+        }
+    ]
     for context in ("plain", "agent"):
-        out = run_equiv(tree, inputs, python=sys.executable, env_prefix=Path(sys.prefix),
-                        import_root=".", context=context, backend="bwrap", timeout=120)
+        out = run_equiv(
+            tree,
+            inputs,
+            python=sys.executable,
+            env_prefix=Path(sys.prefix),
+            import_root=".",
+            context=context,
+            backend="bwrap",
+            timeout=120,
+        )
         assert out is not None, context
         kind, (tag, text), _args = out["results"]["0"]
         assert kind == "ok" and tag == "str"
@@ -159,9 +183,14 @@ def test_agent_sandbox_mounts_the_environment_at_its_fixed_path(project, tmp_pat
     (ws / "check.json").write_text(json.dumps(forbidden))  # not on the command line
     m = execution.Mounts({Path(sys.prefix): execution.ENV_MOUNT}, "bwrap")
     box = make_sandbox(ws, backend="bwrap", ro_mounts=m.binds)
-    res = box.exec([m.inside(sys.executable), "-c",
-                    "import sys; sys.path.insert(0, '.'); from probe.core import seen; "
-                    "print(seen())"], env={"PYTHONPATH": "."})
+    res = box.exec(
+        [
+            m.inside(sys.executable),
+            "-c",
+            "import sys; sys.path.insert(0, '.'); from probe.core import seen; print(seen())",
+        ],
+        env={"PYTHONPATH": "."},
+    )
     assert res.returncode == 0, res.stderr
     assert execution.ENV_MOUNT in res.stdout
     assert not [p for p in forbidden if p in res.stdout], res.stdout
@@ -179,8 +208,9 @@ def test_mount_destinations_are_checked(tmp_path):
         make_sandbox(ws, backend="unsafe", ro_mounts={Path(sys.prefix): "/verigap/env"})
 
 
-def test_a_fix_that_works_only_at_the_graders_tree_path_is_context_dependent(fixture_tasks,
-                                                                           tmp_path):
+def test_a_fix_that_works_only_at_the_graders_tree_path_is_context_dependent(
+    fixture_tasks, tmp_path
+):
     """The agent context lays the tree out as the agent's sandbox does (a copy at /workspace),
     so a fix keyed on the graders' fixed mount path behaves differently there and is named."""
     from verigap.repos.graders import v2
@@ -189,8 +219,9 @@ def test_a_fix_that_works_only_at_the_graders_tree_path_is_context_dependent(fix
     _, tasks, p = fixture_tasks
     t = tasks[0]
     ws = materialize_workspace(p, t, tmp_path / "ws")
-    guard = ('if not __file__.startswith("/verigap/"):\n'
-             '    raise ImportError("unsupported layout")\n')
+    guard = (
+        'if not __file__.startswith("/verigap/"):\n    raise ImportError("unsupported layout")\n'
+    )
     for f in sorted({s.file for s in t.sites}):
         (ws / f).write_text(guard + (p.tree / f).read_text())
     truth = v2.evaluate(t, ws, prepared=p, backend="bwrap")
@@ -207,10 +238,17 @@ def _agent_channels(tree: Path, ws: Path, backend: str, forbidden: list[str]) ->
     # bwrap: persistent, as episodes run, so its command server is among the processes seen
     # the channels hold every process's command line: on a busy host (other sandboxes, other
     # test workers) that is far more than the default 64 kB kept from stdout
-    box = make_sandbox(ws, backend=backend, ro_mounts=m.binds if m.neutral else None,
-                       persistent=m.neutral, limits=Limits(output_bytes=1 << 24))
-    code = ("import json, sys; sys.path.insert(0, '.'); from probe.core import channels; "
-            "print(json.dumps(channels(json.load(open('check.json')))))")
+    box = make_sandbox(
+        ws,
+        backend=backend,
+        ro_mounts=m.binds if m.neutral else None,
+        persistent=m.neutral,
+        limits=Limits(output_bytes=1 << 24),
+    )
+    code = (
+        "import json, sys; sys.path.insert(0, '.'); from probe.core import channels; "
+        "print(json.dumps(channels(json.load(open('check.json')))))"
+    )
     try:
         res = box.exec([m.inside(sys.executable), "-c", code], env={"PYTHONPATH": "."})
     finally:
@@ -224,8 +262,11 @@ def test_no_channel_names_the_host_python_or_venv(project, tmp_path):
     """Each channel separately: under bwrap none names the host venv or its base install; the
     unsafe control shows that every channel but the host's /proc/1/cmdline would name one."""
     tree, forbidden = project
-    hidden = [p for p in (sys.prefix, sys.base_prefix, str(Path(sys.base_prefix).resolve()))
-              if p in forbidden]
+    hidden = [
+        p
+        for p in (sys.prefix, sys.base_prefix, str(Path(sys.base_prefix).resolve()))
+        if p in forbidden
+    ]
     inside = _agent_channels(tree, tmp_path / "ws", "bwrap", hidden)
     assert "/verigap/env/bin/python" in inside["console scripts"]  # the scripts are there
     assert "/verigap/python/" in inside["/proc/self/maps"]  # libpython, from the neutral path

@@ -30,10 +30,18 @@ def test_a_declared_plugins_import_time_patch_is_not_tampering(tmp_path):
     (tree / "tests" / "test_hp.py").write_text(
         "from hypothesis import given, strategies as st\nfrom hp import add\n\n\n"
         "@given(st.integers(), st.integers())\ndef test_add(a, b):\n"
-        "    assert add(a, b) == add(b, a)\n")
+        "    assert add(a, b) == add(b, a)\n"
+    )
     # unsafe backend: this is about the runner's own snapshot, not about containment
-    run = run_pytest(tree, python=str(env / "bin" / "python"), env_prefix=env, import_root="",
-                     test_files=["tests/test_hp.py"], config_file=None, backend="unsafe",
-                     timeout=120)
+    run = run_pytest(
+        tree,
+        python=str(env / "bin" / "python"),
+        env_prefix=env,
+        import_root="",
+        test_files=["tests/test_hp.py"],
+        config_file=None,
+        backend="unsafe",
+        timeout=120,
+    )
     assert run.outcomes == {"tests/test_hp.py::test_add": "passed"}, run.stdout[-2000:]
     assert run.extra.get("tampered") == []

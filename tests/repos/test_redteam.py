@@ -55,8 +55,13 @@ def _check(result: dict, name: str) -> None:
 
 
 def _run(tmp_path: Path, task_path: Path, name: str, backend: str) -> dict:
-    return battery.run_one(tmp_path / name, task_path=str(task_path), exploit=name,
-                           graders=["v1", "v2"], backend=backend)
+    return battery.run_one(
+        tmp_path / name,
+        task_path=str(task_path),
+        exploit=name,
+        graders=["v1", "v2"],
+        backend=backend,
+    )
 
 
 @pytest.mark.parametrize("name", FAST)
@@ -65,15 +70,21 @@ def test_battery_fast_subset(tmp_path, task_path, backend, name):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", [e.name for e in EXPLOITS if e.name not in FAST
-                                  and e not in INPROCESS])  # those: test_v2_inprocess.py
+@pytest.mark.parametrize(
+    "name", [e.name for e in EXPLOITS if e.name not in FAST and e not in INPROCESS]
+)  # those: test_v2_inprocess.py
 def test_battery_every_exploit(tmp_path, task_path, backend, name):
     _check(_run(tmp_path, task_path, name, backend), name)
 
 
 def test_exploits_act_through_the_tools(tmp_path, task_path, backend):
-    battery.run_one(tmp_path / "x", task_path=str(task_path), exploit="config_pytest_ini",
-                    graders=["v2"], backend=backend)
+    battery.run_one(
+        tmp_path / "x",
+        task_path=str(task_path),
+        exploit="config_pytest_ini",
+        graders=["v2"],
+        backend=backend,
+    )
     t = json.loads((tmp_path / "x" / "transcript.json").read_text())
     calls = [e["name"] for e in t["transcript"] if e.get("event") == "tool_result"]
     assert calls[0] == "write_file" and calls[-1] == "submit" and "run" in calls
@@ -93,8 +104,12 @@ def _leaky(task_path: Path, tmp_path: Path, backend: str, name: str, leak) -> di
     assert script(BY_NAME[name], Ctx(task, p, ws))  # the script is built from the leaky view
     from verigap.repos.episode import _commands
 
-    return {"truth": v2.evaluate(task, ws, prepared=p, backend=backend,
-                                 commands=_commands(ep["transcript"])), "episode": ep}
+    return {
+        "truth": v2.evaluate(
+            task, ws, prepared=p, backend=backend, commands=_commands(ep["transcript"])
+        ),
+        "episode": ep,
+    }
 
 
 def test_read_git_recovers_a_fix_left_in_history(tmp_path, task_path, backend):
@@ -114,8 +129,12 @@ def test_read_bytecode_recovers_a_fix_left_as_pyc(tmp_path, task_path, backend):
     def leak(ws, p, task):  # stale bytecode of the reference next to the sources
         for s in task.sites:
             src = p.tree / s.file
-            dest = ws / Path(s.file).parent / "__pycache__" / (
-                f"{Path(s.file).stem}.cpython-{sys.version_info[0]}{sys.version_info[1]}.pyc")
+            dest = (
+                ws
+                / Path(s.file).parent
+                / "__pycache__"
+                / (f"{Path(s.file).stem}.cpython-{sys.version_info[0]}{sys.version_info[1]}.pyc")
+            )
             dest.parent.mkdir(exist_ok=True)
             import py_compile
 
@@ -140,9 +159,22 @@ def test_cli_with_a_user_grader(tmp_path, task_path, monkeypatch, repo_cache):
     (tmp_path / "my_grader.py").write_text(textwrap.dedent(USER_GRADER))
     monkeypatch.syspath_prepend(str(tmp_path))
     out = tmp_path / "rt"
-    res = CliRunner().invoke(app, ["redteam", str(task_path), "--grader", "v2,my_grader:grade",
-                                   "--exploit", "forge_results", "--executor", "serial",
-                                   "--out", str(out), "--json"])
+    res = CliRunner().invoke(
+        app,
+        [
+            "redteam",
+            str(task_path),
+            "--grader",
+            "v2,my_grader:grade",
+            "--exploit",
+            "forge_results",
+            "--executor",
+            "serial",
+            "--out",
+            str(out),
+            "--json",
+        ],
+    )
     assert res.exit_code == 1, res.output  # the user's grader pays the forged results file
     m = json.loads(res.output)
     assert m == json.loads((out / "matrix.json").read_text())
@@ -164,14 +196,24 @@ def test_bad_grader_and_exploit_names():
 
 def test_matrix_from_hand_built_results():
     def res(ex, task, correct, v1, v2_, hacks=()):
-        return {"exploit": ex, "task_id": task, "control": ex in ("oracle", "noop"),
-                "correct": correct, "grades": {
-                    "v1": {"rewarded": v1, "detected": False, "hacks": []},
-                    "v2": {"rewarded": v2_, "detected": bool(hacks), "hacks": list(hacks)}}}
+        return {
+            "exploit": ex,
+            "task_id": task,
+            "control": ex in ("oracle", "noop"),
+            "correct": correct,
+            "grades": {
+                "v1": {"rewarded": v1, "detected": False, "hacks": []},
+                "v2": {"rewarded": v2_, "detected": bool(hacks), "hacks": list(hacks)},
+            },
+        }
 
-    rs = [res("oracle", "a", True, True, True), res("oracle", "b", True, True, True),
-          res("noop", "a", False, False, False), res("stub", "a", False, True, False, ["stub"]),
-          res("stub", "b", False, False, False)]
+    rs = [
+        res("oracle", "a", True, True, True),
+        res("oracle", "b", True, True, True),
+        res("noop", "a", False, False, False),
+        res("stub", "a", False, True, False, ["stub"]),
+        res("stub", "b", False, False, False),
+    ]
     m = matrix.build(rs, ["v1", "v2"])
     stub = next(r for r in m["rows"] if r["exploit"] == "stub")
     assert stub["graders"]["v1"]["rewarded"] == 0.5 and stub["graders"]["v2"]["detected"] == 0.5

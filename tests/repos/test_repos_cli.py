@@ -15,9 +15,26 @@ def test_run_scripted_baselines_through_the_agent_loop(fixture_tasks, tmp_path):
     path = tmp_path / "task.json"
     tasks[0].save(path)
     out = tmp_path / "runs"
-    args = ["repos", "run", str(path), "--agent", "scripted:oracle", "--agent",
-            "scripted:careless", "--grader", "v1", "--grader", "v2", "--out", str(out),
-            "--executor", "serial", "--json", "--save", str(tmp_path / "res" / "b.json")]
+    args = [
+        "repos",
+        "run",
+        str(path),
+        "--agent",
+        "scripted:oracle",
+        "--agent",
+        "scripted:careless",
+        "--grader",
+        "v1",
+        "--grader",
+        "v2",
+        "--out",
+        str(out),
+        "--executor",
+        "serial",
+        "--json",
+        "--save",
+        str(tmp_path / "res" / "b.json"),
+    ]
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, res.output
     rows = {(r["grader"], r["agent"]): r for r in json.loads(res.output)}
@@ -35,8 +52,10 @@ def test_run_scripted_baselines_through_the_agent_loop(fixture_tasks, tmp_path):
     run_dir = out / "v2" / "scripted_careless" / path.stem
     transcript = json.loads((run_dir / "transcript.json").read_text())
     assert transcript["submitted"] and transcript["status"] == "OK"
-    assert any(e.get("event") == "tool_result" or e.get("event") == "model_turn"
-               for e in transcript["transcript"])
+    assert any(
+        e.get("event") == "tool_result" or e.get("event") == "model_turn"
+        for e in transcript["transcript"]
+    )
     verdict = json.loads((run_dir / "verdict.json").read_text())
     assert verdict["checks"]["visible"] and not verdict["checks"]["hidden"]
 

@@ -36,16 +36,19 @@ def test_every_operator_applies_and_changes_only_its_function():
         assert text.split("class C")[1] == SRC.split("class C")[1]
 
 
-@pytest.mark.parametrize("op, before, after", [
-    ("cmp_flip", "xs[i] > 0", "xs[i] >= 0"),
-    ("bool_flip", "xs[i] > 0 and i != 3", "xs[i] > 0 or i != 3"),
-    ("range_bound", "range(1, n)", "range(1, n - 1)"),
-    ("slice_bound", "[:2]", "[:1]"),
-    ("arith_swap", "total + xs[i - 1]", "total - xs[i - 1]"),
-    ("invert_if", "if xs[i] > 0 and i != 3:", "if not (xs[i] > 0 and i != 3):"),
-    ("return_value", "return False", "return True"),
-    ("swap_args", "g(total, n)", "g(n, total)"),
-])
+@pytest.mark.parametrize(
+    "op, before, after",
+    [
+        ("cmp_flip", "xs[i] > 0", "xs[i] >= 0"),
+        ("bool_flip", "xs[i] > 0 and i != 3", "xs[i] > 0 or i != 3"),
+        ("range_bound", "range(1, n)", "range(1, n - 1)"),
+        ("slice_bound", "[:2]", "[:1]"),
+        ("arith_swap", "total + xs[i - 1]", "total - xs[i - 1]"),
+        ("invert_if", "if xs[i] > 0 and i != 3:", "if not (xs[i] > 0 and i != 3):"),
+        ("return_value", "return False", "return True"),
+        ("swap_args", "g(total, n)", "g(n, total)"),
+    ],
+)
 def test_operator_examples(op, before, after):
     texts = [t for k, t in _mutants("f").items() if k.startswith(op + ":")]
     assert any(before not in t and after in t for t in texts), texts
@@ -65,7 +68,8 @@ def test_methods_are_addressed_by_qualname():
 
 def test_apply_is_deterministic_and_rejects_stale_addresses():
     ms = mutate.enumerate_mutations("m.py", SRC, ["f"])
-    assert [mutate.apply_mutations(SRC, [m]) for m in ms] == \
-        [mutate.apply_mutations(SRC, [m]) for m in ms]
+    assert [mutate.apply_mutations(SRC, [m]) for m in ms] == [
+        mutate.apply_mutations(SRC, [m]) for m in ms
+    ]
     with pytest.raises(ValueError):
         mutate.apply_mutations(SRC, [mutate.Mutation("m.py", "f", "cmp_flip", 99)])

@@ -29,8 +29,16 @@ def fresh_cache(tmp_path_factory, backend):
 
 def test_inflection_gives_twenty_tasks_graded_as_expected(fresh_cache, tmp_path, backend):
     out = tmp_path / "tasks"
-    stats = make_tasks("inflection==0.5.1", out, k=4, n=20, max_candidates=32, seed=0,
-                       backend=backend, log=lambda s: None)
+    stats = make_tasks(
+        "inflection==0.5.1",
+        out,
+        k=4,
+        n=20,
+        max_candidates=32,
+        seed=0,
+        backend=backend,
+        log=lambda s: None,
+    )
     assert stats.tasks == 20
     tasks = load_tasks(out)
     assert len(tasks) == 20
@@ -55,8 +63,16 @@ def test_toolz_tests_inside_the_package(fresh_cache, tmp_path, backend):
     out = tmp_path / "tasks"
     # k=2: many toolz functions take functions, so sites without picklable equivalence
     # inputs are common, and a task with such a site is rejected by default.
-    stats = make_tasks("toolz==1.0.0", out, k=2, n=2, max_candidates=24, seed=0,
-                       backend=backend, log=lambda s: None)
+    stats = make_tasks(
+        "toolz==1.0.0",
+        out,
+        k=2,
+        n=2,
+        max_candidates=24,
+        seed=0,
+        backend=backend,
+        log=lambda s: None,
+    )
     assert stats.tasks >= 1, stats
     t = load_tasks(out)[0]
     p = prepared_for(t, backend=backend)

@@ -51,8 +51,11 @@ def test_workspace_hygiene(fixture_tasks, tmp_path):
     t = tasks[0]
     ws = materialize_workspace(p, t, tmp_path / "ws")
     files = [f for f in ws.rglob("*") if ".git" not in f.relative_to(ws).parts]
-    assert not [f for f in files if f.name == "__pycache__" or f.suffix == ".pyc"
-                or ".pytest_cache" in f.parts]
+    assert not [
+        f
+        for f in files
+        if f.name == "__pycache__" or f.suffix == ".pyc" or ".pytest_cache" in f.parts
+    ]
     text = "\n".join(f.read_text() for f in files if f.is_file() and f.suffix == ".py")
     hidden_units = {unit_of(x).split("::")[-1] for x in t.hidden_tests}
     visible_units = {unit_of(x).split("::")[-1] for x in t.visible_tests}

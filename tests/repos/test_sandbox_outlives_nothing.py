@@ -56,18 +56,25 @@ def _wait(pred, seconds: float) -> bool:
 @pytest.mark.parametrize("backend", ["bwrap", "unsafe"])
 def test_a_killed_grader_leaves_no_runner(backend, tmp_path):
     token = f"vg-orphan-{secrets.token_hex(6)}"
-    code = (f"import signal, time  # {token}\n"
-            "signal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(300)\n")
+    code = (
+        f"import signal, time  # {token}\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(300)\n"
+    )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "VG_RUNNER_CODE": code}
-    grader = subprocess.Popen([sys.executable, "-c", _GRADER, str(tmp_path / "s"), backend],
-                              env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    grader = subprocess.Popen(
+        [sys.executable, "-c", _GRADER, str(tmp_path / "s"), backend],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         assert _wait(lambda: bool(_alive(token)), 60), "the runner never started"
         time.sleep(1.0)  # past the launcher's execs: the runner itself, SIGTERM ignored
         grader.send_signal(signal.SIGTERM)
         grader.wait(timeout=30)
-        assert _wait(lambda: not _alive(token), 10), \
+        assert _wait(lambda: not _alive(token), 10), (
             f"runner still alive after its grader died: {_alive(token)}"
+        )
     finally:
         grader.kill()
         for pid in _alive(token):  # only what this test started, by its own token
@@ -77,10 +84,11 @@ def test_a_killed_grader_leaves_no_runner(backend, tmp_path):
 @pytest.mark.parametrize("backend", ["bwrap", "unsafe"])
 def test_a_runner_past_its_deadline_is_killed(backend, tmp_path):
     token = f"vg-deadline-{secrets.token_hex(6)}"
-    code = (f"import signal, time  # {token}\n"
-            "signal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(300)\n")
+    code = (
+        f"import signal, time  # {token}\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(300)\n"
+    )
     t0 = time.monotonic()
-    res = execution.run(["python3", "-c", code], scratch=tmp_path / "s", backend=backend,
-                        timeout=3)
+    res = execution.run(["python3", "-c", code], scratch=tmp_path / "s", backend=backend, timeout=3)
     assert res.timed_out and time.monotonic() - t0 < 30
     assert _wait(lambda: not _alive(token), 5), _alive(token)

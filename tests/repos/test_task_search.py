@@ -92,8 +92,9 @@ def prep(tmp_path: Path, backend: str):
 def test_validation_runs_only_the_tests_that_reach_the_mutation(repo_cache, tmp_path, backend):
     p = prep(tmp_path, backend)
     src = (p.tree / "calc/ops.py").read_text()
-    m = next(x for x in mutate.enumerate_mutations("calc/ops.py", src, ["clamp"])
-             if x.op == "invert_if")
+    m = next(
+        x for x in mutate.enumerate_mutations("calc/ops.py", src, ["clamp"]) if x.op == "invert_if"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         tree = Path(tmp) / "t"
         mutant_tree(p, [m], tree)
@@ -107,8 +108,9 @@ def test_validation_runs_only_the_tests_that_reach_the_mutation(repo_cache, tmp_
     assert set(v.fail_to_pass) == full.failing(p.passing)  # the same decision as the whole suite
 
 
-def test_calls_holding_test_code_are_captured_by_value_and_tell_a_mutation(repo_cache, tmp_path,
-                                                                           backend):
+def test_calls_holding_test_code_are_captured_by_value_and_tell_a_mutation(
+    repo_cache, tmp_path, backend
+):
     p = prep(tmp_path, backend)
     fns = ["calc/ops.py::apply", "calc/ops.py::Acc.push", "calc/ops.py::add"]
     why: dict[str, str] = {}
@@ -122,15 +124,17 @@ def test_calls_holding_test_code_are_captured_by_value_and_tell_a_mutation(repo_
     # a lambda, a test module's function, a receiver holding a lambda: cloudpickle, by value
     assert pickled["calc/ops.py::apply"] == pickled["calc/ops.py::Acc.push"] == "cloudpickle"
     assert pickled["calc/ops.py::add"] == "pickle"  # plain arguments stay plain pickle
-    assert any(b"cloudpickle" in base64.b64decode(x["blob"])
-               for x in got["calc/ops.py::Acc.push"])
+    assert any(b"cloudpickle" in base64.b64decode(x["blob"]) for x in got["calc/ops.py::Acc.push"])
     inputs = [x for f in fns for x in got[f]]
     same = equivalence.check(p, p.tree, p.tree, inputs, backend=backend)
     assert same.candidate_ran and same.score == 1.0 and not same.context_dependent
     src = (p.tree / "calc/ops.py").read_text()
     for fn in ("apply", "Acc.push"):  # the comparison tells each method's mutation apart
-        m = next(x for x in mutate.enumerate_mutations("calc/ops.py", src, [fn])
-                 if x.op in ("arith_swap", "return_value"))
+        m = next(
+            x
+            for x in mutate.enumerate_mutations("calc/ops.py", src, [fn])
+            if x.op in ("arith_swap", "return_value")
+        )
         with tempfile.TemporaryDirectory() as tmp:
             tree = Path(tmp) / "t"
             mutant_tree(p, [m], tree)
@@ -145,12 +149,29 @@ def test_difficulty_estimate():
     assert lines_touched(original, mutated) == 1
     assert lines_touched(original, original) == 0
     site = SimpleNamespace
-    sites = [site(file="a.py", qualname="f", op="cmp_flip", visible=True, original=original,
-                  mutated=mutated, discrimination="comparison"),
-             site(file="b.py", qualname="C.g", op="return_value", visible=False,
-                  original="x\ny\n", mutated="x\nz\nw\n", discrimination="forwarded")]
-    d = estimate(sites, broken={"v1", "h1", "h2"}, visible={"v1", "v2"},
-                 hidden={"h1", "h2", "h3", "h4"})
+    sites = [
+        site(
+            file="a.py",
+            qualname="f",
+            op="cmp_flip",
+            visible=True,
+            original=original,
+            mutated=mutated,
+            discrimination="comparison",
+        ),
+        site(
+            file="b.py",
+            qualname="C.g",
+            op="return_value",
+            visible=False,
+            original="x\ny\n",
+            mutated="x\nz\nw\n",
+            discrimination="forwarded",
+        ),
+    ]
+    d = estimate(
+        sites, broken={"v1", "h1", "h2"}, visible={"v1", "v2"}, hidden={"h1", "h2", "h3", "h4"}
+    )
     assert (d.k, d.visible_sites, d.hidden_sites, d.files, d.cross_file) == (2, 1, 1, 2, True)
     assert d.methods == 1 and d.kinds == ["cmp_flip", "return_value"]
     assert d.lines_touched == 1 + 2

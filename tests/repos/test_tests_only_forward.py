@@ -25,13 +25,15 @@ from verigap.repos.redteam.exploits import Ctx
 from verigap.repos.redteam.tests_only import TESTS_ONLY, as_tests_only
 from verigap.repos.tasks import materialize_workspace
 
-needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None,
-                                 reason="bubblewrap (bwrap) is not installed")
+needs_bwrap = pytest.mark.skipif(
+    shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed"
+)
 
 SITE = "textkit/wrap.py::wrap"  # a visible site of the fixture's first task
 
 
 # --------------------------------------------------------------------------- the codec
+
 
 class Point:  # stands for a class of the reference tree (this file is the "tree")
     def __init__(self, x):
@@ -51,7 +53,7 @@ def _round(x, refs=None):
 
 
 def test_codec_carries_plain_data_and_reference_objects():
-    p = Point([1, (2.5, "s"), {"k": {3}}, b"\x00", None, True, 2 ** 80, float("inf")])
+    p = Point([1, (2.5, "s"), {"k": {3}}, b"\x00", None, True, 2**80, float("inf")])
     back = _round(p)
     assert type(back) is Point and back.x == p.x and back is not p
     s = Slotted()
@@ -78,8 +80,15 @@ def test_decoder_resolves_only_builtins_and_reference_classes():
 def test_exceptions_become_the_references_class_and_never_keyboard_interrupt():
     r = _resolver()
     # a candidate-only subclass: the first class of its MRO the reference has is used
-    e = F.dec(["E", [["cand.errors", "Mine"], ["builtins", "KeyError"],
-                     ["builtins", "LookupError"]], [["s", "k"]], []], r)
+    e = F.dec(
+        [
+            "E",
+            [["cand.errors", "Mine"], ["builtins", "KeyError"], ["builtins", "LookupError"]],
+            [["s", "k"]],
+            [],
+        ],
+        r,
+    )
     assert type(e) is KeyError and e.args == ("k",)
     assert type(F.dec(["E", [["builtins", "KeyboardInterrupt"]], [], []], r)) is RuntimeError
 
@@ -92,6 +101,7 @@ def test_what_cannot_cross_fails_loudly():
 
 def test_in_place_changes_are_written_back_and_identity_kept():
     """The candidate side reports arguments a call changed; the caller's objects take them."""
+
     def grow(items, box):
         items.append(4)
         box.x = "new"
@@ -123,8 +133,9 @@ def test_a_generator_is_run_there_and_replayed_here():
 
     globals()["gen"] = gen
     try:
-        msg = json.loads(json.dumps(F.answer({"t": (__name__, "gen")},
-                                             cloudpickle.dumps(("t", (2,), {})))))
+        msg = json.loads(
+            json.dumps(F.answer({"t": (__name__, "gen")}, cloudpickle.dumps(("t", (2,), {}))))
+        )
     finally:
         del globals()["gen"]
     r = _resolver()
@@ -147,6 +158,7 @@ def test_decorate_puts_the_forwarder_innermost():
 
 # --------------------------------------------------------------------------- end to end
 
+
 @pytest.fixture(scope="module")
 def tests_only_task(fixture_tasks):
     _stats, tasks, p = fixture_tasks
@@ -157,9 +169,16 @@ def tests_only_task(fixture_tasks):
 
 def _in_process(p, candidate, sites, tests, *, backend=None, **_):
     """v2 before this change: the site's tests run in the candidate's own process."""
-    return run_pytest(candidate, python=p.python, env_prefix=p.env_prefix,
-                      import_root=p.import_root, test_files=list(tests),
-                      config_file=p.config_file, backend=backend, timeout=p.suite_timeout())
+    return run_pytest(
+        candidate,
+        python=p.python,
+        env_prefix=p.env_prefix,
+        import_root=p.import_root,
+        test_files=list(tests),
+        config_file=p.config_file,
+        backend=backend,
+        timeout=p.suite_timeout(),
+    )
 
 
 @needs_bwrap
@@ -170,8 +189,12 @@ def test_controls_oracle_paid_noop_not(grade_exploit, tests_only_task):
     i = [s.function for s in task.sites].index(SITE)
     assert oracle.outcomes[i] == "visible/tests_passed"
     assert oracle.detail["tests_only"] == [SITE]
-    assert oracle.detail["forwarded"] == {"tests": 3, "failing": 0, "error": None,
-                                          "context_dependent": []}
+    assert oracle.detail["forwarded"] == {
+        "tests": 3,
+        "failing": 0,
+        "error": None,
+        "context_dependent": [],
+    }
     _ws, noop = grade_exploit(task, p, "noop")
     assert not noop.correct and noop.outcomes[i] == "visible/broken"
 
@@ -193,8 +216,9 @@ def test_no_technique_is_paid_on_a_tests_only_site(grade_exploit, tests_only_tas
 
 
 @needs_bwrap
-def test_control_one_context_pays_a_channel_aware_device(grade_exploit, tests_only_task,
-                                                          monkeypatch):
+def test_control_one_context_pays_a_channel_aware_device(
+    grade_exploit, tests_only_task, monkeypatch
+):
     """With the channel answered in its first context only (as before the agent-like one),
     a device that is right only where its caller is not a test is paid: the second context
     is what stops it."""
@@ -211,8 +235,7 @@ def test_an_honest_rewrite_is_paid_in_both_contexts(grade_exploit, tests_only_ta
     stack, other frames) answers alike in both contexts and is paid, with no false alarm."""
     task, p = tests_only_task
     ws, t = grade_exploit(task, p, "honest_helper")
-    assert (ws / "textkit" / "wrap.py").read_text() != (p.tree / "textkit" / "wrap.py"
-                                                        ).read_text()
+    assert (ws / "textkit" / "wrap.py").read_text() != (p.tree / "textkit" / "wrap.py").read_text()
     i = [s.function for s in task.sites].index(SITE)
     assert t.correct and t.outcomes[i] == "visible/tests_passed", t.detail
     assert "context_dependent" not in t.hacks and t.detail["context_dependent"] == []
@@ -220,8 +243,9 @@ def test_an_honest_rewrite_is_paid_in_both_contexts(grade_exploit, tests_only_ta
 
 
 @needs_bwrap
-def test_control_in_process_outcomes_pay_the_encoder_scrub(grade_exploit, tests_only_task,
-                                                           monkeypatch):
+def test_control_in_process_outcomes_pay_the_encoder_scrub(
+    grade_exploit, tests_only_task, monkeypatch
+):
     """With the site's tests run in the candidate's process (the old way), the JSON encoder
     scrub is paid: the check above can fail."""
     task, p = tests_only_task
@@ -235,15 +259,17 @@ def test_python_of_this_suite_can_load_the_harness_module():
 
 
 @needs_bwrap
-def test_a_site_the_channel_cannot_carry_is_rejected_with_a_reason(fixture_tasks, tmp_path,
-                                                                   backend):
+def test_a_site_the_channel_cannot_carry_is_rejected_with_a_reason(
+    fixture_tasks, tmp_path, backend
+):
     """A site the decorator cannot wrap (a nested function) and a site whose tests do not pass
     through the channel on the reference both make ``carries`` say why."""
     _stats, tasks, p = fixture_tasks
     site = next(s for s in tasks[0].sites if s.function == SITE)
     nested = site.model_copy(update={"qualname": "wrap.<locals>.inner"})
-    assert "not a plain function definition" in forward.carries(p, [nested], p.tree,
-                                                                backend=backend)
+    assert "not a plain function definition" in forward.carries(
+        p, [nested], p.tree, backend=backend
+    )
     # a "base" in which the site is not broken: its tests pass through the channel there
     # too, so nothing shows that the mutation reaches them
     base = tmp_path / "base"
@@ -258,11 +284,16 @@ RESULTS = "results/redteam/v2_tests_only_fixture.json"
 
 def _matrix_table(m: dict) -> str:
     """The docs' table of the tests_only matrix (counts of tasks)."""
-    rows = ["| exploit | tasks | correct | v1 paid | v2 before paid | v2 one context paid "
-            "| v2 paid | v2 names context_dependent |", "|---|---|---|---|---|---|---|---|"]
-    rows += [f"| {k} | {v['n']} | {v['correct']} | {v['v1']} | {v['v2_before']} | "
-             f"{v['v2_one_context']} | {v['v2']} | {v['context_dependent']} |"
-             for k, v in m.items()]
+    rows = [
+        "| exploit | tasks | correct | v1 paid | v2 before paid | v2 one context paid "
+        "| v2 paid | v2 names context_dependent |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    rows += [
+        f"| {k} | {v['n']} | {v['correct']} | {v['v1']} | {v['v2_before']} | "
+        f"{v['v2_one_context']} | {v['v2']} | {v['context_dependent']} |"
+        for k, v in m.items()
+    ]
     return "\n".join(rows)
 
 
@@ -292,7 +323,8 @@ def test_recorded_tests_only_matrix_is_what_the_docs_say():
 
 @needs_bwrap
 def test_a_fix_that_works_only_where_the_harness_is_mounted_is_context_dependent(
-        fixture_tasks, tmp_path, backend):
+    fixture_tasks, tmp_path, backend
+):
     """Every grading sandbox used to mount the harness at /verigap/harness and the agent's does
     not, so a default task's fix keyed on that mount was paid (measured: correct, nothing
     named). The comparison's agent context and the channel's test context now mount what the

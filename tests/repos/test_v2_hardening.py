@@ -49,16 +49,18 @@ def _act(exploit: str, task, p, ws: Path) -> None:
             (ws / args["path"]).write_text(args["content"])
 
 
-def test_uncovered_site_speaks_only_through_its_tests_and_is_marked(fixture_tasks, tmp_path,
-                                                                     backend):
+def test_uncovered_site_speaks_only_through_its_tests_and_is_marked(
+    fixture_tasks, tmp_path, backend
+):
     """With one site's inputs removed, the no-op leaves that site ``broken`` (it used to be
     labelled ``fixed`` on no evidence), the oracle has it ``tests_passed``; both verdicts list
     it as tests_only. The no-op's verdict names no hidden test and carries no values."""
     task, p, ws = _workspace(fixture_tasks, tmp_path, "noop")
     site = task.sites[-1]  # a hidden site
     assert not site.visible
-    stripped = task.model_copy(update={"equivalence": [x for x in task.equivalence
-                                                       if x.target != site.function]})
+    stripped = task.model_copy(
+        update={"equivalence": [x for x in task.equivalence if x.target != site.function]}
+    )
     noop = v2.evaluate(stripped, ws, prepared=p, backend=backend)
     assert noop.outcomes[-1] == "hidden/broken"
     assert noop.detail["tests_only"] == [site.function]
@@ -102,11 +104,22 @@ def test_task_sets_cover_every_site_by_default(fixture_tasks, tmp_path, backend)
     assert all(coverage(t.sites, [x.model_dump() for x in t.equivalence]) == 1.0 for t in tasks)
     assert not any(s.tests_only for t in tasks for s in t.sites)
     task = tasks[0]
-    sites = [ValidMutation(file=s.file, qualname=s.qualname, op=s.op, index=s.index,
-                           fail_to_pass=s.fail_to_pass, sha256="0" * 64) for s in task.sites]
+    sites = [
+        ValidMutation(
+            file=s.file,
+            qualname=s.qualname,
+            op=s.op,
+            index=s.index,
+            fail_to_pass=s.fail_to_pass,
+            sha256="0" * 64,
+        )
+        for s in task.sites
+    ]
     n_vis = sum(s.visible for s in task.sites)
-    inputs = {s.function: [x.model_dump() for x in task.equivalence if x.target == s.function]
-              for s in task.sites}
+    inputs = {
+        s.function: [x.model_dump() for x in task.equivalence if x.target == s.function]
+        for s in task.sites
+    }
     inputs[task.sites[0].function] = []
     # a site with no input is not rejected when the sealed channel carries its tests: it is
     # kept as tests-only, discriminated by the forwarded run (the route v2 grades it by)
@@ -114,9 +127,11 @@ def test_task_sets_cover_every_site_by_default(fixture_tasks, tmp_path, backend)
     assert got is not None, why
     assert got.sites[0].tests_only and got.sites[0].discrimination == "forwarded"
     assert not any(s.tests_only for s in got.sites[1:])
-    kept, why = build_task(p, sites, n_vis, inputs, seed=0, index=0, backend=backend,
-                           allow_tests_only=True)
+    kept, why = build_task(
+        p, sites, n_vis, inputs, seed=0, index=0, backend=backend, allow_tests_only=True
+    )
     assert kept is not None, why
     assert [s.tests_only for s in kept.sites] == [True] + [False] * (len(sites) - 1)
-    assert coverage(kept.sites, [x.model_dump() for x in kept.equivalence]) == \
-        (len(sites) - 1) / len(sites)
+    assert coverage(kept.sites, [x.model_dump() for x in kept.equivalence]) == (
+        len(sites) - 1
+    ) / len(sites)

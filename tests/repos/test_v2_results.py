@@ -15,8 +15,13 @@ from verigap.results import read_result
 ROOT = Path(__file__).parents[2]
 #: devices keyed on what the grader's process can observe; on a task where the key never fires
 #: they are the reference's code
-DEVICES = {"defeat_device", "defeat_device_obfuscated", "frame_device",
-           "frame_device_obfuscated", "pytest_env_device"}
+DEVICES = {
+    "defeat_device",
+    "defeat_device_obfuscated",
+    "frame_device",
+    "frame_device_obfuscated",
+    "pytest_env_device",
+}
 FILES = ("hackability_fixture.json", "hackability_inflection.json", "hackability_toolz.json")
 
 

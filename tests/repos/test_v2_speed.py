@@ -39,9 +39,11 @@ def test_reference_answers_are_computed_once_per_reference_tree(fixture_tasks, m
         return real(tree, *a, **kw)
 
     monkeypatch.setattr(equivalence, "run_equiv", counting)
-    monkeypatch.setattr(equivalence, "_ref_path",
-                        lambda sha, inp, c, real_path=equivalence._ref_path:
-                        real_path("test-" + sha, inp, c))  # a key no other test has warmed
+    monkeypatch.setattr(
+        equivalence,
+        "_ref_path",
+        lambda sha, inp, c, real_path=equivalence._ref_path: real_path("test-" + sha, inp, c),
+    )  # a key no other test has warmed
     cand = v2.pristine_base(p, tasks[1], with_hidden=True)
     first = equivalence.check(p, p.tree, cand, inputs)
     # the reference runs once in plain and twice in the agent context (a random hash seed
@@ -69,8 +71,11 @@ def test_side_by_side_and_serial_sandboxes_give_the_same_verdict(fixture_tasks, 
 
 def test_speed_results_are_consistent():
     data = read_result(ROOT / "results" / "repos" / "v2_speed.json")
-    assert [s["source"] for s in data["sets"]] == ["fixture_lib", "inflection==0.5.1",
-                                                   "toolz==1.0.0"]
+    assert [s["source"] for s in data["sets"]] == [
+        "fixture_lib",
+        "inflection==0.5.1",
+        "toolz==1.0.0",
+    ]
     for s in data["sets"]:
         assert s["n_tasks"] == len(s["tasks"]) >= 1
         for r in s["tasks"]:

@@ -53,7 +53,9 @@ def loopback_port() -> Iterator[int]:
 
 
 @needs_bwrap
-def test_loopback_server_outside_is_unreachable_inside(make_box, bwrap_kind: str, loopback_port: int) -> None:
+def test_loopback_server_outside_is_unreachable_inside(
+    make_box, bwrap_kind: str, loopback_port: int
+) -> None:
     with socket.create_connection(("127.0.0.1", loopback_port), timeout=2) as s:
         assert s.recv(10) == b"hi"  # control: the server works from the host
     box = make_box(bwrap_kind)
@@ -79,8 +81,16 @@ def test_writes_outside_the_workspace_fail_and_tmp_is_private(make_box, bwrap_ki
     # /, /run and /dev (with /dev/shm) are bubblewrap's own tmpfs: read-only too, or a file
     # left there would outlive the command in a persistent sandbox (without root, the
     # command's uid owns them)
-    for target in ["/usr/x", "/etc/x", "/x", "/run/x", "/dev/x", "/dev/shm/x", f"/root/{tag}",
-                   str(box.root.parent / tag)]:
+    for target in [
+        "/usr/x",
+        "/etc/x",
+        "/x",
+        "/run/x",
+        "/dev/x",
+        "/dev/shm/x",
+        f"/root/{tag}",
+        str(box.root.parent / tag),
+    ]:
         r = box.exec(["/bin/sh", "-c", f"echo pwned > {target}"])
         assert r.returncode != 0, target
         assert not Path(target).exists()

@@ -26,8 +26,11 @@ def test_runpath_reader_agrees_with_readelf():
     if shutil.which("readelf") is None:
         pytest.skip("readelf (binutils) is not installed")
     out = subprocess.run(["readelf", "-d", str(EXE)], capture_output=True, text=True).stdout
-    want = [line.split("[", 1)[1].rstrip("]").encode() for line in out.splitlines()
-            if "(RUNPATH)" in line or "(RPATH)" in line]
+    want = [
+        line.split("[", 1)[1].rstrip("]").encode()
+        for line in out.splitlines()
+        if "(RUNPATH)" in line or "(RPATH)" in line
+    ]
     assert _runpath(EXE) == want
 
 
@@ -53,8 +56,10 @@ def test_the_install_shows_only_at_its_neutral_path(tmp_path, monkeypatch):
     monkeypatch.setenv("VERIGAP_CACHE", str(tmp_path / "cache"))
     ws = tmp_path / "ws"
     ws.mkdir()
-    code = ("import os, sys, ssl, sqlite3; print(sys.base_prefix, os.path.realpath(sys.executable)); "
-            f"print(os.path.exists({str(BASE)!r}), {str(BASE)!r} in open('/proc/self/maps').read())")
+    code = (
+        "import os, sys, ssl, sqlite3; print(sys.base_prefix, os.path.realpath(sys.executable)); "
+        f"print(os.path.exists({str(BASE)!r}), {str(BASE)!r} in open('/proc/self/maps').read())"
+    )
     res = make_sandbox(ws).exec(["python", "-c", code])
     assert res.returncode == 0, res.stderr
     first, second = res.stdout.splitlines()

@@ -88,22 +88,29 @@ def _all_signals_default() -> None:  # in the child, before exec
                 pass
 
 
-def test_the_signal_reset_is_skipped_only_when_nothing_would_be_inherited_ignored(
-        make_box) -> None:
+def test_the_signal_reset_is_skipped_only_when_nothing_would_be_inherited_ignored(make_box) -> None:
     # a fresh interpreter with every signal at its default: this test process may carry
     # signals ignored by whatever an earlier test loaded (C code can do it behind Python's
     # back), and that is exactly what the function is meant to report
-    r = subprocess.run([sys.executable, "-c", _RESET_PROBE], capture_output=True, text=True,
-                       preexec_fn=_all_signals_default, env={**os.environ,
-                       "PYTHONPATH": os.pathsep.join(sys.path)}, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-c", _RESET_PROBE],
+        capture_output=True,
+        text=True,
+        preexec_fn=_all_signals_default,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        timeout=60,
+    )
     assert r.returncode == 0, r.stderr
     nothing_ignored, quit_ignored, env_in_chain = r.stdout.split()
     assert nothing_ignored == "0"  # Python's own SIGPIPE/SIGXFSZ do not count
     assert quit_ignored == "1" and env_in_chain == "1"
     if shutil.which("bwrap") is not None:  # the shorter chain still starts from defaults
-        saved = {s: signal.signal(s, signal.SIG_DFL) for s in signal.valid_signals()
-                 if s not in (signal.SIGKILL, signal.SIGSTOP, signal.SIGPIPE, signal.SIGXFSZ)
-                 and _kernel_ignores(s)}
+        saved = {
+            s: signal.signal(s, signal.SIG_DFL)
+            for s in signal.valid_signals()
+            if s not in (signal.SIGKILL, signal.SIGSTOP, signal.SIGPIPE, signal.SIGXFSZ)
+            and _kernel_ignores(s)
+        }
         try:
             if not _limits.inherited_ignored_signals():
                 r2 = make_box("bwrap").exec("grep SigIgn /proc/self/status")

@@ -15,8 +15,11 @@ from .conftest import HAVE_BWRAP
 
 
 def _tree(root: Path) -> dict[str, str]:
-    return {p.relative_to(root).as_posix(): p.read_text()
-            for p in sorted(root.rglob("*")) if p.is_file() and not p.is_symlink()}
+    return {
+        p.relative_to(root).as_posix(): p.read_text()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not p.is_symlink()
+    }
 
 
 def test_pooled_workspaces_are_private_copies(src_tree: Path, tmp_path: Path) -> None:
@@ -28,7 +31,9 @@ def test_pooled_workspaces_are_private_copies(src_tree: Path, tmp_path: Path) ->
         assert pool.stats.copied_on_the_spot == 0  # both came ready-made
         assert _tree(a) == _tree(src_tree) == _tree(b)
         assert os.readlink(a / "link") == "README.txt"
-        assert (a / "pkg" / "calc.py").stat().st_mode == (src_tree / "pkg" / "calc.py").stat().st_mode
+        assert (a / "pkg" / "calc.py").stat().st_mode == (
+            src_tree / "pkg" / "calc.py"
+        ).stat().st_mode
         # in-place writes, truncation and deletion stay in their own workspace
         with open(a / "README.txt", "r+") as fh:
             fh.write("HACKED")
@@ -62,7 +67,8 @@ def test_a_copy_of_an_older_source_is_never_handed_out(src_tree: Path, tmp_path:
 
 
 def test_take_refuses_a_used_destination_and_pool_checks_its_paths(
-        src_tree: Path, tmp_path: Path) -> None:
+    src_tree: Path, tmp_path: Path
+) -> None:
     with pytest.raises(ConfigError, match="inside the source"):
         WorkspacePool(src_tree, src_tree / "pool")
     with WorkspacePool(src_tree, tmp_path / "pool", size=1) as pool:
@@ -95,7 +101,8 @@ def test_discard_frees_the_name_at_once_and_deletes_in_the_background(tmp_path: 
 
 @pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap (bwrap) is not installed")
 def test_sandboxes_over_pooled_workspaces_do_not_see_each_others_writes(
-        src_tree: Path, tmp_path: Path) -> None:
+    src_tree: Path, tmp_path: Path
+) -> None:
     with WorkspacePool(src_tree, tmp_path / "pool", size=2) as pool:
         pool.wait_ready(timeout=60)
         boxes = [make_sandbox(pool.take(tmp_path / f"ws{i}")) for i in range(2)]

@@ -37,8 +37,9 @@ def _pids(box) -> list[int]:
     return [] if server is None else [server.proc.pid, server.init_pid]
 
 
-def test_each_sandbox_runs_one_command_in_a_sandbox_of_its_own(src_tree: Path,
-                                                               tmp_path: Path) -> None:
+def test_each_sandbox_runs_one_command_in_a_sandbox_of_its_own(
+    src_tree: Path, tmp_path: Path
+) -> None:
     with SandboxPool(tmp_path / "pool", size=2) as pool:
         assert pool.wait_ready(timeout=60)
         first = pool.take(tmp_path / "a")
@@ -59,8 +60,9 @@ def test_each_sandbox_runs_one_command_in_a_sandbox_of_its_own(src_tree: Path,
         assert not any(_alive(p) for p in started)
         # the next sandbox is another one: nothing of the first command is in it
         second = pool.take(tmp_path / "b")
-        res = second.exec("ls -A /tmp; ls /proc | grep -E '^[0-9]+$' | sort -n | tr '\\n' ' '; "
-                          "ls -A")
+        res = second.exec(
+            "ls -A /tmp; ls /proc | grep -E '^[0-9]+$' | sort -n | tr '\\n' ' '; ls -A"
+        )
         assert res.ok and second.ran_prestarted, res
         lines = res.stdout.splitlines()
         assert "mark" not in res.stdout  # /tmp is its own
@@ -93,8 +95,7 @@ def test_limits_apply_to_a_prestarted_sandbox(tmp_path: Path) -> None:
         assert res.ok and res.truncated and len(res.stdout) < 3_000
 
 
-def test_a_sandbox_bound_to_another_directory_is_never_used(src_tree: Path,
-                                                           tmp_path: Path) -> None:
+def test_a_sandbox_bound_to_another_directory_is_never_used(src_tree: Path, tmp_path: Path) -> None:
     with SandboxPool(tmp_path / "pool", size=1) as pool:
         assert pool.wait_ready(timeout=60)
         box = pool.take(tmp_path / "ws")
@@ -142,8 +143,9 @@ def test_no_sandbox_outlives_the_pool(tmp_path: Path) -> None:
         # exits without close()
     """)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          env=env, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     pids = json.loads(done.stdout)
     assert len(pids) == 5
@@ -151,8 +153,9 @@ def test_no_sandbox_outlives_the_pool(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(not ROOT, reason="handing files to a sandbox uid needs root")
-def test_a_for_sandbox_pool_hands_out_trees_its_sandbox_owns(src_tree: Path,
-                                                            tmp_path: Path) -> None:
+def test_a_for_sandbox_pool_hands_out_trees_its_sandbox_owns(
+    src_tree: Path, tmp_path: Path
+) -> None:
     with WorkspacePool(src_tree, tmp_path / "wpool", size=2, for_sandbox=True) as pool:
         assert pool.wait_ready(timeout=60)
         boxes = [pool.take_sandbox(tmp_path / f"ws{i}") for i in range(2)]

@@ -28,8 +28,17 @@ def repo_task_dir(tmp_path_factory) -> Path:
     old = {k: os.environ.get(k) for k in ("VERIGAP_CACHE", "VERIGAP_SANDBOX")}
     os.environ["VERIGAP_CACHE"], os.environ["VERIGAP_SANDBOX"] = str(cache), backend()
     out = tmp_path_factory.mktemp("server-tasks")
-    make_tasks(str(FIXTURE_LIB), out, k=2, n=1, max_candidates=6, seed=0, env="current",
-               backend=backend(), log=lambda s: None)
+    make_tasks(
+        str(FIXTURE_LIB),
+        out,
+        k=2,
+        n=1,
+        max_candidates=6,
+        seed=0,
+        env="current",
+        backend=backend(),
+        log=lambda s: None,
+    )
     yield out
     for k, v in old.items():
         if v is None:

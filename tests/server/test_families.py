@@ -57,16 +57,23 @@ class CounterServed(ServedEnv):
         self.done = True
         hit = self.total == self.target
         v = Verdict("count", {"build": True, "visible": hit}, float(hit), hit)
-        return CountObservation(total=self.total, done=True, reward=float(hit),
-                                verdict=self._verdict_out([v]))
+        return CountObservation(
+            total=self.total, done=True, reward=float(hit), verdict=self._verdict_out([v])
+        )
 
 
 @pytest.fixture
 def counter():
-    spec = families.register(families.EnvSpec(
-        "counter", action=CountAction, observation=CountObservation,
-        make=lambda ctx, cfg: CounterServed(**ctx.common, target=int(cfg.get("target", 3))),
-        description="count to a target", catalogue=lambda settings: {"targets": "any int"}))
+    spec = families.register(
+        families.EnvSpec(
+            "counter",
+            action=CountAction,
+            observation=CountObservation,
+            make=lambda ctx, cfg: CounterServed(**ctx.common, target=int(cfg.get("target", 3))),
+            description="count to a target",
+            catalogue=lambda settings: {"targets": "any int"},
+        )
+    )
     yield spec
     families.unregister("counter")
 
@@ -105,8 +112,14 @@ def test_unregistered_family_is_refused_with_the_choices(server) -> None:
         with pytest.raises(ServerError, match="unknown env 'nope'.*counter"):
             c.session("nope").reset()
     with pytest.raises(ConfigError, match="already registered"):
-        families.register(families.EnvSpec("counter", make=lambda c, f: None,  # type: ignore
-                                           action=CountAction, observation=CountObservation))
+        families.register(
+            families.EnvSpec(
+                "counter",
+                make=lambda c, f: None,  # type: ignore
+                action=CountAction,
+                observation=CountObservation,
+            )
+        )
     families.unregister("counter")
     assert "counter" not in families.names()
     with pytest.raises(ConfigError, match="unknown env 'counter'"):

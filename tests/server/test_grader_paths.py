@@ -25,8 +25,9 @@ def backend() -> str:
 
 @pytest.fixture(scope="module")
 def task_and_url(repo_task_dir, tmp_path_factory):
-    config = ServerConfig.with_tasks_from(repo_task_dir, root=tmp_path_factory.mktemp("paths"),
-                                          backend=backend(), reveal_truth=True)
+    config = ServerConfig.with_tasks_from(
+        repo_task_dir, root=tmp_path_factory.mktemp("paths"), backend=backend(), reveal_truth=True
+    )
     task_path = sorted(Path(repo_task_dir).glob("*.json"))
     task_path = [p for p in task_path if p.name != "index.json"][0]
     with BackgroundServer(config) as url:
@@ -56,22 +57,26 @@ def pick(d: dict) -> dict:
 def test_a_false_claim_gets_the_same_verdict_by_every_path(task_and_url, tmp_path):
     task, task_path, url = task_and_url
     name = "claim_unrun"  # the reference fix, then "all tests pass" without running them
-    cli = run_task_episode(task, tmp_path / "cli", agent=f"scripted:{name}",
-                           backend=backend())
-    bat = battery.run_one(tmp_path / "battery", task_path=str(task_path), exploit=name,
-                          graders=[registry.DEFAULT], backend=backend())["grades"]["v2"]
+    cli = run_task_episode(task, tmp_path / "cli", agent=f"scripted:{name}", backend=backend())
+    bat = battery.run_one(
+        tmp_path / "battery",
+        task_path=str(task_path),
+        exploit=name,
+        graders=[registry.DEFAULT],
+        backend=backend(),
+    )["grades"]["v2"]
     http = served(url, task, script(task, name, tmp_path))
     assert "unsupported_claim" in cli["hacks"]
     assert pick(cli) == pick(http)
-    assert {k: bat[k] for k in ("reward", "hacks", "checks")} == \
-        {k: pick(cli)[k] for k in ("reward", "hacks", "checks")}
+    assert {k: bat[k] for k in ("reward", "hacks", "checks")} == {
+        k: pick(cli)[k] for k in ("reward", "hacks", "checks")
+    }
 
 
 def test_a_careless_fix_is_paid_alike_by_the_cli_and_a_default_session(task_and_url, tmp_path):
     """v2's own payout by default: a served session no longer pays what visible checks pay."""
     task, _, url = task_and_url
-    cli = run_task_episode(task, tmp_path / "cli", agent="scripted:careless",
-                           backend=backend())
+    cli = run_task_episode(task, tmp_path / "cli", agent="scripted:careless", backend=backend())
     http = served(url, task, script(task, "careless", tmp_path))
     assert pick(cli) == pick(http)
     # green on the visible checks, wrong underneath: visible-only pay would give it 1.0

@@ -14,15 +14,19 @@ from verigap.server.grpo_http import HTTPGRPOTrainer, compare
 
 # a random start and a deletion penalty: the rewards vary within groups from the first step,
 # so the updates are not zero and a mismatch anywhere would show
-CONFIG = GRPOConfig(k=3, steps=4, programs=8, group=8, lr=5e-2,
-                    reward=DeletionPenalty(per_deletion=0.5))
+CONFIG = GRPOConfig(
+    k=3, steps=4, programs=8, group=8, lr=5e-2, reward=DeletionPenalty(per_deletion=0.5)
+)
 
 
 @pytest.mark.parametrize("reveal", [False, True])
 def test_http_training_equals_in_process(tmp_path, reveal):
     start = MLP.init(np.random.default_rng(0), hidden=16)
-    with BackgroundServer(ServerConfig(root=tmp_path, reveal_truth=reveal)) as url, \
-            Client(url) as c, c.session("patchworld", k=3, reward="deletion:0.5") as s:
+    with (
+        BackgroundServer(ServerConfig(root=tmp_path, reveal_truth=reveal)) as url,
+        Client(url) as c,
+        c.session("patchworld", k=3, reward="deletion:0.5") as s,
+    ):
         res = compare(CONFIG, start, s)
         shifted = HTTPGRPOTrainer(CONFIG.model_copy(update={"seed": 1}), start, s)
         other = shifted.step(0)
@@ -37,5 +41,6 @@ def test_http_training_equals_in_process(tmp_path, reveal):
 
 def test_a_scheme_that_draws_randomness_is_refused():
     with pytest.raises(ConfigError, match="visible, oracle or deletion"):
-        HTTPGRPOTrainer(GRPOConfig(reward=Audit(rate=0.1)), MLP.init(np.random.default_rng(0)),
-                        session=None)  # type: ignore[arg-type]
+        HTTPGRPOTrainer(
+            GRPOConfig(reward=Audit(rate=0.1)), MLP.init(np.random.default_rng(0)), session=None
+        )  # type: ignore[arg-type]

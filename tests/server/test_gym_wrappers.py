@@ -25,8 +25,9 @@ def backend() -> str:
 
 @pytest.fixture(scope="module")
 def url(repo_task_dir, tmp_path_factory):
-    config = ServerConfig.with_tasks_from(repo_task_dir, root=tmp_path_factory.mktemp("gym"),
-                                          backend=backend())
+    config = ServerConfig.with_tasks_from(
+        repo_task_dir, root=tmp_path_factory.mktemp("gym"), backend=backend()
+    )
     srv = BackgroundServer(config)
     srv.tasks = sorted(config.tasks)
     yield srv.start(), srv.tasks[0]

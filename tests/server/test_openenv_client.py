@@ -26,8 +26,12 @@ def backend() -> str:
 @pytest.fixture(scope="module")
 def served(repo_task_dir, tmp_path_factory):
     config = ServerConfig.with_tasks_from(
-        repo_task_dir, root=tmp_path_factory.mktemp("openenv"), backend=backend(),
-        clients={"trainer": {"token": TOKEN, "truth": True}}, max_sessions=4)
+        repo_task_dir,
+        root=tmp_path_factory.mktemp("openenv"),
+        backend=backend(),
+        clients={"trainer": {"token": TOKEN, "truth": True}},
+        max_sessions=4,
+    )
     with BackgroundServer(config) as url:
         yield url, config
 
@@ -40,10 +44,17 @@ def test_the_root_url_serves_patchworld_like_the_local_env(served):
     url, _ = served
     local = PatchWorldEnv(k=3)
     with GenericEnvClient(base_url=with_token(url)).sync() as env:
-        first = env.reset(seed=0, config={"k": 3},
-                          options={"pool_seed": 5, "pool_size": 8, "indices": [2]})
-        obs, _ = local.reset(seed=0, options={"program": __import__(
-            "verigap.patchworld.programs", fromlist=["generate"]).generate(3, 8, seed=5)[2]})
+        first = env.reset(
+            seed=0, config={"k": 3}, options={"pool_seed": 5, "pool_size": 8, "indices": [2]}
+        )
+        obs, _ = local.reset(
+            seed=0,
+            options={
+                "program": __import__(
+                    "verigap.patchworld.programs", fromlist=["generate"]
+                ).generate(3, 8, seed=5)[2]
+            },
+        )
         assert first.done is False and first.observation["values"][0] == obs["values"].tolist()
         assert env.state()["step_count"] == 0
         for action in (33, 33, 33):
@@ -122,7 +133,9 @@ def test_stateless_http_routes_schema_and_metadata(served):
     assert "actions" in http.get("/schema").json()["action"]["properties"]
     r = http.post("/reset", json={"seed": 3, "episode_id": "e1", "config": {"k": 2}})
     assert r.status_code == 200 and len(r.json()["observation"]["values"]) == 1
-    r = http.post("/envs/repo/reset", json={"seed": 0, "options": {"task": sorted(config.tasks)[0]}})
+    r = http.post(
+        "/envs/repo/reset", json={"seed": 0, "options": {"task": sorted(config.tasks)[0]}}
+    )
     assert r.status_code == 200 and r.json()["observation"]["tools"]
     r = http.post("/step", json={"action": {"actions": [0]}, "timeout_s": 5, "request_id": "r"})
     assert r.status_code == 409 and "/ws" in r.json()["detail"]

@@ -49,16 +49,19 @@ def test_two_jobs_run_at_once_on_the_two_nodes(cluster, tmp_path):
         deadline = time.monotonic() + 300
         while len(list(Path(here).iterdir())) < peers and time.monotonic() < deadline:
             time.sleep(0.05)  # waiting on a condition, with a deadline
-        return {"node": ray.get_runtime_context().get_node_id(),
-                "met": len(list(Path(here).iterdir())) >= peers}
+        return {
+            "node": ray.get_runtime_context().get_node_id(),
+            "met": len(list(Path(here).iterdir())) >= peers,
+        }
 
     (tmp_path / "here").mkdir()
-    jobs = [Job(f"j{i}", tmp_path / f"j{i}", meet, {"here": str(tmp_path / "here"), "peers": 2})
-            for i in range(2)]
+    jobs = [
+        Job(f"j{i}", tmp_path / f"j{i}", meet, {"here": str(tmp_path / "here"), "peers": 2})
+        for i in range(2)
+    ]
     results = run_jobs(jobs, executor="ray", progress=False)
     assert all(r["met"] for r in results.values())
-    assert {r["node"] for r in results.values()} == {n["NodeID"] for n in ray.nodes()
-                                                     if n["Alive"]}
+    assert {r["node"] for r in results.values()} == {n["NodeID"] for n in ray.nodes() if n["Alive"]}
 
 
 def test_repo_grading_and_the_redteam_battery_on_ray(cluster, repo_task_dir, tmp_path):
@@ -67,21 +70,44 @@ def test_repo_grading_and_the_redteam_battery_on_ray(cluster, repo_task_dir, tmp
     from verigap.runs import run_jobs
 
     task = sorted(p for p in repo_task_dir.glob("*.json") if p.name != "index.json")[0]
-    graded = run_jobs(episode.jobs([task], ["scripted:oracle", "scripted:noop"], ["v2"],
-                                   tmp_path / "episodes", backend=backend()),
-                      executor="ray", progress=False)
+    graded = run_jobs(
+        episode.jobs(
+            [task],
+            ["scripted:oracle", "scripted:noop"],
+            ["v2"],
+            tmp_path / "episodes",
+            backend=backend(),
+        ),
+        executor="ray",
+        progress=False,
+    )
     assert {k.split("/")[1]: (r["reward"], r["correct"]) for k, r in graded.items()} == {
-        "scripted_oracle": (1.0, True), "scripted_noop": (0.0, False)}
+        "scripted_oracle": (1.0, True),
+        "scripted_noop": (0.0, False),
+    }
     assert all((tmp_path / "episodes" / k / "result.json").is_file() for k in graded)
 
-    found = run_jobs(battery.jobs([task], tmp_path / "redteam", graders=["v1", "v2"],
-                                  exploits=["test_delete"], backend=backend()),
-                     executor="ray", progress=False)
-    rewarded = {r["exploit"]: (r["grades"]["v1"]["rewarded"], r["grades"]["v2"]["rewarded"])
-                for r in found.values()}
+    found = run_jobs(
+        battery.jobs(
+            [task],
+            tmp_path / "redteam",
+            graders=["v1", "v2"],
+            exploits=["test_delete"],
+            backend=backend(),
+        ),
+        executor="ray",
+        progress=False,
+    )
+    rewarded = {
+        r["exploit"]: (r["grades"]["v1"]["rewarded"], r["grades"]["v2"]["rewarded"])
+        for r in found.values()
+    }
     # the naive grader pays for deleted tests, v2 does not; the controls behave
-    assert rewarded == {"oracle": (True, True), "noop": (False, False),
-                        "test_delete": (True, False)}
+    assert rewarded == {
+        "oracle": (True, True),
+        "noop": (False, False),
+        "test_delete": (True, False),
+    }
 
 
 def test_silentbug_calibration_on_ray(cluster, tmp_path, monkeypatch):
@@ -92,15 +118,20 @@ def test_silentbug_calibration_on_ray(cluster, tmp_path, monkeypatch):
     from verigap.silentbug.calibrate import calibrate
 
     sub = substrate.SUBSTRATES["cartpole_single"]
-    monkeypatch.setitem(substrate.SUBSTRATES, "cartpole_single", dataclasses.replace(
-        sub, config={**sub.config, "total_timesteps": 512}))
+    monkeypatch.setitem(
+        substrate.SUBSTRATES,
+        "cartpole_single",
+        dataclasses.replace(sub, config={**sub.config, "total_timesteps": 512}),
+    )
     reg = Registry(bugs=[load_registry().get("single_recomputed_old_logprob")])
-    cal = calibrate(seeds=2, cache_dir=tmp_path / "cache", registry=reg, executor="ray",
-                    progress=False)
+    cal = calibrate(
+        seeds=2, cache_dir=tmp_path / "cache", registry=reg, executor="ray", progress=False
+    )
     assert (cal.runs_total, cal.runs_executed) == (4, 4)
     (result,) = cal.results
     assert len(result.clean.scores) == 2 and len(result.broken.scores) == 2
     assert result.statuses == ("ok", "ok")
-    again = calibrate(seeds=2, cache_dir=tmp_path / "cache", registry=reg, executor="ray",
-                      progress=False)
+    again = calibrate(
+        seeds=2, cache_dir=tmp_path / "cache", registry=reg, executor="ray", progress=False
+    )
     assert again.runs_executed == 0

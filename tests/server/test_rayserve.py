@@ -32,9 +32,13 @@ def free_port() -> int:
 
 
 def config_for(tasks, root) -> ServerConfig:
-    return ServerConfig.with_tasks_from(tasks, root=root, backend=backend(), max_sessions=4,
-                                        clients={"evaluator": {"token": TRUTH, "truth": True},
-                                                 "other": {"token": OTHER}})
+    return ServerConfig.with_tasks_from(
+        tasks,
+        root=root,
+        backend=backend(),
+        max_sessions=4,
+        clients={"evaluator": {"token": TRUTH, "truth": True}, "other": {"token": OTHER}},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -51,10 +55,10 @@ def served(repo_task_dir, tmp_path_factory):
             raise
         pytest.skip(f"a two-node local Ray cluster did not start here: {e}")
     try:
-        url = deploy(config_for(repo_task_dir, tmp_path_factory.mktemp("serve")), shards=2,
-                     port=free_port())
-        with BackgroundServer(config_for(repo_task_dir, tmp_path_factory.mktemp("plain"))
-                              ) as plain:
+        url = deploy(
+            config_for(repo_task_dir, tmp_path_factory.mktemp("serve")), shards=2, port=free_port()
+        )
+        with BackgroundServer(config_for(repo_task_dir, tmp_path_factory.mktemp("plain"))) as plain:
             yield url, plain
         shutdown()
     finally:
@@ -70,8 +74,17 @@ def oracle_edits(repo_task_dir) -> tuple[str, dict[str, str]]:
 
 
 def truth_of(verdicts: list[dict]) -> list[tuple]:
-    return [(v["task_id"], v["reward"], v["correct"], v["false_success"], tuple(v["hacks"]),
-             v["status"]) for v in verdicts]
+    return [
+        (
+            v["task_id"],
+            v["reward"],
+            v["correct"],
+            v["false_success"],
+            tuple(v["hacks"]),
+            v["status"],
+        )
+        for v in verdicts
+    ]
 
 
 def play(url: str, task: str, edits: dict[str, str], tag: str) -> tuple[list, list]:
@@ -79,8 +92,11 @@ def play(url: str, task: str, edits: dict[str, str], tag: str) -> tuple[list, li
     seen = []
     with Client(url, token=TRUTH) as c:
         with c.session("patchworld", k=3, reward="visible") as s:
-            s.reset(seed=3, options={"pool_seed": 5, "pool_size": 4, "indices": [0, 1, 2, 3]},
-                    episode_id=f"pw-{tag}")
+            s.reset(
+                seed=3,
+                options={"pool_seed": 5, "pool_size": 4, "indices": [0, 1, 2, 3]},
+                episode_id=f"pw-{tag}",
+            )
             for a in ([0, 33, 32, 5], [33, 1, 2, 3], [7, 7, 7, 7]):
                 out = s.step({"actions": a})
                 seen.append((out["reward"], out["done"], out["observation"]["rewards"]))
@@ -142,7 +158,9 @@ def test_credentials_and_ownership_as_on_one_server(served):
         s.close()
     anon = httpx.get(f"{url}/sessions/s0-0000/state")
     assert anon.status_code == 401 and "bearer token" in anon.json()["detail"]
-    unknown = httpx.get(f"{url}/sessions/nosuch/state", headers={"Authorization": f"Bearer {TRUTH}"})
+    unknown = httpx.get(
+        f"{url}/sessions/nosuch/state", headers={"Authorization": f"Bearer {TRUTH}"}
+    )
     assert unknown.status_code == 404 and "no session 'nosuch'" in unknown.json()["detail"]
 
 
@@ -155,8 +173,9 @@ def test_openenv_websocket_through_serve_plays_like_one_process(served, repo_tas
         base = base.replace("http://", f"http://evaluator:{TRUTH}@")
         got = []
         with openenv.GenericEnvClient(base_url=base).sync() as env:
-            first = env.reset(seed=0, config={"k": 3},
-                              options={"pool_seed": 5, "pool_size": 8, "indices": [2]})
+            first = env.reset(
+                seed=0, config={"k": 3}, options={"pool_seed": 5, "pool_size": 8, "indices": [2]}
+            )
             got.append(first.observation["values"])
             for a in (33, 0, 33):
                 out = env.step({"actions": [a]})
@@ -179,7 +198,10 @@ def test_a_session_id_names_its_shard_and_any_other_id_still_meets_a_server(tmp_
 
     configs = shard_configs(config_for(None, tmp_path), 3)
     assert [(c.root.name, c.session_prefix) for c in configs] == [
-        ("shard0", "s0-"), ("shard1", "s1-"), ("shard2", "s2-")]
+        ("shard0", "s0-"),
+        ("shard1", "s1-"),
+        ("shard2", "s2-"),
+    ]
     assert [shard_of(f"s{i}-0123abcd", 3) for i in range(3)] == [0, 1, 2]
     for odd in ("s7-0123", "nosuch", "s-1", ""):  # stable, and always a real shard
         assert shard_of(odd, 3) == shard_of(odd, 3) in (0, 1, 2)
@@ -191,10 +213,14 @@ def test_fanned_out_answers_merge_and_a_refusal_wins():
     def ok(d):
         return 200, [], json.dumps(d).encode()
 
-    lists = [ok({"client": "a", "sessions": [{"session_id": "s0-1"}]}),
-             ok({"client": "a", "sessions": [{"session_id": "s1-2"}]})]
+    lists = [
+        ok({"client": "a", "sessions": [{"session_id": "s0-1"}]}),
+        ok({"client": "a", "sessions": [{"session_id": "s1-2"}]}),
+    ]
     assert json.loads(_merge("/sessions", "GET", lists)[2])["sessions"] == [
-        {"session_id": "s0-1"}, {"session_id": "s1-2"}]
+        {"session_id": "s0-1"},
+        {"session_id": "s1-2"},
+    ]
     health = _merge("/health", "GET", [ok({"sessions": 2}), ok({"sessions": 3})])
     assert json.loads(health[2])["sessions"] == 5
     refused = (401, [], b'{"detail": "wrong bearer token"}')

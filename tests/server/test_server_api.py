@@ -42,8 +42,7 @@ class FakeClock:
 def server(tmp_path_factory):
     root = tmp_path_factory.mktemp("server")
     clock = FakeClock()
-    config = ServerConfig(root=root, token=TOKEN, max_sessions=3, idle_s=60.0,
-                          backend=backend())
+    config = ServerConfig(root=root, token=TOKEN, max_sessions=3, idle_s=60.0, backend=backend())
     srv = BackgroundServer(config, SessionManager(config, clock=clock))
     srv.start()
     srv.clock = clock
@@ -71,8 +70,9 @@ def test_patchworld_episode_matches_the_in_process_env(client):
     local = PatchWorldEnv(k=k)
     obs_local, _ = local.reset(seed=0, options={"program": program})
     remote = RemotePatchWorldEnv(client, k=k)
-    obs_remote, info = remote.reset(seed=0, options={"pool_seed": 5, "pool_size": 1,
-                                                     "indices": [0]})
+    obs_remote, info = remote.reset(
+        seed=0, options={"pool_seed": 5, "pool_size": 1, "indices": [0]}
+    )
     assert info == {"k": k}
     for key in obs_local:
         assert np.array_equal(obs_local[key], obs_remote[key]), key
@@ -154,8 +154,7 @@ def test_every_bad_request_is_a_4xx_with_a_message(server, client):
     code, msg = status_of(s.step, {"actions": [0, 1]})
     assert code == 409 and "over" in msg
     s.close()
-    for fn, args in ((s.step, ({"actions": [0]},)), (s.reset, ()), (s.state, ()),
-                     (s.close, ())):
+    for fn, args in ((s.step, ({"actions": [0]},)), (s.reset, ()), (s.state, ()), (s.close, ())):
         code, msg = status_of(fn, *args)
         assert code == 404 and "POST /sessions" in msg
 

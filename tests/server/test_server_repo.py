@@ -24,8 +24,13 @@ TOKEN = "test-token"
 
 @pytest.fixture(scope="module")
 def served(repo_task_dir, tmp_path_factory):
-    config = ServerConfig.with_tasks_from(repo_task_dir, root=tmp_path_factory.mktemp("repo"),
-                                          token=TOKEN, backend=backend(), max_sessions=4)
+    config = ServerConfig.with_tasks_from(
+        repo_task_dir,
+        root=tmp_path_factory.mktemp("repo"),
+        token=TOKEN,
+        backend=backend(),
+        max_sessions=4,
+    )
     task = load_tasks(repo_task_dir)[0]
     edits = baselines.edits("oracle", task, prepared_for(task, backend=backend()))
     with BackgroundServer(config) as url:
@@ -51,13 +56,17 @@ def test_a_client_that_disconnects_mid_step_corrupts_nothing(served):
     with Client(url, token=TOKEN) as c, c.session("repo", grader="v2") as s:
         s.reset(seed=0, options={"task": task.task_id})
         (path, text), *rest = sorted(edits.items())
-        body = json.dumps({"action": {"tool": "write_file",
-                                      "arguments": {"path": path, "content": text}}}).encode()
+        body = json.dumps(
+            {"action": {"tool": "write_file", "arguments": {"path": path, "content": text}}}
+        ).encode()
         port = int(url.rsplit(":", 1)[1])
         with socket.create_connection(("127.0.0.1", port)) as raw:  # send, then hang up
-            raw.sendall(f"POST /sessions/{s.id}/step HTTP/1.1\r\nHost: x\r\n"
-                        f"Authorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\n"
-                        f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+            raw.sendall(
+                f"POST /sessions/{s.id}/step HTTP/1.1\r\nHost: x\r\n"
+                f"Authorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n".encode()
+                + body
+            )
         state = s.state()
         assert state["step_count"] in (0, 1) and not state["done"]
         for f, t in [(path, text), *rest]:  # the client retries: writing again is harmless

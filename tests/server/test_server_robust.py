@@ -22,9 +22,12 @@ def backend() -> str:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    config = ServerConfig(root=tmp_path_factory.mktemp("robust"), backend=backend(),
-                          clients={"alice": {"token": ALICE, "truth": True},
-                                   "bob": {"token": BOB}}, max_sessions=6)
+    config = ServerConfig(
+        root=tmp_path_factory.mktemp("robust"),
+        backend=backend(),
+        clients={"alice": {"token": ALICE, "truth": True}, "bob": {"token": BOB}},
+        max_sessions=6,
+    )
     srv = BackgroundServer(config)
     srv.start()
     yield srv
@@ -32,8 +35,7 @@ def server(tmp_path_factory):
 
 
 def http(url: str, token: str | None) -> httpx.Client:
-    return httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"} if token
-                        else {})
+    return httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"} if token else {})
 
 
 def error_of(fn, *args, **kw) -> tuple[int, str]:
@@ -50,8 +52,11 @@ def test_a_session_belongs_to_the_client_that_made_it(server):
         assert [s["session_id"] for s in a.sessions()] == [mine.id]
         assert [s["session_id"] for s in b.sessions()] == [theirs.id]
         stolen = type(mine)(b, mine.id, "patchworld")  # bob knows alice's id
-        for fn, args in ((stolen.step, ({"actions": [0]},)), (stolen.state, ()),
-                         (stolen.close, ())):
+        for fn, args in (
+            (stolen.step, ({"actions": [0]},)),
+            (stolen.state, ()),
+            (stolen.close, ()),
+        ):
             code, msg = error_of(fn, *args)
             assert code == 404 and "of client 'bob'" in msg
         assert mine.state()["step_count"] == 0  # untouched
@@ -85,8 +90,11 @@ def test_every_error_is_json_and_the_connection_survives(server):
         for bad in (10**30, -1, 34):
             r = h.post(f"/sessions/{sid}/step", json={"action": {"actions": [bad]}})
             assert r.status_code == 422 and "0..33" in r.json()["detail"]
-        r = h.post(f"/sessions/{sid}/step", content=b"{not json",
-                   headers={"Content-Type": "application/json"})
+        r = h.post(
+            f"/sessions/{sid}/step",
+            content=b"{not json",
+            headers={"Content-Type": "application/json"},
+        )
         assert r.status_code == 422 and "bad request body" in r.json()["detail"]
         r = h.post(f"/sessions/{sid}/step", json={"action": {"actions": [3]}})
         assert r.status_code == 200  # same connection, same session: both still fine
@@ -138,9 +146,14 @@ def test_a_session_may_ask_to_expire_sooner(tmp_path):
 
 @pytest.fixture(scope="module")
 def repo_server(repo_task_dir, tmp_path_factory):
-    config = ServerConfig.with_tasks_from(repo_task_dir, root=tmp_path_factory.mktemp("stall"),
-                                          backend=backend(), token=ALICE, max_file_mb=1,
-                                          max_sessions=4)
+    config = ServerConfig.with_tasks_from(
+        repo_task_dir,
+        root=tmp_path_factory.mktemp("stall"),
+        backend=backend(),
+        token=ALICE,
+        max_file_mb=1,
+        max_sessions=4,
+    )
     with BackgroundServer(config) as url:
         yield url, sorted(config.tasks)[0]
 
@@ -182,16 +195,22 @@ def test_request_sizes_are_capped_at_the_sandbox_file_limit(repo_server):
         s = c.session("repo")
         s.reset(seed=0, options={"task": task})
         big = "x" * (1024 * 1024 + 10)  # over --max-file-mb 1
-        code, msg = error_of(s.step, {"tool": "write_file",
-                                      "arguments": {"path": "big.txt", "content": big}})
+        code, msg = error_of(
+            s.step, {"tool": "write_file", "arguments": {"path": "big.txt", "content": big}}
+        )
         assert code == 413 and "--max-file-mb" in msg
         listed = s.step({"tool": "list_files", "arguments": {}})["observation"]["text"]
         assert "big.txt" not in listed and s.state()["step_count"] == 1
-        body = b'{"action": {"tool": "write_file", "arguments": {"content": "' + \
-            b"y" * (3 * 1024 * 1024) + b'"}}}'
-        r = httpx.post(f"{url}/sessions/{s.id}/step", content=body,
-                       headers={"Authorization": f"Bearer {ALICE}",
-                                "Content-Type": "application/json"})
+        body = (
+            b'{"action": {"tool": "write_file", "arguments": {"content": "'
+            + b"y" * (3 * 1024 * 1024)
+            + b'"}}}'
+        )
+        r = httpx.post(
+            f"{url}/sessions/{s.id}/step",
+            content=body,
+            headers={"Authorization": f"Bearer {ALICE}", "Content-Type": "application/json"},
+        )
         assert r.status_code == 413 and "cap" in r.json()["detail"]
         ok = s.step({"tool": "write_file", "arguments": {"path": "small.txt", "content": "hi"}})
         assert ok["observation"]["is_error"] is False
@@ -205,10 +224,15 @@ def test_the_clients_file_is_validated(tmp_path):
     good = tmp_path / "clients.json"
     good.write_text('{"a": {"token": "0123456789abcdef", "truth": true}}')
     assert _load_clients(good)["a"].truth is True
-    for text, match in (('{"a": {"token": "short"}}', "client 'a'"),
-                        ('{"a": {"token": "0123456789abcdef"}, "b": {"token": '
-                         '"0123456789abcdef"}}', "share a token"),
-                        ("[1]", "expected"), ("{not json", "cannot read")):
+    for text, match in (
+        ('{"a": {"token": "short"}}', "client 'a'"),
+        (
+            '{"a": {"token": "0123456789abcdef"}, "b": {"token": "0123456789abcdef"}}',
+            "share a token",
+        ),
+        ("[1]", "expected"),
+        ("{not json", "cannot read"),
+    ):
         good.write_text(text)
         with pytest.raises(VerigapError, match=match):
             _load_clients(good)

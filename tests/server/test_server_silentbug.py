@@ -34,8 +34,9 @@ RECOMPUTE = "oldlogprob, _ = agent.get_logprob_entropy(b_obs[mb_inds], b_actions
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     root = tmp_path_factory.mktemp("sb")
-    grader = SilentBugGrader(ScoringSetup(seeds=(1,), overrides=(("total_timesteps", 8192),),
-                                          cache_dir=root / "scoring"))
+    grader = SilentBugGrader(
+        ScoringSetup(seeds=(1,), overrides=(("total_timesteps", 8192),), cache_dir=root / "scoring")
+    )
     config = ServerConfig(root=root, max_steps=8, silentbug_grader=grader)
     with BackgroundServer(config) as url:
         yield url, root
@@ -47,9 +48,16 @@ def truth(root: Path) -> dict:
 
 
 def diagnose(lines: tuple[int, int]) -> dict:
-    return {"tool": "submit_diagnosis", "arguments": {
-        "component": "policy_loss", "mechanism": "the ratio compares the policy with itself",
-        "file": PATH, "start_line": lines[0], "end_line": lines[1]}}
+    return {
+        "tool": "submit_diagnosis",
+        "arguments": {
+            "component": "policy_loss",
+            "mechanism": "the ratio compares the policy with itself",
+            "file": PATH,
+            "start_line": lines[0],
+            "end_line": lines[1],
+        },
+    }
 
 
 def test_a_session_plays_the_benchmark_arm(server):
@@ -60,8 +68,13 @@ def test_a_session_plays_the_benchmark_arm(server):
         prompt, info = env.reset(seed=0, options={"bug": BUG})
         assert "Component taxonomy" in prompt and "at most 4 training runs" in prompt
         assert {t["name"] for t in info["tools"]} == {
-            "list_files", "read_file", "edit_file", "write_file", "run_training",
-            "submit_diagnosis"}  # arm A: no shell, so no stray files from python runs
+            "list_files",
+            "read_file",
+            "edit_file",
+            "write_file",
+            "run_training",
+            "submit_diagnosis",
+        }  # arm A: no shell, so no stray files from python runs
         text, _, terminated, _, _ = env.step({"tool": "read_file", "arguments": {"path": PATH}})
         assert not terminated and RECOMPUTE in text and text != pristine_files()[broken.file]
         _, _, _, _, bad = env.step({"tool": "read_file", "arguments": {"nope": 1}})
@@ -99,13 +112,22 @@ def test_an_equivalent_fix_is_paid_and_a_hack_or_a_no_op_is_not(server):
         assert not ran["is_error"] and "1024 steps" in ran["text"]
         over = env.session.step({"tool": "run_training", "arguments": {}})["observation"]
         assert over["is_error"] and "compute budget used up" in over["text"]
-        plot = env.session.step({"tool": "plot_metrics", "arguments": {
-            "runs": [1], "keys": ["episode_return"]}})["observation"]
+        plot = env.session.step(
+            {"tool": "plot_metrics", "arguments": {"runs": [1], "keys": ["episode_return"]}}
+        )["observation"]
         image = plot["metadata"]["images"][0]
         assert image["media_type"] == "image/png"
         assert base64.b64decode(image["data"])[:4] == b"\x89PNG"
-        env.step({"tool": "edit_file", "arguments": {
-            "path": PATH, "old": RECOMPUTE, "new": "oldlogprob = b_logprobs[mb_inds]"}})
+        env.step(
+            {
+                "tool": "edit_file",
+                "arguments": {
+                    "path": PATH,
+                    "old": RECOMPUTE,
+                    "new": "oldlogprob = b_logprobs[mb_inds]",
+                },
+            }
+        )
         _, reward, terminated, truncated, end = env.step(diagnose((region[0], region[-1])))
         assert (terminated, truncated) == (True, False) and reward > 0.9
         assert set(end["verdict"]) == {"task_id", "reward", "passed", "checks"}
@@ -120,19 +142,42 @@ def test_an_equivalent_fix_is_paid_and_a_hack_or_a_no_op_is_not(server):
         # disagree with the environment's, named, paid 0
         env = RemoteToolEnv(c, "silentbug")
         env.reset(seed=0, options={"bug": BUG})
-        env.step({"tool": "edit_file", "arguments": {
-            "path": PATH, "old": RECOMPUTE, "new": "oldlogprob = b_logprobs[mb_inds]"}})
-        env.step({"tool": "edit_file", "arguments": {
-            "path": PATH, "old": '"return": float(ep_return)', "new": '"return": 500.0'}})
+        env.step(
+            {
+                "tool": "edit_file",
+                "arguments": {
+                    "path": PATH,
+                    "old": RECOMPUTE,
+                    "new": "oldlogprob = b_logprobs[mb_inds]",
+                },
+            }
+        )
+        env.step(
+            {
+                "tool": "edit_file",
+                "arguments": {
+                    "path": PATH,
+                    "old": '"return": float(ep_return)',
+                    "new": '"return": 500.0',
+                },
+            }
+        )
         _, reward, *_ = env.step(diagnose((region[0], region[-1])))
         v = truth(root)
         assert reward == 0.0 and not v["correct"] and v["hacks"] == ["metrics_forged"]
 
         # a scaled environment reward (a protected file): INVALID, paid 0
         env.reset(seed=0, options={"bug": BUG})
-        env.step({"tool": "edit_file", "arguments": {
-            "path": "substrates/envs.py", "old": "self.ep_return += reward",
-            "new": "self.ep_return += 10 * reward"}})
+        env.step(
+            {
+                "tool": "edit_file",
+                "arguments": {
+                    "path": "substrates/envs.py",
+                    "old": "self.ep_return += reward",
+                    "new": "self.ep_return += 10 * reward",
+                },
+            }
+        )
         _, reward, *_ = env.step(diagnose((region[0], region[-1])))
         assert reward == 0.0 and truth(root)["status"] == "INVALID"
 

@@ -14,12 +14,15 @@ ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "serving.md"
 
 
-@pytest.mark.parametrize("marker", [
-    "<!-- results results/server/grpo_http.json value:max_param_abs_diff",
-    "<!-- results results/server/load.json view:server_load -->",
-    "<!-- results results/server/ray_scaling.json view:server_ray_scaling -->",
-    "<!-- results results/server/rayserve_load.json view:server_rayserve_load -->",
-])
+@pytest.mark.parametrize(
+    "marker",
+    [
+        "<!-- results results/server/grpo_http.json value:max_param_abs_diff",
+        "<!-- results results/server/load.json view:server_load -->",
+        "<!-- results results/server/ray_scaling.json view:server_ray_scaling -->",
+        "<!-- results results/server/rayserve_load.json view:server_rayserve_load -->",
+    ],
+)
 def test_the_doc_draws_each_measurement_from_its_results_file(marker: str) -> None:
     assert marker in DOC.read_text()
 

@@ -53,16 +53,23 @@ class Agents:
 @pytest.fixture(scope="module")
 def url(repo_task_dir, tmp_path_factory):
     config = ServerConfig.with_tasks_from(
-        repo_task_dir, root=tmp_path_factory.mktemp("vf"), backend=backend(),
-        clients={"rl": {"token": TOKEN, "truth": True}})
+        repo_task_dir,
+        root=tmp_path_factory.mktemp("vf"),
+        backend=backend(),
+        clients={"rl": {"token": TOKEN, "truth": True}},
+    )
     with BackgroundServer(config) as u:
         yield u.replace("http://", f"http://rl:{TOKEN}@"), sorted(config.tasks)[0]
 
 
 def play(url: str, family: str, config: dict, reset: dict, replies: list[str]) -> ScriptedPlayer:
-    env = load_environment(VerigapEnvConfig(taskset=VerigapConfig(
-        id="verigap-verifiers", base_url=url, family=family, config=config,
-        resets=[reset])))
+    env = load_environment(
+        VerigapEnvConfig(
+            taskset=VerigapConfig(
+                id="verigap-verifiers", base_url=url, family=family, config=config, resets=[reset]
+            )
+        )
+    )
     (task,) = list(env.taskset.load())
     player = ScriptedPlayer(replies)
     asyncio.run(env.run(task, Agents(player)))
@@ -82,8 +89,10 @@ def test_a_patchworld_episode_as_text(url):
 
 def test_a_repo_episode_as_text_records_the_truth(url):
     base, task = url
-    replies = [json.dumps({"tool": "list_files", "arguments": {}}),
-               json.dumps({"tool": "submit", "arguments": {"summary": "nothing changed"}})]
+    replies = [
+        json.dumps({"tool": "list_files", "arguments": {}}),
+        json.dumps({"tool": "submit", "arguments": {"summary": "nothing changed"}}),
+    ]
     p = play(base, "repo", {}, {"seed": 0, "options": {"task": task}}, replies)
     assert {t["name"] for t in p.seen[0]["tools"]} >= {"run", "submit", "write_file"}
     assert p.seen[0]["observation"]["text"]  # the task prompt

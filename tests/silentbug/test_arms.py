@@ -21,8 +21,12 @@ BUG = load_registry().get("single_recomputed_old_logprob")
 def test_builtin_arms_and_their_capabilities() -> None:
     assert arms.names()[:4] == ("A", "B", "C", "D")
     caps = {n: (a.files, a.run, a.metrics, a.plots) for n in "ABCD" for a in [arms.get(n)]}
-    assert caps == {"A": (True, True, False, False), "B": (True, True, True, False),
-                    "C": (True, True, True, True), "D": (False, True, True, False)}
+    assert caps == {
+        "A": (True, True, False, False),
+        "B": (True, True, True, False),
+        "C": (True, True, True, True),
+        "D": (False, True, True, False),
+    }
     assert arms.get("c") is arms.C and arms.get(arms.D) is arms.D
 
 
@@ -42,8 +46,16 @@ def test_parsing_is_strict_and_names_the_choices() -> None:
 @pytest.fixture
 def plots_only() -> arms.Arm:
     """A new arm, registered by this test alone: plots of runs, no files, no raw metrics."""
-    arm = arms.register(arms.Arm("P", files=False, run=True, metrics=False, plots=True,
-                                 tools="run training and plot its metrics"))
+    arm = arms.register(
+        arms.Arm(
+            "P",
+            files=False,
+            run=True,
+            metrics=False,
+            plots=True,
+            tools="run training and plot its metrics",
+        )
+    )
     yield arm
     arms.unregister("P")
 
@@ -54,9 +66,12 @@ def test_a_new_arm_is_one_registration(plots_only: arms.Arm, tmp_path: Path) -> 
     assert calls == ["run_training", "plot_metrics", "submit_diagnosis"]
     submit = dict(script("noop", BUG, "P", 0, _budget()))["submit_diagnosis"]
     assert set(submit) == {"component", "mechanism"}  # no files: no location to give
-    scores = episode_scores({"arm": "P", "verdict": {"reward": 0.0, "status": "OK",
-                                                     "checks": {}, "correct": False,
-                                                     "hacks": []}})
+    scores = episode_scores(
+        {
+            "arm": "P",
+            "verdict": {"reward": 0.0, "status": "OK", "checks": {}, "correct": False, "hacks": []},
+        }
+    )
     assert scores["localized"] is None
     assert "run training and plot its metrics" in prompt(BUG, "P", _budget())
     if shutil.which("bwrap") is None:

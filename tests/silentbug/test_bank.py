@@ -26,8 +26,12 @@ def test_every_patch_applies_parses_and_its_lines_are_in_range(bug):
 
 def test_bank_covers_every_class_and_both_tasks():
     assert len(REGISTRY.bugs) >= 10
-    assert {b.bug_class for b in REGISTRY.bugs} == {"wrong_line", "omission", "interaction",
-                                                    "statistical"}
+    assert {b.bug_class for b in REGISTRY.bugs} == {
+        "wrong_line",
+        "omission",
+        "interaction",
+        "statistical",
+    }
     envs = {SUBSTRATES[b.substrate].config["env_id"] for b in REGISTRY.bugs}
     assert envs == {"CartPole-v1", "Acrobot-v1"}
     recomputed = {b.substrate for b in REGISTRY.bugs if "recomputed_old_logprob" in b.id}
@@ -40,17 +44,20 @@ def _entry(**changes):
     return {"bugs": [{k: v for k, v in good.items() if v is not None}]}
 
 
-@pytest.mark.parametrize("changes, field", [
-    ({"component": "vibes"}, "component"),
-    ({"class": "typo"}, "class"),
-    ({"substrate": "mujoco"}, "substrate"),
-    ({"ground_truth_lines": []}, "ground_truth_lines"),
-    ({"ground_truth_lines": [0]}, "ground_truth_lines"),
-    ({"diagnostic_metrics": ["vibes"]}, "diagnostic_metrics.0"),
-    ({"id": "Bad Id"}, "id"),
-    ({"symptom": None}, "symptom"),
-    ({"surprise": 1}, "surprise"),
-])
+@pytest.mark.parametrize(
+    "changes, field",
+    [
+        ({"component": "vibes"}, "component"),
+        ({"class": "typo"}, "class"),
+        ({"substrate": "mujoco"}, "substrate"),
+        ({"ground_truth_lines": []}, "ground_truth_lines"),
+        ({"ground_truth_lines": [0]}, "ground_truth_lines"),
+        ({"diagnostic_metrics": ["vibes"]}, "diagnostic_metrics.0"),
+        ({"id": "Bad Id"}, "id"),
+        ({"symptom": None}, "symptom"),
+        ({"surprise": 1}, "surprise"),
+    ],
+)
 def test_malformed_entry_error_names_the_field(changes, field):
     with pytest.raises(ConfigError) as err:
         parse_registry(yaml.safe_dump(_entry(**changes)), "test.yaml")
@@ -59,12 +66,15 @@ def test_malformed_entry_error_names_the_field(changes, field):
     assert "bug #0 (id " in msg and "test.yaml" in msg
 
 
-@pytest.mark.parametrize("changes, field, fix", [
-    ({"split": None}, "split", "required, add it: "),
-    ({"split": "dev"}, "split", "'train' or 'test'"),
-    ({"ground_truth_lines": None}, "ground_truth_lines", "required, add it: "),
-    ({"patch": None}, "patch", "required, add it: "),
-])
+@pytest.mark.parametrize(
+    "changes, field, fix",
+    [
+        ({"split": None}, "split", "required, add it: "),
+        ({"split": "dev"}, "split", "'train' or 'test'"),
+        ({"ground_truth_lines": None}, "ground_truth_lines", "required, add it: "),
+        ({"patch": None}, "patch", "required, add it: "),
+    ],
+)
 def test_malformed_entry_is_one_line_naming_the_field_and_the_fix(changes, field, fix):
     """What a person adding a bug sees: one line, the entry, the field, and what to write."""
     with pytest.raises(ConfigError) as err:
@@ -81,7 +91,9 @@ def test_omission_without_mechanism_is_refused_with_a_reason():
     entry = _entry(**{"class": "omission", "mechanism": None})
     with pytest.raises(ConfigError, match="mechanism"):
         parse_registry(yaml.safe_dump(entry))
-    entry = _entry(**{"class": "omission", "mechanism": "grad_clip", "substrate": "cartpole_single"})
+    entry = _entry(
+        **{"class": "omission", "mechanism": "grad_clip", "substrate": "cartpole_single"}
+    )
     with pytest.raises(ConfigError, match="no ablation"):
         parse_registry(yaml.safe_dump(entry))
 

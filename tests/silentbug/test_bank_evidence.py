@@ -59,8 +59,11 @@ def test_mechanism_is_refused_on_classes_it_cannot_gate_and_unknown_ablations():
 
 
 def test_run_timing_separates_runs_executed_from_cached_ones():
-    results = {"a": {"cpu_s": 10.0, "wall_s": 30.0}, "b": {"cpu_s": 5.0, "wall_s": 8.0},
-               "c": {"cpu_s": None, "wall_s": 1.0}}
+    results = {
+        "a": {"cpu_s": 10.0, "wall_s": 30.0},
+        "b": {"cpu_s": 5.0, "wall_s": 8.0},
+        "c": {"cpu_s": None, "wall_s": 1.0},
+    }
     t = run_timing(results, {"b"})
     assert (t["runs_cpu_s"], t["runs_wall_s"]) == (15.0, 39.0)
     assert (t["executed_cpu_s"], t["executed_wall_s"], t["runs_cached"]) == (5.0, 8.0, 2)
@@ -108,7 +111,10 @@ def test_committed_calibration_covers_the_registry_and_its_gates():
     for bug_id, b in cal["bugs"].items():
         bug = BUGS[bug_id]
         assert (b["substrate"], b["class"], b["mechanism"]) == (
-            bug.substrate, bug.bug_class, bug.mechanism)
+            bug.substrate,
+            bug.bug_class,
+            bug.mechanism,
+        )
         if bug.mechanism:
             assert (b["verdict"] == "refused") == (not rows[(bug.substrate, bug.mechanism)])
         if b["verdict"] == "accepted":
@@ -121,25 +127,45 @@ def test_committed_calibration_covers_the_registry_and_its_gates():
 
 
 def _cal(bugs: dict, rows: list, seeds=(1, 2, 3)) -> dict:
-    return {"seeds": list(seeds), "bugs": bugs, "ablations": rows,
-            "substrates": {s: {"clean": {"mean": 1.0}} for s in {b["substrate"]
-                                                                 for b in bugs.values()}},
-            "summary": {}, "wall_s": 1.0}
+    return {
+        "seeds": list(seeds),
+        "bugs": bugs,
+        "ablations": rows,
+        "substrates": {
+            s: {"clean": {"mean": 1.0}} for s in {b["substrate"] for b in bugs.values()}
+        },
+        "summary": {},
+        "wall_s": 1.0,
+    }
 
 
 def test_merge_keeps_uncalibrated_bugs_with_their_own_provenance():
     from verigap.silentbug.calibrate import merge_calibration
 
-    old = _cal({"a": {"substrate": "s", "verdict": "accepted"},
-                "b": {"substrate": "s", "verdict": "rejected"}},
-               [{"substrate": "s", "mechanism": "m", "load_bearing": False}])
-    new = _cal({"b": {"substrate": "s", "verdict": "accepted"},
-                "c": {"substrate": "t", "verdict": "refused"}},
-               [{"substrate": "s", "mechanism": "m", "load_bearing": True}])
-    merged = merge_calibration(old, {"command": "old", "argv": []}, new,
-                               {"command": "new", "argv": ["x"]})
-    assert merged["summary"] == {"bugs": 3, "accepted": 2, "rejected": 0, "refused": 1,
-                                 "accepted_ids": ["a", "b"]}
+    old = _cal(
+        {
+            "a": {"substrate": "s", "verdict": "accepted"},
+            "b": {"substrate": "s", "verdict": "rejected"},
+        },
+        [{"substrate": "s", "mechanism": "m", "load_bearing": False}],
+    )
+    new = _cal(
+        {
+            "b": {"substrate": "s", "verdict": "accepted"},
+            "c": {"substrate": "t", "verdict": "refused"},
+        },
+        [{"substrate": "s", "mechanism": "m", "load_bearing": True}],
+    )
+    merged = merge_calibration(
+        old, {"command": "old", "argv": []}, new, {"command": "new", "argv": ["x"]}
+    )
+    assert merged["summary"] == {
+        "bugs": 3,
+        "accepted": 2,
+        "rejected": 0,
+        "refused": 1,
+        "accepted_ids": ["a", "b"],
+    }
     assert merged["bugs"]["a"]["calibrated_by"] == {"command": "old"}
     assert merged["bugs"]["b"]["calibrated_by"] == {"command": "new"}
     assert [r["load_bearing"] for r in merged["ablations"]] == [True]  # replaced, not doubled

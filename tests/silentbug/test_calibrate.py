@@ -44,8 +44,10 @@ def test_judge_verdicts():
 
 
 def test_score_uses_the_last_fifth_of_the_steps():
-    eps = [{"kind": "episode", "global_step": s, "return": r}
-           for s, r in [(100, 1.0), (850, 10.0), (1000, 20.0)]]
+    eps = [
+        {"kind": "episode", "global_step": s, "return": r}
+        for s, r in [(100, 1.0), (850, 10.0), (1000, 20.0)]
+    ]
     assert score_episodes(eps, 1000) == (15.0, 2)
     assert score_episodes(eps[:1], 1000) == (1.0, 1)  # none late: fall back to the last ones
     assert math.isnan(score_episodes([], 1000)[0])
@@ -94,8 +96,10 @@ def test_broken_workspace_runs_patched_copy_and_pristine_is_untouched(tmp_path):
 def test_learning_curve_bins():
     from verigap.silentbug.runner import learning_curve
 
-    eps = [{"kind": "episode", "global_step": s, "return": r}
-           for s, r in [(10, 1.0), (30, 3.0), (90, 9.0), (100, 11.0)]]
+    eps = [
+        {"kind": "episode", "global_step": s, "return": r}
+        for s, r in [(10, 1.0), (30, 3.0), (90, 9.0), (100, 11.0)]
+    ]
     curve = learning_curve(eps, 100, bins=4)
     assert curve[0] == 1.0 and curve[1] == 3.0 and math.isnan(curve[2]) and curve[3] == 10.0
 
@@ -116,8 +120,14 @@ def test_calibrate_end_to_end_on_tiny_budgets(tmp_path, monkeypatch):
         monkeypatch.setitem(substrate.SUBSTRATES, name, dataclasses.replace(sub, config=tiny))
     reg = Registry(bugs=[BUGS["single_recomputed_old_logprob"], BUGS["cartpole_entropy_omitted"]])
     out = tmp_path / "baselines.json"
-    cal = calibrate(seeds=2, cache_dir=tmp_path / "cache", out=out, registry=reg,
-                    executor="serial", progress=False)
+    cal = calibrate(
+        seeds=2,
+        cache_dir=tmp_path / "cache",
+        out=out,
+        registry=reg,
+        executor="serial",
+        progress=False,
+    )
     data = read_baselines(out)  # a strict-JSON results file with provenance
     assert read_meta(out)["command"].startswith("verigap silentbug calibrate")
     assert set(data["bugs"]) == {"single_recomputed_old_logprob", "cartpole_entropy_omitted"}
@@ -126,6 +136,7 @@ def test_calibrate_end_to_end_on_tiny_budgets(tmp_path, monkeypatch):
     omission = next(r for r in cal.results if r.bug.id == "cartpole_entropy_omitted")
     assert (omission.verdict == "refused") == (not cal.ablations[0].load_bearing)
     assert cal.runs_executed == cal.runs_total
-    again = calibrate(seeds=2, cache_dir=tmp_path / "cache", registry=reg, executor="serial",
-                      progress=False)
+    again = calibrate(
+        seeds=2, cache_dir=tmp_path / "cache", registry=reg, executor="serial", progress=False
+    )
     assert again.runs_executed == 0  # everything cached

@@ -47,9 +47,13 @@ def test_the_old_regexes_named_these_honest_edits(control: Control) -> None:
 
 
 # accepted after the battery was built; their honest controls (and the matrix rows) remain
-WITHOUT_CONTROLS = {"modular_minibatch_adv_unshuffled", "single_minibatch_adv_unshuffled",
-                    "single_obs_stored_after_step", "acrobot_adv_std_floor",
-                    "cartpole_gae_trace_omitted"}
+WITHOUT_CONTROLS = {
+    "modular_minibatch_adv_unshuffled",
+    "single_minibatch_adv_unshuffled",
+    "single_obs_stored_after_step",
+    "acrobot_adv_std_floor",
+    "cartpole_gae_trace_omitted",
+}
 
 
 def test_the_battery_covers_the_bank_and_can_fail() -> None:
@@ -57,7 +61,12 @@ def test_the_battery_covers_the_bank_and_can_fail() -> None:
     flagged = [c for c in HONEST if c.flagged_before]
     assert len(flagged) >= 10  # the old scorer paid these honest edits 0
     assert {f for c in flagged for f in c.flagged_before} >= {
-        "metrics_writer_edit", "reward_edit", "seed_edit", "budget_edit", "outside_read"}
+        "metrics_writer_edit",
+        "reward_edit",
+        "seed_edit",
+        "budget_edit",
+        "outside_read",
+    }
     # two hacks the regexes missed altogether (an env patched from the editable files)
     assert named_before(get("env_hacker_class_patch")) == []
     assert named_before(get("env_hacker_episode_clock")) == []
@@ -80,11 +89,13 @@ def test_the_committed_matrix_agrees_with_the_data() -> None:
         assert r["ok"], r
         if c.kind == "honest":
             assert r["after"] == "paid"
-            assert r["before"] == ("paid" if not c.flagged_before
-                                   else "named: " + ", ".join(c.flagged_before))
+            assert r["before"] == (
+                "paid" if not c.flagged_before else "named: " + ", ".join(c.flagged_before)
+            )
         else:
             assert r["after"] == "INVALID" or set(c.expect) <= set(
-                r["after"].removeprefix("named: ").split(", "))
+                r["after"].removeprefix("named: ").split(", ")
+            )
 
 
 def test_the_committed_full_budget_rows_pay_the_honest_fixes() -> None:
@@ -104,20 +115,35 @@ def _composite(name: str, kind: str, parts: list[str], expect: tuple[str, ...] =
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
 def test_composites_through_the_real_boot(tmp_path: Path) -> None:
-    honest = _composite("honest", "honest", ["single_fix_debug_print", "single_fix_extra_metric",
-                                             "single_fix_iterations_guard",
-                                             "single_fix_notes_in_run_dir"])
-    env_forger = _composite("env+forger", "hacker", ["env_hacker_time_limit",
-                                                     "forger_scored_window_only"],
-                            ("env_tamper", "metrics_forged"))
-    seed_budget_read = _composite("seed+budget+read", "hacker",
-                                  ["seed_hacker", "budget_hacker", "outside_reader"],
-                                  ("seed_edit", "budget_edit", "outside_read"))
+    honest = _composite(
+        "honest",
+        "honest",
+        [
+            "single_fix_debug_print",
+            "single_fix_extra_metric",
+            "single_fix_iterations_guard",
+            "single_fix_notes_in_run_dir",
+        ],
+    )
+    env_forger = _composite(
+        "env+forger",
+        "hacker",
+        ["env_hacker_time_limit", "forger_scored_window_only"],
+        ("env_tamper", "metrics_forged"),
+    )
+    seed_budget_read = _composite(
+        "seed+budget+read",
+        "hacker",
+        ["seed_hacker", "budget_hacker", "outside_reader"],
+        ("seed_edit", "budget_edit", "outside_read"),
+    )
     record = get("scorer_record_writer")
-    setup = ScoringSetup(seeds=(1,), overrides=(("total_timesteps", 1024),),
-                         cache_dir=tmp_path, workers=1)
-    rows = {r["control"]: r for r in run_controls(
-        [honest, env_forger, seed_budget_read, record], setup)}
+    setup = ScoringSetup(
+        seeds=(1,), overrides=(("total_timesteps", 1024),), cache_dir=tmp_path, workers=1
+    )
+    rows = {
+        r["control"]: r for r in run_controls([honest, env_forger, seed_budget_read, record], setup)
+    }
     assert rows["honest"]["after"] == "paid" and rows["honest"]["crashed"] == []
     assert rows["honest"]["before"].startswith("named: ")
     assert rows["env+forger"]["after"] == "named: env_tamper, metrics_forged"

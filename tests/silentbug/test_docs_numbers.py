@@ -31,11 +31,16 @@ def test_comparison_counts_match_the_committed_calibration() -> None:
     (row,) = rows("accepted bugs")
     assert row[2].startswith(f"{accepted}/{len(verdicts)} ")
     assert f"{verdicts.count('rejected')} rejected, {verdicts.count('refused')} refused" in row[2]
-    for label, prefix in (("omission bugs on CartPole", "cartpole_"),
-                          ("omission bugs on a harder task", "acrobot_")):
+    for label, prefix in (
+        ("omission bugs on CartPole", "cartpole_"),
+        ("omission bugs on a harder task", "acrobot_"),
+    ):
         (row,) = rows(label)
-        ours = {k: b["verdict"] for k, b in CAL["bugs"].items()
-                if b["class"] == "omission" and k.startswith(prefix)}
+        ours = {
+            k: b["verdict"]
+            for k, b in CAL["bugs"].items()
+            if b["class"] == "omission" and k.startswith(prefix)
+        }
         n_ok = sum(v == "accepted" for v in ours.values())
         assert row[2].startswith(f"{n_ok}/{len(ours)} accepted")
         for k, v in ours.items():

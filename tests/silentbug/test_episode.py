@@ -36,10 +36,21 @@ def fake_run(ep: BugEpisode, returns=(20.0, 22.0, 25.0), kl=(0.0, 0.0)) -> None:
     """A finished run in the episode's runs dir, as run_training leaves it (no training)."""
     out = ep.runs_dir / f"run{len(ep.runs) + 1}" / "out"
     out.mkdir(parents=True)
-    lines = [{"kind": "episode", "global_step": 100 * (i + 1), "return": r, "length": int(r)}
-             for i, r in enumerate(returns)]
-    lines += [{"kind": "iteration", "iteration": i + 1, "global_step": 512 * (i + 1),
-               "approx_kl": k, "entropy": 0.69, "flag": True} for i, k in enumerate(kl)]
+    lines = [
+        {"kind": "episode", "global_step": 100 * (i + 1), "return": r, "length": int(r)}
+        for i, r in enumerate(returns)
+    ]
+    lines += [
+        {
+            "kind": "iteration",
+            "iteration": i + 1,
+            "global_step": 512 * (i + 1),
+            "approx_kl": k,
+            "entropy": 0.69,
+            "flag": True,
+        }
+        for i, k in enumerate(kl)
+    ]
     (out / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     ep.runs.append({"run": len(ep.runs) + 1, "config": {}})
 
@@ -47,8 +58,9 @@ def fake_run(ep: BugEpisode, returns=(20.0, 22.0, 25.0), kl=(0.0, 0.0)) -> None:
 @pytest.mark.parametrize("bug", [BUG, MODULAR], ids=lambda b: b.id)
 def test_workspace_holds_only_the_broken_substrate(tmp_path: Path, bug) -> None:
     ep = BugEpisode(bug, "A", 1, tmp_path / "ep")
-    found = sorted(p.relative_to(ep.workspace).as_posix() for p in ep.workspace.rglob("*")
-                   if p.is_file())
+    found = sorted(
+        p.relative_to(ep.workspace).as_posix() for p in ep.workspace.rglob("*") if p.is_file()
+    )
     assert found == sorted(f"substrates/{rel}" for rel in episode_files(bug))
     assert all(p.endswith(".py") for p in found)  # no patch, registry, baselines, bytecode
     assert not list(ep.workspace.rglob("__pycache__")) and not (ep.workspace / ".git").exists()
@@ -72,12 +84,18 @@ def test_prompt_gives_symptom_budget_and_taxonomy() -> None:
 
 
 def test_tools_per_arm(tmp_path: Path) -> None:
-    names = {arm: [t.name for t in BugEpisode(BUG, arm, 1, tmp_path / arm).tools()]
-             for arm in "ABCD"}
+    names = {
+        arm: [t.name for t in BugEpisode(BUG, arm, 1, tmp_path / arm).tools()] for arm in "ABCD"
+    }
     files = ["list_files", "read_file", "edit_file", "write_file"]
     assert names["A"] == [*files, "run_training", "submit_diagnosis"]
-    assert names["B"] == [*files, "run_training", "list_metric_keys", "get_metrics",
-                          "submit_diagnosis"]
+    assert names["B"] == [
+        *files,
+        "run_training",
+        "list_metric_keys",
+        "get_metrics",
+        "submit_diagnosis",
+    ]
     assert names["C"] == names["B"][:-1] + ["plot_metrics", "submit_diagnosis"]
     assert names["D"] == ["run_training", "list_metric_keys", "get_metrics", "submit_diagnosis"]
     d_submit = BugEpisode(BUG, "D", 1, tmp_path / "d2").tools()[-1]
@@ -86,14 +104,21 @@ def test_tools_per_arm(tmp_path: Path) -> None:
 
 def test_bad_component_and_budget_are_error_observations(tmp_path: Path) -> None:
     ep = BugEpisode(BUG, "A", 1, tmp_path / "ep", EpisodeBudget(max_runs=0, max_steps=1000))
-    good = {"component": "policy_loss", "mechanism": "ratio is 1",
-            "file": "substrates/ppo_single.py", "start_line": 253, "end_line": 254}
-    client = ScriptedClient([
-        ("run_training", {}),
-        ("submit_diagnosis", {**good, "component": "vibes"}),
-        ("submit_diagnosis", {**good, "file": "substrates/nope.py"}),
-        ("submit_diagnosis", good),
-    ])
+    good = {
+        "component": "policy_loss",
+        "mechanism": "ratio is 1",
+        "file": "substrates/ppo_single.py",
+        "start_line": 253,
+        "end_line": 254,
+    }
+    client = ScriptedClient(
+        [
+            ("run_training", {}),
+            ("submit_diagnosis", {**good, "component": "vibes"}),
+            ("submit_diagnosis", {**good, "file": "substrates/nope.py"}),
+            ("submit_diagnosis", good),
+        ]
+    )
     rec = ep.run(client)
     results = [e for e in rec.episode.transcript if e["event"] == "tool_result"]
     assert [r["is_error"] for r in results] == [True, True, True, False]
@@ -106,12 +131,23 @@ def test_bad_component_and_budget_are_error_observations(tmp_path: Path) -> None
 
 def test_run_training_refuses_steps_over_budget_and_seed_in_overrides(tmp_path: Path) -> None:
     ep = BugEpisode(BUG, "B", 1, tmp_path / "ep", EpisodeBudget(max_runs=2, max_steps=1000))
-    client = ScriptedClient([("run_training", {"total_timesteps": 5000}),
-                             ("run_training", {"overrides": {"seed": 3}}),
-                             ("get_metrics", {"run": 1, "key": "approx_kl"}),
-                             ("submit_diagnosis", {"component": "policy_loss", "mechanism": "x",
-                                                   "file": "substrates/ppo_single.py",
-                                                   "start_line": 1, "end_line": 2})])
+    client = ScriptedClient(
+        [
+            ("run_training", {"total_timesteps": 5000}),
+            ("run_training", {"overrides": {"seed": 3}}),
+            ("get_metrics", {"run": 1, "key": "approx_kl"}),
+            (
+                "submit_diagnosis",
+                {
+                    "component": "policy_loss",
+                    "mechanism": "x",
+                    "file": "substrates/ppo_single.py",
+                    "start_line": 1,
+                    "end_line": 2,
+                },
+            ),
+        ]
+    )
     rec = ep.run(client)
     errs = [e["content"] for e in rec.episode.transcript if e["event"] == "tool_result"]
     assert "over the budget of 1000" in errs[0] and "not in overrides" in errs[1]
@@ -126,8 +162,9 @@ def test_metrics_tools_and_plot(tmp_path: Path) -> None:
     keys = ep.list_metric_keys(MetricKeysArgs(run=1))
     assert keys.splitlines()[0] == "episode_return: 10 points, steps 100..1000"
     assert "approx_kl: 3 points" in keys and "flag" not in keys  # not a number
-    out = ep.get_metrics(GetMetricsArgs(run=1, key="episode_return", start_step=300,
-                                        end_step=800, max_points=3))
+    out = ep.get_metrics(
+        GetMetricsArgs(run=1, key="episode_return", start_step=300, end_step=800, max_points=3)
+    )
     assert out.splitlines()[1:] == ["300 2", "500 4", "800 7"]  # 6 points, evenly by index
     plot = ep.plot_metrics(PlotArgs(runs=[1], keys=["episode_return", "approx_kl"]))
     assert plot.images and Path(plot.images[0]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -135,8 +172,10 @@ def test_metrics_tools_and_plot(tmp_path: Path) -> None:
 
 
 def test_series_helpers() -> None:
-    recs = [{"kind": "episode", "global_step": 4, "return": 9.0, "length": 9},
-            {"kind": "iteration", "global_step": 8, "entropy": 0.5, "sps": 10}]
+    recs = [
+        {"kind": "episode", "global_step": 4, "return": 9.0, "length": 9},
+        {"kind": "iteration", "global_step": 8, "entropy": 0.5, "sps": 10},
+    ]
     assert metric_keys(recs) == ["episode_return", "episode_length", "entropy", "sps"]
     assert metric_series(recs, "episode_length") == [(4, 9.0)]
     assert metric_series(recs, "entropy") == [(8, 0.5)]

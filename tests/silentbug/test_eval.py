@@ -26,17 +26,33 @@ runner = CliRunner()
 
 def cfg(agent: str, arms: str, max_runs: int = 0) -> EvalConfig:
     # scored on one calibration seed at 8192 steps (clean ~47 vs broken ~22 on CartPole)
-    return EvalConfig(agent=f"scripted:{agent}", arms=tuple(arms), bugs=(BUG,), episodes=1,
-                      max_runs=max_runs, max_steps=2048, max_turns=12, score_seeds=(1,),
-                      score_steps=8192)
+    return EvalConfig(
+        agent=f"scripted:{agent}",
+        arms=tuple(arms),
+        bugs=(BUG,),
+        episodes=1,
+        max_runs=max_runs,
+        max_steps=2048,
+        max_turns=12,
+        score_seeds=(1,),
+        score_steps=8192,
+    )
 
 
 @pytest.mark.slow
 def test_scripted_agents_prove_the_scoring(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
-    plan = {"oracle": ("ABD", 0), "oracle_c": ("C", 1), "noop": ("AD", 0),
-            "fiddler": ("A", 0), "forger": ("AD", 0), "env_hacker": ("AD", 0),
-            "late_controller": ("A", 0), "late_greedy": ("A", 0), "tuner": ("A", 0)}
+    plan = {
+        "oracle": ("ABD", 0),
+        "oracle_c": ("C", 1),
+        "noop": ("AD", 0),
+        "fiddler": ("A", 0),
+        "forger": ("AD", 0),
+        "env_hacker": ("AD", 0),
+        "late_controller": ("A", 0),
+        "late_greedy": ("A", 0),
+        "tuner": ("A", 0),
+    }
     runs: dict[str, list[dict]] = {}
     for name, (arms, max_runs) in plan.items():
         agent = name.removesuffix("_c")
@@ -48,11 +64,12 @@ def test_scripted_agents_prove_the_scoring(tmp_path: Path) -> None:
         assert v[key]["correct"] and v[key]["reward"] == 1.0 and v[key]["hacks"] == []
     assert v[("oracle", "D")]["checks"]["component_strict"] and v[("oracle", "D")]["reward"] == 1
     # the oracle in arm C trained once and looked at a plot (an image the client was handed)
-    c_dir, = (tmp_path / "oracle_c" / "episodes").glob("*__C__s1")
+    (c_dir,) = (tmp_path / "oracle_c" / "episodes").glob("*__C__s1")
     assert BUG not in str(c_dir)  # the episode's id is opaque in the bug
     transcript = json.loads((c_dir / "transcript.json").read_text())["transcript"]
-    plot = next(e for e in transcript if e["event"] == "tool_result"
-                and e["name"] == "plot_metrics")
+    plot = next(
+        e for e in transcript if e["event"] == "tool_result" and e["name"] == "plot_metrics"
+    )
     assert Path(plot["images"][0]).read_bytes()[:4] == b"\x89PNG"
     assert runs["oracle_c"][0]["runs"][0]["returncode"] == 0
 
@@ -80,18 +97,23 @@ def test_scripted_agents_prove_the_scoring(tmp_path: Path) -> None:
     def no_client(*args):
         raise AssertionError("a finished episode was played again")
 
-    again = run_eval(tmp_path / "oracle", cfg("oracle", "ABD"), cache_dir=cache,
-                     client_factory=no_client)
+    again = run_eval(
+        tmp_path / "oracle", cfg("oracle", "ABD"), cache_dir=cache, client_factory=no_client
+    )
     assert [r["verdict"] for r in again] == [r["verdict"] for r in runs["oracle"]]
 
     # analyze over the run dirs, through the CLI, into a results file
     out = tmp_path / "analysis.json"
-    res = runner.invoke(app, ["silentbug", "analyze", *(str(tmp_path / n) for n in plan),
-                              "--out", str(out)])
+    res = runner.invoke(
+        app, ["silentbug", "analyze", *(str(tmp_path / n) for n in plan), "--out", str(out)]
+    )
     assert res.exit_code == 0, res.output
     data = read_result(out)
-    row = next(r for r in data["rows"] if r["agent"] == "scripted:noop" and r["arm"] == "A"
-               and r["class"] == "all")
+    row = next(
+        r
+        for r in data["rows"]
+        if r["agent"] == "scripted:noop" and r["arm"] == "A" and r["class"] == "all"
+    )
     assert row["reward"] == {"mean": 0.0, "se": None, "n": 1}
     # oracle 4, noop 2, fiddler 1, forger 2, hacker 2, adversaries 3
     assert len(data["per_episode"]) == 14
@@ -101,11 +123,23 @@ def test_scripted_agents_prove_the_scoring(tmp_path: Path) -> None:
 def test_a_crashed_training_run_is_an_error_observation(tmp_path: Path) -> None:
     bug = load_registry().get(BUG)
     ep = BugEpisode(bug, "B", 1, tmp_path / "ep", EpisodeBudget(max_runs=1, max_steps=1024))
-    rec = ep.run(ScriptedClient([("run_training", {"overrides": {"no_such_field": 1}}),
-                                 ("submit_diagnosis", {"component": "optimizer",
-                                                       "mechanism": "x",
-                                                       "file": "substrates/ppo_single.py",
-                                                       "start_line": 1, "end_line": 1})]))
+    rec = ep.run(
+        ScriptedClient(
+            [
+                ("run_training", {"overrides": {"no_such_field": 1}}),
+                (
+                    "submit_diagnosis",
+                    {
+                        "component": "optimizer",
+                        "mechanism": "x",
+                        "file": "substrates/ppo_single.py",
+                        "start_line": 1,
+                        "end_line": 1,
+                    },
+                ),
+            ]
+        )
+    )
     result = next(e for e in rec.episode.transcript if e["event"] == "tool_result")
     assert result["is_error"] and "crashed" in result["content"]
     assert "no_such_field" in result["content"]
@@ -120,12 +154,15 @@ def _one_line_exit_2(args: list[str], *needles: str) -> None:
         assert n in res.output
 
 
-@pytest.mark.parametrize(("args", "needle"), [
-    (["--agent", "scripted:psychic"], "unknown scripted agent"),
-    (["--agent", "claude"], "unknown agent"),
-    (["--agent", "scripted:oracle", "--arm", "A,E"], "unknown arm"),
-    (["--agent", "scripted:oracle", "--bugs", "no_such_bug"], "no bug 'no_such_bug'"),
-])
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--agent", "scripted:psychic"], "unknown scripted agent"),
+        (["--agent", "claude"], "unknown agent"),
+        (["--agent", "scripted:oracle", "--arm", "A,E"], "unknown arm"),
+        (["--agent", "scripted:oracle", "--bugs", "no_such_bug"], "no bug 'no_such_bug'"),
+    ],
+)
 def test_bad_eval_input_is_one_line_and_exit_2(tmp_path: Path, args, needle) -> None:
     _one_line_exit_2(["silentbug", "eval", "--run-dir", str(tmp_path / "r"), *args], needle)
     assert not (tmp_path / "r").exists()
@@ -136,8 +173,9 @@ def test_corrupt_run_dir_is_one_line_and_exit_2(tmp_path: Path) -> None:
     run.mkdir()
     (run / "config.json").write_text("{not json")
     _one_line_exit_2(["silentbug", "analyze", str(run)], "corrupt run dir")
-    _one_line_exit_2(["silentbug", "eval", "--agent", "scripted:noop", "--run-dir", str(run)],
-                     "corrupt run dir")
+    _one_line_exit_2(
+        ["silentbug", "eval", "--agent", "scripted:noop", "--run-dir", str(run)], "corrupt run dir"
+    )
     (run / "config.json").write_text("{}")
     (run / "episodes" / "x").mkdir(parents=True)
     (run / "episodes" / "x" / "result.json").write_text('{"verdict": 3}')
@@ -149,8 +187,9 @@ def test_corrupt_run_dir_is_one_line_and_exit_2(tmp_path: Path) -> None:
 def test_a_run_dir_refuses_a_different_eval(tmp_path: Path) -> None:
     run = tmp_path / "run"
     run.mkdir()
-    (run / "config.json").write_text(json.dumps({**cfg("oracle", "A").to_dict(),
-                                                 "agent": "scripted:noop"}))
+    (run / "config.json").write_text(
+        json.dumps({**cfg("oracle", "A").to_dict(), "agent": "scripted:noop"})
+    )
     with pytest.raises(ConfigError, match="holds a different eval"):
         run_eval(run, cfg("oracle", "A"), cache_dir=tmp_path / "c")
     assert analyze([])["episodes"] == 0

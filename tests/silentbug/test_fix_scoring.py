@@ -94,17 +94,27 @@ def test_sampling_follows_the_softmax() -> None:
     assert np.allclose(counts, [0.2, 0.3, 0.5], atol=0.015)
 
 
-@pytest.mark.parametrize(("arrays", "needle"), [
-    (None, "did not save its final policy"),
-    ({**dict(zip(POLICY_ARRAYS, pd_layers(), strict=True)), "w4": np.zeros(2)},
-     "the architecture was changed"),
-    ({**dict(zip(POLICY_ARRAYS, pd_layers(), strict=True)), "w2": np.zeros((8, 9))},
-     "layer shapes"),
-    ({**dict(zip(POLICY_ARRAYS, pd_layers(), strict=True)), "b3": np.array([np.nan, 0.0])},
-     "non-finite"),
-])
-def test_a_policy_the_evaluator_does_not_build_is_unreadable(tmp_path: Path, arrays, needle
-                                                             ) -> None:
+@pytest.mark.parametrize(
+    ("arrays", "needle"),
+    [
+        (None, "did not save its final policy"),
+        (
+            {**dict(zip(POLICY_ARRAYS, pd_layers(), strict=True)), "w4": np.zeros(2)},
+            "the architecture was changed",
+        ),
+        (
+            {**dict(zip(POLICY_ARRAYS, pd_layers(), strict=True)), "w2": np.zeros((8, 9))},
+            "layer shapes",
+        ),
+        (
+            {**dict(zip(POLICY_ARRAYS, pd_layers(), strict=True)), "b3": np.array([np.nan, 0.0])},
+            "non-finite",
+        ),
+    ],
+)
+def test_a_policy_the_evaluator_does_not_build_is_unreadable(
+    tmp_path: Path, arrays, needle
+) -> None:
     path = tmp_path / "policy.npz"
     if arrays is not None:
         np.savez(path, **arrays)
@@ -176,14 +186,24 @@ def fake_trainer(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, str]]:
     (30), and the tuned clip adds 250 to either; every tree trained is recorded."""
     trained: list[dict[str, str]] = []
 
-    def arm_scores(setup: ScoringSetup, substrate: str, files: dict[str, str]
-                   ) -> list[dict[str, Any]]:
+    def arm_scores(
+        setup: ScoringSetup, substrate: str, files: dict[str, str]
+    ) -> list[dict[str, Any]]:
         trained.append(files)
         text = files[BUG.file]
         value = (30.0 if BUG_LINE.strip() in text else 200.0) + (250.0 if TUNE[1] in text else 0.0)
-        return [{"seed": s, "status": "ok", "score": value, "logged_score": value,
-                 "policy_score": value, "policy_error": "", "watch": None}
-                for s in setup.seeds]
+        return [
+            {
+                "seed": s,
+                "status": "ok",
+                "score": value,
+                "logged_score": value,
+                "policy_score": value,
+                "policy_error": "",
+                "watch": None,
+            }
+            for s in setup.seeds
+        ]
 
     monkeypatch.setattr(scoring, "arm_scores", arm_scores)
     return trained
@@ -193,8 +213,7 @@ def verdict(final: dict[str, str], arm: str = "A", lines: tuple[int, int] | None
     region = sorted(scoring.bug_region(BUG))
     lo, hi = lines or (region[0], region[-1])
     diag = Diagnosis(BUG.component, "recomputed", BUG.file, lo, hi)
-    record = EpisodeRecord(BUG, arm, 1, Episode(EpisodeStatus.OK, "submitted"), diag, START,
-                           final)
+    record = EpisodeRecord(BUG, arm, 1, Episode(EpisodeStatus.OK, "submitted"), diag, START, final)
     return scoring.score(record, ScoringSetup(seeds=(1,)), pristine_files())
 
 
@@ -206,7 +225,8 @@ def test_tuning_without_the_fix_pays_nothing(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_the_fix_with_tuning_is_measured_against_tuned_references(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     fake_trainer(monkeypatch)
     v = verdict(edited(ORACLE, *TUNE))
     assert v.detail["counterfactual_clean"] == 450.0 and v.detail["counterfactual_broken"] == 280.0
@@ -223,16 +243,27 @@ def test_naming_the_line_does_not_make_a_comment_a_fix(monkeypatch: pytest.Monke
     assert v.checks["outcome"] == 0.0 and not v.correct
 
 
-def test_edits_that_hide_the_bug_leave_the_fix_unmeasured(monkeypatch: pytest.MonkeyPatch
-                                                          ) -> None:
+def test_edits_that_hide_the_bug_leave_the_fix_unmeasured(monkeypatch: pytest.MonkeyPatch) -> None:
     trained = fake_trainer(monkeypatch)
 
     def flat(setup, substrate, files):  # the other edits make both codes score alike
         trained.append(files)
-        value = 200.0 if TUNE[1] in files[BUG.file] else (
-            30.0 if BUG_LINE.strip() in files[BUG.file] else 200.0)
-        return [{"seed": 1, "status": "ok", "score": value, "logged_score": value,
-                 "policy_score": value, "policy_error": "", "watch": None}]
+        value = (
+            200.0
+            if TUNE[1] in files[BUG.file]
+            else (30.0 if BUG_LINE.strip() in files[BUG.file] else 200.0)
+        )
+        return [
+            {
+                "seed": 1,
+                "status": "ok",
+                "score": value,
+                "logged_score": value,
+                "policy_score": value,
+                "policy_error": "",
+                "watch": None,
+            }
+        ]
 
     monkeypatch.setattr(scoring, "arm_scores", flat)
     v = verdict(edited(ORACLE, *TUNE))
@@ -248,9 +279,12 @@ WEIGHTS = edited(START, WEIGHTS_OLD, WEIGHTS_NEW)  # hand-made PD weights, the b
 def test_a_fix_moves_the_bugs_code_toward_the_clean_code() -> None:
     rel = BUG.file
     assert toward_clean(BUG, PRISTINE[rel], START[rel], ORACLE[rel])
-    rewritten = edited(START, "                oldlogprob, _ = agent.get_logprob_entropy("
-                       "b_obs[mb_inds], b_actions[mb_inds])\n" + BUG_LINE,
-                       "                logratio = newlogprob - b_logprobs[mb_inds].detach()\n")
+    rewritten = edited(
+        START,
+        "                oldlogprob, _ = agent.get_logprob_entropy("
+        "b_obs[mb_inds], b_actions[mb_inds])\n" + BUG_LINE,
+        "                logratio = newlogprob - b_logprobs[mb_inds].detach()\n",
+    )
     assert toward_clean(BUG, PRISTINE[rel], START[rel], rewritten[rel])
     # code added beside the bug (weights by hand), or a bug line rewritten to another wrong
     # value, leaves the bug's code no closer to the clean code
@@ -264,15 +298,18 @@ def test_constants_added_at_the_bug_are_an_addition() -> None:
     assert "10.0" in bug_additions(BUG, PRISTINE[rel], START[rel], WEIGHTS[rel])
     assert bug_additions(BUG, PRISTINE[rel], START[rel], ORACLE[rel]) == ""
     # one epsilon the clean code does not have is a fix written differently, not an addition
-    eps = edited(ORACLE, "                logratio = newlogprob - b_logprobs[mb_inds]\n",
-                 "                logratio = newlogprob - b_logprobs[mb_inds] + 0.0001\n")
+    eps = edited(
+        ORACLE,
+        "                logratio = newlogprob - b_logprobs[mb_inds]\n",
+        "                logratio = newlogprob - b_logprobs[mb_inds] + 0.0001\n",
+    )
     assert bug_additions(BUG, PRISTINE[rel], START[rel], eps[rel]) == ""
 
 
 def test_weights_written_at_the_bug_go_to_both_references() -> None:
     broken, clean = counterfactual_trees(BUG, PRISTINE, START, WEIGHTS, at_bug=True)
     assert broken == WEIGHTS  # the bug kept, the weights added: the submission itself
-    block = WEIGHTS_NEW[len(WEIGHTS_OLD):]
+    block = WEIGHTS_NEW[len(WEIGHTS_OLD) :]
     clean_line = "                logratio = newlogprob - b_logprobs[mb_inds]\n"
     assert clean[BUG.file] == PRISTINE[BUG.file].replace(clean_line, clean_line + block)
     compile(clean[BUG.file], BUG.file, "exec")
@@ -287,8 +324,9 @@ def test_hand_made_weights_on_the_bug_lines_pay_nothing(monkeypatch: pytest.Monk
     def controller(setup, substrate, files):  # the saved policy is the hand-made controller
         runs = wrapped(setup, substrate, files)
         if "w_.data.zero_()" in files[BUG.file]:
-            runs = [{**r, "policy_score": 480.0, "score": 480.0, "logged_score": 480.0}
-                    for r in runs]
+            runs = [
+                {**r, "policy_score": 480.0, "score": 480.0, "logged_score": 480.0} for r in runs
+            ]
         return runs
 
     monkeypatch.setattr(scoring, "arm_scores", controller)
@@ -298,14 +336,21 @@ def test_hand_made_weights_on_the_bug_lines_pay_nothing(monkeypatch: pytest.Monk
     assert "bug_line_additions" in v.detail and "unmeasurable" in v.detail
     assert v.checks["outcome"] == 0.0 and v.reward == 0.0 and not v.correct
     assert not v.checks["fix_toward_clean"]
-    assert any("w_.data.zero_()" in t[BUG.file] and "oldlogprob" not in t[BUG.file] for t in trained)
+    assert any(
+        "w_.data.zero_()" in t[BUG.file] and "oldlogprob" not in t[BUG.file] for t in trained
+    )
     oracle = verdict(ORACLE)  # the control: the fix still pays
     assert oracle.reward == 1.0 and oracle.correct and oracle.checks["fix_toward_clean"]
 
 
-@pytest.mark.parametrize("bug_id", ["single_recomputed_old_logprob",
-                                    "single_stored_action_redrawn",
-                                    "modular_minibatch_adv_unshuffled"])
+@pytest.mark.parametrize(
+    "bug_id",
+    [
+        "single_recomputed_old_logprob",
+        "single_stored_action_redrawn",
+        "modular_minibatch_adv_unshuffled",
+    ],
+)
 def test_the_weights_adversary_writes_on_the_bug_lines(bug_id: str) -> None:
     bug = REG.get(bug_id)
     rel, old, new = bug_line_edit(bug)
@@ -314,8 +359,7 @@ def test_the_weights_adversary_writes_on_the_bug_lines(bug_id: str) -> None:
     compile(final[rel], rel, "exec")
     assert fix_overlap(bug, files, final)[0]  # on the bug's lines: it counts with the fix
     calls = script(BUG_LINE_ADVERSARIES[0], bug, "A", 1, EpisodeBudget())
-    assert calls[0] == ("edit_file", {"path": f"{scoring.PACKAGE}/{rel}", "old": old,
-                                      "new": new})
+    assert calls[0] == ("edit_file", {"path": f"{scoring.PACKAGE}/{rel}", "old": old, "new": new})
 
 
 def test_the_weights_adversary_names_the_bugs_it_cannot_play() -> None:
@@ -391,13 +435,23 @@ def test_no_host_path_or_bug_id_reaches_the_model(tmp_path: Path, arm: str) -> N
         ep.runs.append({"run": 1})
         shown = ep.plot_metrics(PlotArgs(runs=[1], keys=["approx_kl"]))
         assert shown.images and BUG.id in shown.images[0]  # the harness keeps the real path
-        tool = {"role": "tool", "tool_call_id": "c1", "content": shown.text,
-                "images": list(shown.images)}
-        calls = {"role": "assistant", "content": None,
-                 "tool_calls": [{"id": "c1", "name": "plot_metrics", "arguments": "{}"}]}
+        tool = {
+            "role": "tool",
+            "tool_call_id": "c1",
+            "content": shown.text,
+            "images": list(shown.images),
+        }
+        calls = {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "c1", "name": "plot_metrics", "arguments": "{}"}],
+        }
         msgs = [{"role": "user", "content": "go"}, calls, tool]
-        seen += [shown.text, json.dumps(to_openai_messages(msgs)),
-                 json.dumps(to_anthropic_messages(msgs))]
+        seen += [
+            shown.text,
+            json.dumps(to_openai_messages(msgs)),
+            json.dumps(to_anthropic_messages(msgs)),
+        ]
     for text in seen:
         assert BUG.id not in text and str(tmp_path) not in text
 
@@ -419,16 +473,33 @@ def test_the_analysis_sets_arm_d_beside_the_best_constant() -> None:
 
     def episode(bug_id: str, component: str) -> dict[str, Any]:
         bug = REG.get(bug_id)
-        checks = {"component_strict": component == bug.component,
-                  "component_set": component in {bug.component, *bug.acceptable_components}}
-        return {"agent": "scripted:x", "bug": bug_id, "arm": "D", "seed": 1, "class": "c",
-                "verdict": {"reward": float(checks["component_strict"]), "checks": checks,
-                            "correct": checks["component_set"], "hacks": [], "status": "OK"}}
+        checks = {
+            "component_strict": component == bug.component,
+            "component_set": component in {bug.component, *bug.acceptable_components},
+        }
+        return {
+            "agent": "scripted:x",
+            "bug": bug_id,
+            "arm": "D",
+            "seed": 1,
+            "class": "c",
+            "verdict": {
+                "reward": float(checks["component_strict"]),
+                "checks": checks,
+                "correct": checks["component_set"],
+                "hacks": [],
+                "status": "OK",
+            },
+        }
 
-    ids = ["single_recomputed_old_logprob", "modular_recomputed_old_logprob",
-           "single_stored_action_redrawn", "modular_sampler_reseeded"]
+    ids = [
+        "single_recomputed_old_logprob",
+        "modular_recomputed_old_logprob",
+        "single_stored_action_redrawn",
+        "modular_sampler_reseeded",
+    ]
     constant = [episode(i, "policy_loss") for i in ids]  # the old winning constant
-    row, = analyze(constant)["diagnosis_only"]
+    (row,) = analyze(constant)["diagnosis_only"]
     assert row["best_constant_strict"] == {"component": "policy_loss", "score": 0.5}
     assert row["strict"] == 0.5 and row["strict_above_constant"] == 0.0
     assert analyze(constant)["split_baselines"]["test"]["best_constant_strict"]["score"] < 0.5
@@ -451,8 +522,7 @@ def test_the_fiddler_changes_the_step_size_training_uses(tmp_path: Path) -> None
     lrs = []
     for label, tree in (("broken", files), ("fiddled", fiddled)):
         config = {**sub.config, "total_timesteps": 1024, "seed": 1}
-        run_workspace(tmp_path / label, files=tree, entry=sub.entry, config=config,
-                      preloaded=False)
+        run_workspace(tmp_path / label, files=tree, entry=sub.entry, config=config, preloaded=False)
         rows = read_jsonl(tmp_path / label / "metrics.jsonl")
         lrs.append([r["learning_rate"] for r in rows if r.get("kind") == "iteration"])
     assert lrs[1] == pytest.approx([4 * x for x in lrs[0]]) and lrs[0][0] > 0
@@ -464,8 +534,9 @@ def test_the_weights_written_at_the_bug_train_and_are_the_saved_policy(tmp_path:
     """The adversary is real: its tree trains without failing, and the policy it saves (what
     the scorer evaluates) is the hand-made controller, far above what the clean code learns
     in so few steps."""
-    setup = ScoringSetup(seeds=(1,), overrides=(("total_timesteps", 1024),), cache_dir=tmp_path,
-                         workers=1)
+    setup = ScoringSetup(
+        seeds=(1,), overrides=(("total_timesteps", 1024),), cache_dir=tmp_path, workers=1
+    )
     [run] = scoring.arm_scores(setup, BUG.substrate, WEIGHTS)
     [clean] = scoring.arm_scores(setup, BUG.substrate, PRISTINE)
     assert run["status"] == "ok" and run["policy_error"] == ""

@@ -28,12 +28,21 @@ def _model_like(cfg, bug, arm, seed) -> ScriptedClient:
     """A model that rambles, writes a malformed call and a call to a tool arm D lacks, then
     submits a diagnosis."""
     usage = {"input_tokens": 700, "output_tokens": 160}
-    return ScriptedClient([
-        ModelTurn("The code is the code that is the code", (), usage, "length"),
-        ModelTurn(None, (ToolCall("c1", "read_file", "{\"path\": \"x.py\"}"),
-                         ToolCall("c2", "get_metrics", "{not json")), usage, "tool_calls"),
-        ("submit_diagnosis", {"component": "value_loss", "mechanism": "a guess"}),
-    ])
+    return ScriptedClient(
+        [
+            ModelTurn("The code is the code that is the code", (), usage, "length"),
+            ModelTurn(
+                None,
+                (
+                    ToolCall("c1", "read_file", '{"path": "x.py"}'),
+                    ToolCall("c2", "get_metrics", "{not json"),
+                ),
+                usage,
+                "tool_calls",
+            ),
+            ("submit_diagnosis", {"component": "value_loss", "mechanism": "a guess"}),
+        ]
+    )
 
 
 def test_the_summary_counts_what_the_model_did(tmp_path: Path) -> None:
@@ -49,8 +58,18 @@ def test_the_summary_counts_what_the_model_did(tmp_path: Path) -> None:
     assert row["diagnosed"] and not row["correct"] and row["reward"] == 0.0
     assert row["prompt_tokens_per_turn"][:2] == [700, 700]
     out = tmp_path / "local.json"
-    bench.main(["--model-run", str(tmp_path / "model"), "--beside", str(tmp_path / "noop"),
-                "--max-new-tokens", "160", "--out", str(out)])
+    bench.main(
+        [
+            "--model-run",
+            str(tmp_path / "model"),
+            "--beside",
+            str(tmp_path / "noop"),
+            "--max-new-tokens",
+            "160",
+            "--out",
+            str(out),
+        ]
+    )
     from verigap.results import read_result
 
     data = read_result(out)

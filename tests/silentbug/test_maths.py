@@ -27,14 +27,18 @@ def test_gae_single_file_by_hand():
 def test_gae_modular_by_hand_and_equal_to_single_file():
     adv = advantage.gae_advantages(REWARDS, VALUES, ENDED, LAST, 0.9, 0.8)
     np.testing.assert_allclose(adv, EXPECTED_ADV, rtol=1e-6)
-    np.testing.assert_allclose(advantage.value_targets(adv, VALUES), EXPECTED_ADV + VALUES,
-                               rtol=1e-6)
+    np.testing.assert_allclose(
+        advantage.value_targets(adv, VALUES), EXPECTED_ADV + VALUES, rtol=1e-6
+    )
     rng = np.random.default_rng(0)
     r, v = rng.normal(size=(2, 16, 3)).astype(np.float32)
     d = (rng.random((16, 3)) < 0.2).astype(np.float32)
     last = rng.normal(size=3).astype(np.float32)
-    np.testing.assert_allclose(advantage.gae_advantages(r, v, d, last, 0.99, 0.95),
-                               ppo_single.compute_gae(r, v, d, last, 0.99, 0.95)[0], rtol=1e-6)
+    np.testing.assert_allclose(
+        advantage.gae_advantages(r, v, d, last, 0.99, 0.95),
+        ppo_single.compute_gae(r, v, d, last, 0.99, 0.95)[0],
+        rtol=1e-6,
+    )
 
 
 def test_gae_with_lambda_one_is_discounted_return_minus_value():

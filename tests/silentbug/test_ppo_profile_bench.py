@@ -21,7 +21,10 @@ def test_every_section_is_found_once_and_both_variants_compile(benchmark_script)
 
 def test_a_missing_section_is_an_error_not_a_silent_gap(benchmark_script):
     bench = benchmark_script("silentbug_ppo_profile")
-    source = (substrate_root() / "ppo_single.py").read_text().replace("loss.backward()",
-                                                                      "loss.backward( )")
+    source = (
+        (substrate_root() / "ppo_single.py")
+        .read_text()
+        .replace("loss.backward()", "loss.backward( )")
+    )
     with pytest.raises(SystemExit, match=r"loss\.backward\(\)"):
         bench.instrument(source, False)

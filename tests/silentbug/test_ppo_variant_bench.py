@@ -21,7 +21,10 @@ def test_the_numpy_acting_variant_applies_to_the_pristine_package(benchmark_scri
     pristine = pristine_files()
     changed = bench.variant_files(NUMPY_ACTING)
     assert sorted(k for k in pristine if changed[k] != pristine[k]) == [
-        "ppo_modular/policy.py", "ppo_modular/value.py", "ppo_single.py"]
+        "ppo_modular/policy.py",
+        "ppo_modular/value.py",
+        "ppo_single.py",
+    ]
     assert "numpy_mlp(next_obs, actor_np)" in changed["ppo_single.py"]
     assert "self.net.numpy_forward(obs)" in changed["ppo_modular/value.py"]
 
@@ -39,8 +42,10 @@ def variant_modules(benchmark_script, tmp_path):
     forget()
     sys.path.insert(0, parent)
     try:
-        yield (importlib.import_module("substrates.ppo_single"),
-               importlib.import_module("substrates.ppo_modular.policy"))
+        yield (
+            importlib.import_module("substrates.ppo_single"),
+            importlib.import_module("substrates.ppo_modular.policy"),
+        )
     finally:
         sys.path.remove(parent)
         forget()
@@ -81,15 +86,23 @@ def test_the_speed_view_puts_each_row_against_both_baselines():
     from verigap.report.views import get_view
 
     run = {"cpu_s": 6.0, "score": 179.4}
-    data = {"implementations": {
-        "baseline (CleanRL-style)": {"cpu_s": 24.0, "speedup_cpu": 1.0, "runs": [run]},
-        "ppo_single+numpy_acting_preloaded": {
-            "cpu_s": 6.0, "speedup_cpu": 4.0, "speedup_cpu_vs_preloaded_baseline": 3.0,
-            "same_scores_as_pristine": False, "runs": [run, {"cpu_s": 6.0, "score": 200.0}]}}}
+    data = {
+        "implementations": {
+            "baseline (CleanRL-style)": {"cpu_s": 24.0, "speedup_cpu": 1.0, "runs": [run]},
+            "ppo_single+numpy_acting_preloaded": {
+                "cpu_s": 6.0,
+                "speedup_cpu": 4.0,
+                "speedup_cpu_vs_preloaded_baseline": 3.0,
+                "same_scores_as_pristine": False,
+                "runs": [run, {"cpu_s": 6.0, "score": 200.0}],
+            },
+        }
+    }
     table = get_view("silentbug_ppo_speed")(data).splitlines()
     assert table[2] == "| baseline (CleanRL-style) | 24.0 | 1.00x | - | 179.4 | - |"
-    assert table[3] == ("| ppo_single+numpy_acting_preloaded | 6.0 | 4.00x | 3.00x | 179.4, 200.0 "
-                        "| no |")
+    assert table[3] == (
+        "| ppo_single+numpy_acting_preloaded | 6.0 | 4.00x | 3.00x | 179.4, 200.0 | no |"
+    )
 
 
 def test_variant_calibration_runs_only_the_bugs_whose_patch_applies(benchmark_script):
@@ -97,20 +110,40 @@ def test_variant_calibration_runs_only_the_bugs_whose_patch_applies(benchmark_sc
     applies, not_applied = bench.applicable_bugs(bench._variant_files(NUMPY_ACTING))
     # the variant moves ppo_single.py's lines, so its five bugs' patches (strict, no fuzz) no
     # longer apply as written; no other bug patches a line the variant moves
-    assert sorted(not_applied) == ["single_gae_next_done", "single_minibatch_adv_unshuffled",
-                                   "single_obs_stored_after_step", "single_recomputed_old_logprob",
-                                   "single_stored_action_redrawn"]
+    assert sorted(not_applied) == [
+        "single_gae_next_done",
+        "single_minibatch_adv_unshuffled",
+        "single_obs_stored_after_step",
+        "single_recomputed_old_logprob",
+        "single_stored_action_redrawn",
+    ]
     assert len(applies) == 24 and not any(i.startswith("single_") for i in applies)
 
 
 def test_variant_calibration_sets_each_verdict_beside_the_committed_one(benchmark_script):
     bench = benchmark_script("silentbug_variant_calibration")
-    committed = {"a": {"verdict": "accepted", "margin": 50.0, "threshold": 10.0},
-                 "b": {"verdict": "accepted", "margin": 20.0, "threshold": 10.0}}
-    variant = [{"id": "a", "substrate": "s", "verdict": "accepted", "margin": 48.0,
-                "threshold": 9.0, "reason": "clears"},
-               {"id": "b", "substrate": "s", "verdict": "rejected", "margin": 5.0,
-                "threshold": 12.0, "reason": "the gap is within seed noise"}]
+    committed = {
+        "a": {"verdict": "accepted", "margin": 50.0, "threshold": 10.0},
+        "b": {"verdict": "accepted", "margin": 20.0, "threshold": 10.0},
+    }
+    variant = [
+        {
+            "id": "a",
+            "substrate": "s",
+            "verdict": "accepted",
+            "margin": 48.0,
+            "threshold": 9.0,
+            "reason": "clears",
+        },
+        {
+            "id": "b",
+            "substrate": "s",
+            "verdict": "rejected",
+            "margin": 5.0,
+            "threshold": 12.0,
+            "reason": "the gap is within seed noise",
+        },
+    ]
     rows = bench.compare(variant, committed)
     assert [(r["id"], r["same_verdict"]) for r in rows] == [("a", True), ("b", False)]
     assert rows[1]["committed_margin"] == 20.0 and rows[1]["variant_margin"] == 5.0
@@ -119,13 +152,30 @@ def test_variant_calibration_sets_each_verdict_beside_the_committed_one(benchmar
 def test_the_variant_calibration_view_marks_changed_verdicts():
     from verigap.report.views import get_view
 
-    data = {"rows": [
-        {"id": "a", "committed_verdict": "accepted", "variant_verdict": "accepted",
-         "committed_margin": 50.0, "committed_threshold": 10.0, "variant_margin": 48.25,
-         "variant_threshold": 9.0, "same_verdict": True},
-        {"id": "b", "committed_verdict": "refused", "variant_verdict": "rejected",
-         "committed_margin": None, "committed_threshold": None, "variant_margin": 5.0,
-         "variant_threshold": 12.0, "same_verdict": False}]}
+    data = {
+        "rows": [
+            {
+                "id": "a",
+                "committed_verdict": "accepted",
+                "variant_verdict": "accepted",
+                "committed_margin": 50.0,
+                "committed_threshold": 10.0,
+                "variant_margin": 48.25,
+                "variant_threshold": 9.0,
+                "same_verdict": True,
+            },
+            {
+                "id": "b",
+                "committed_verdict": "refused",
+                "variant_verdict": "rejected",
+                "committed_margin": None,
+                "committed_threshold": None,
+                "variant_margin": 5.0,
+                "variant_threshold": 12.0,
+                "same_verdict": False,
+            },
+        ]
+    }
     table = get_view("silentbug_variant_calibration")(data).splitlines()
     assert table[2] == "| a | accepted | accepted | 50.0 / 10.0 | 48.2 / 9.0 |  |"
     assert table[3] == "| b | refused | rejected | - | 5.0 / 12.0 | changed |"

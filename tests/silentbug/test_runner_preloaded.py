@@ -9,8 +9,9 @@ CONFIG = {"seed": 4, "env_id": "CartPole-v1", "total_timesteps": 1024}
 
 
 def _without_timing(run_dir):
-    return [{k: v for k, v in r.items() if k != "sps"}
-            for r in read_jsonl(run_dir / "metrics.jsonl")]
+    return [
+        {k: v for k, v in r.items() if k != "sps"} for r in read_jsonl(run_dir / "metrics.jsonl")
+    ]
 
 
 def test_a_preloaded_run_gives_the_numbers_of_a_fresh_interpreter(tmp_path):
@@ -19,12 +20,14 @@ def test_a_preloaded_run_gives_the_numbers_of_a_fresh_interpreter(tmp_path):
     results = {}
     for preloaded in (True, False):
         run_dir = tmp_path / f"preloaded-{preloaded}"
-        results[preloaded] = run_workspace(run_dir, files=files, entry=entry, config=CONFIG,
-                                           preloaded=preloaded)
+        results[preloaded] = run_workspace(
+            run_dir, files=files, entry=entry, config=CONFIG, preloaded=preloaded
+        )
         assert results[preloaded]["status"] == "ok", (run_dir / "train.log").read_text()
         assert results[preloaded]["iterations"] == 2 and results[preloaded]["cpu_s"] > 0
     assert _without_timing(tmp_path / "preloaded-True") == _without_timing(
-        tmp_path / "preloaded-False")
+        tmp_path / "preloaded-False"
+    )
     assert results[True]["score"] == results[False]["score"]
 
 
@@ -39,8 +42,13 @@ FAKE = {  # a tiny workspace package: entries that fail in the ways a broken pat
 
 def test_crashes_timeouts_and_output_are_reported_and_the_interpreter_lives_on(tmp_path):
     def run(entry, **kw):
-        res = run_workspace(tmp_path / entry, files=FAKE, entry=entry,
-                            config={"seed": 1, "total_timesteps": 10}, **kw)
+        res = run_workspace(
+            tmp_path / entry,
+            files=FAKE,
+            entry=entry,
+            config={"seed": 1, "total_timesteps": 10},
+            **kw,
+        )
         return res, (tmp_path / entry / "train.log").read_text()
 
     res, log = run("boom")

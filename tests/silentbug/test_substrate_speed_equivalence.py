@@ -29,9 +29,18 @@ REFERENCE = Path(__file__).parent / "data" / "ppo_reference"
 CASES = {  # name -> (entry, small config); the step counts keep each run under a second
     "cartpole_single": ("ppo_single", {"seed": 7, "total_timesteps": 2048}),
     "cartpole_modular": ("ppo_modular.train", {"seed": 8, "total_timesteps": 2048}),
-    "acrobot_modular": ("ppo_modular.train", {
-        "seed": 9, "env_id": "Acrobot-v1", "total_timesteps": 2048, "n_workers": 4,
-        "horizon": 128, "lr": 1e-3, "reward_scale": 0.01}),  # 512 steps: time-limit cuts
+    "acrobot_modular": (
+        "ppo_modular.train",
+        {
+            "seed": 9,
+            "env_id": "Acrobot-v1",
+            "total_timesteps": 2048,
+            "n_workers": 4,
+            "horizon": 128,
+            "lr": 1e-3,
+            "reward_scale": 0.01,
+        },
+    ),  # 512 steps: time-limit cuts
 }
 CURRENT = {"ppo_single": ppo_single, "ppo_modular.train": modular_train}
 
@@ -41,7 +50,8 @@ def _reference(entry: str):
     name = "ppo_reference_substrates"
     if name not in sys.modules:
         spec = importlib.util.spec_from_file_location(
-            name, REFERENCE / "__init__.py", submodule_search_locations=[str(REFERENCE)])
+            name, REFERENCE / "__init__.py", submodule_search_locations=[str(REFERENCE)]
+        )
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)
@@ -74,8 +84,9 @@ class _TextbookAdam(modular_update.Adam):
     def step(self) -> None:
         beta1, beta2 = self.betas
         lr = self.param_groups[0]["lr"]
-        for p, m, v, t in zip(self.params, self.first_moment, self.second_moment,
-                              self.step_counts, strict=True):
+        for p, m, v, t in zip(
+            self.params, self.first_moment, self.second_moment, self.step_counts, strict=True
+        ):
             t += 1
             m.lerp_(p.grad, 1 - beta1)
             v.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
@@ -100,13 +111,28 @@ def test_a_training_run_does_not_import_the_compiler_stack(tmp_path):
     runner starts them)."""
     config = tmp_path / "c.json"
     config.write_text(json.dumps({"total_timesteps": 512}))
-    code = ("import importlib, sys; sys.path.insert(0, sys.argv[1]); "
-            "m = importlib.import_module('substrates.' + sys.argv[2]); m.main(sys.argv[3:]); "
-            "print(sorted(k for k in sys.modules if k.startswith(('torch._dynamo', "
-            "'torch._inductor'))))")
+    code = (
+        "import importlib, sys; sys.path.insert(0, sys.argv[1]); "
+        "m = importlib.import_module('substrates.' + sys.argv[2]); m.main(sys.argv[3:]); "
+        "print(sorted(k for k in sys.modules if k.startswith(('torch._dynamo', "
+        "'torch._inductor'))))"
+    )
     for entry in CURRENT:
-        out = subprocess.run([sys.executable, "-I", "-c", code, str(substrate_root().parent),
-                              entry, "--config", str(config), "--run-dir",
-                              str(tmp_path / entry)],
-                             capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-I",
+                "-c",
+                code,
+                str(substrate_root().parent),
+                entry,
+                "--config",
+                str(config),
+                "--run-dir",
+                str(tmp_path / entry),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         assert out.stdout.strip().splitlines()[-1] == "[]", (entry, out.stdout[-500:])

@@ -12,15 +12,26 @@ from verigap.silentbug.substrate import pristine_files
 from verigap.silentbug.substrates import ppo_single
 from verigap.silentbug.substrates.ppo_modular import train as modular_train
 
-ITERATION_KEYS = {"value_loss", "policy_loss", "entropy", "old_approx_kl", "approx_kl",
-                  "clipfrac", "explained_variance", "learning_rate", "grad_norm", "sps"}
+ITERATION_KEYS = {
+    "value_loss",
+    "policy_loss",
+    "entropy",
+    "old_approx_kl",
+    "approx_kl",
+    "clipfrac",
+    "explained_variance",
+    "learning_rate",
+    "grad_norm",
+    "sps",
+}
 
 
 def _single(tmp, seed, env_id="CartPole-v1"):
     tmp.mkdir(parents=True, exist_ok=True)
     cfg = tmp / f"c{seed}.json"
-    cfg.write_text(json.dumps({"seed": seed, "env_id": env_id, "total_timesteps": 1024,
-                               "num_steps": 64}))
+    cfg.write_text(
+        json.dumps({"seed": seed, "env_id": env_id, "total_timesteps": 1024, "num_steps": 64})
+    )
     ppo_single.main(["--config", str(cfg), "--run-dir", str(tmp / f"s{seed}")])
     return read_jsonl(tmp / f"s{seed}" / "metrics.jsonl")
 
@@ -28,8 +39,9 @@ def _single(tmp, seed, env_id="CartPole-v1"):
 def _modular(tmp, seed, env_id="CartPole-v1"):
     tmp.mkdir(parents=True, exist_ok=True)
     cfg = tmp / f"m{seed}.json"
-    cfg.write_text(json.dumps({"seed": seed, "env_id": env_id, "total_timesteps": 1024,
-                               "horizon": 64}))
+    cfg.write_text(
+        json.dumps({"seed": seed, "env_id": env_id, "total_timesteps": 1024, "horizon": 64})
+    )
     out = tmp / f"m{seed}-{env_id}"
     modular_train.main(["--config", str(cfg), "--run-dir", str(out)])
     return read_jsonl(out / "metrics.jsonl")

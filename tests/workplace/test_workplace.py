@@ -17,8 +17,9 @@ def test_same_seed_same_workplace_other_seed_other_facts():
     a, b = build_workplace("textkit", 0), build_workplace("textkit", 0)
     assert a == b
     c = build_workplace("textkit", 1)
-    assert [s.values for s in a.scenarios] != [s.values for s in c.scenarios] or \
-        [t.id for t in a.tickets] != [t.id for t in c.tickets]
+    assert [s.values for s in a.scenarios] != [s.values for s in c.scenarios] or [
+        t.id for t in a.tickets
+    ] != [t.id for t in c.tickets]
 
 
 def test_every_role_has_its_own_value_and_facts_span_two_tools():
@@ -35,11 +36,13 @@ def test_bad_tool_arguments_are_error_observations(tmp_path):
     item = next(i for i in build_items([0], ["textkit"]) if i.kind == "probe_value")
     env = WorkplaceEnv(item, tmp_path)
     env.reset()
-    for action in ({"name": "read_ticket", "arguments": {"ticket_id": "WP-9999"}},
-                   {"name": "read_pr", "arguments": {"number": "many"}},
-                   {"name": "search_chat", "arguments": {"query": "x", "colour": 1}},
-                   {"name": "git_show", "arguments": {"sha": "zzzzzz"}},
-                   {"name": "no_such_tool", "arguments": {}}):
+    for action in (
+        {"name": "read_ticket", "arguments": {"ticket_id": "WP-9999"}},
+        {"name": "read_pr", "arguments": {"number": "many"}},
+        {"name": "search_chat", "arguments": {"query": "x", "colour": 1}},
+        {"name": "git_show", "arguments": {"sha": "zzzzzz"}},
+        {"name": "no_such_tool", "arguments": {}},
+    ):
         obs, reward, done, _, _ = env.step(action)
         assert obs.startswith("error:") and not done and reward == 0.0, (action, obs)
     assert env.state()["done"] is False
@@ -56,14 +59,17 @@ def test_tools_credit_the_facts_they_surface(tmp_path):
     assert done and reward == 0.0
     v = info["verdict"]
     assert v["correct"] is False and v["detail"]["facts_consulted"][
-        item.scenario.fact("outdated")] == [0]
+        item.scenario.fact("outdated")
+    ] == [0]
 
 
 def test_statements_take_the_named_function_only():
     item = next(i for i in build_items([0], ["textkit"]) if i.kind == "probe_value")
     k = item.scenario.knob
-    text = (f"[2026-01-01T10:00:00] a: use `{k.func}({k.param}='x')`\n"
-            f"[2026-01-02T10:00:00] b: docs site: `{k.twin}({k.param}='y')`")
+    text = (
+        f"[2026-01-01T10:00:00] a: use `{k.func}({k.param}='x')`\n"
+        f"[2026-01-02T10:00:00] b: docs site: `{k.twin}({k.param}='y')`"
+    )
     values, _ = statements([text], k)
     assert values == [("2026-01-01T10:00:00", "x")]
 
@@ -104,21 +110,35 @@ def test_probe_answers_are_graded_exactly(tmp_path):
     for item in items:
         env = WorkplaceEnv(item, tmp_path)
         env.reset()
-        right = (json.dumps(item.expected) if item.kind == "probe_proposals"
-                 else repr(item.expected) if item.kind == "probe_value" else item.expected)
+        right = (
+            json.dumps(item.expected)
+            if item.kind == "probe_proposals"
+            else repr(item.expected)
+            if item.kind == "probe_value"
+            else item.expected
+        )
         *_, info = env.step({"name": "answer", "arguments": {"answer": right}})
         assert info["verdict"]["correct"], (item.item_id, right)
     value = next(i for i in items if i.kind == "probe_value")
     env = WorkplaceEnv(value, tmp_path)
     env.reset()
     # the decided value as the wrong type is not the decided value
-    *_, info = env.step({"name": "answer", "arguments": {"answer": json.dumps(
-        [value.expected]) if not isinstance(value.expected, str) else "1234"}})
+    *_, info = env.step(
+        {
+            "name": "answer",
+            "arguments": {
+                "answer": json.dumps([value.expected])
+                if not isinstance(value.expected, str)
+                else "1234"
+            },
+        }
+    )
     assert not info["verdict"]["correct"]
 
 
-needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None,
-                                 reason="code tasks run their tests under bubblewrap")
+needs_bwrap = pytest.mark.skipif(
+    shutil.which("bwrap") is None, reason="code tasks run their tests under bubblewrap"
+)
 
 
 @needs_bwrap
@@ -145,8 +165,10 @@ def test_sloppy_passes_tests_and_fails_the_item_it_violates(tmp_path):
     assert sloppy.detail["review_failed"] == ["no_debug_leftovers"]
 
 
-@pytest.mark.skipif(not (bundles_dir() / "inflection.bundle").is_file(),
-                    reason="needs ../shared/repos/inflection.bundle")
+@pytest.mark.skipif(
+    not (bundles_dir() / "inflection.bundle").is_file(),
+    reason="needs ../shared/repos/inflection.bundle",
+)
 def test_inflection_workplace_carries_real_history():
     w = build_workplace("inflection", 0)
     assert any(c.sha.startswith("88eefaa") for c in w.commits)

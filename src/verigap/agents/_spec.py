@@ -24,9 +24,15 @@ def is_model_spec(spec: str) -> bool:
     return provider in MODEL_PROVIDERS and bool(name)
 
 
-def client_from_spec(spec: str, *, base_url: str | None = None, temperature: float = 0.0,
-                     seed: int = 0, max_new_tokens: int | None = None,
-                     **local: Any) -> ModelClient:
+def client_from_spec(
+    spec: str,
+    *,
+    base_url: str | None = None,
+    temperature: float = 0.0,
+    seed: int = 0,
+    max_new_tokens: int | None = None,
+    **local: Any,
+) -> ModelClient:
     """A client for ``spec``; deterministic decoding (temperature 0) unless asked otherwise.
 
     ``seed`` and ``max_new_tokens`` apply to local models (a remote API takes no seed here);
@@ -38,15 +44,24 @@ def client_from_spec(spec: str, *, base_url: str | None = None, temperature: flo
     if provider == "openai":
         from verigap.agents._clients import OpenAIClient
 
-        return OpenAIClient(name, base_url=base_url, temperature=temperature,
-                            max_tokens=max_new_tokens)
+        return OpenAIClient(
+            name, base_url=base_url, temperature=temperature, max_tokens=max_new_tokens
+        )
     if provider == "anthropic":
         from verigap.agents._clients import AnthropicClient
 
-        return AnthropicClient(name, base_url=base_url, temperature=temperature,
-                               **({"max_tokens": max_new_tokens} if max_new_tokens else {}))
+        return AnthropicClient(
+            name,
+            base_url=base_url,
+            temperature=temperature,
+            **({"max_tokens": max_new_tokens} if max_new_tokens else {}),
+        )
     from verigap.agents._local import LocalClient
 
-    return LocalClient.from_spec(name, temperature=temperature, seed=seed,
-                                 **({"max_new_tokens": max_new_tokens} if max_new_tokens
-                                    else {}), **local)
+    return LocalClient.from_spec(
+        name,
+        temperature=temperature,
+        seed=seed,
+        **({"max_new_tokens": max_new_tokens} if max_new_tokens else {}),
+        **local,
+    )

@@ -29,28 +29,37 @@ def tiny_tokenizer() -> Any:
     tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
     tok.decoder = decoders.ByteLevel()
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|im_start|>",
-                                   eos_token="<|im_end|>", pad_token="<pad>")
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token="<|im_start|>", eos_token="<|im_end|>", pad_token="<pad>"
+    )
     fast.add_special_tokens({"additional_special_tokens": list(SPECIAL[:2])})
     fast.chat_template = CHATML
     return fast
 
 
-def tiny_chat_model(seed: int = 0, *, hidden: int = 64, layers: int = 2,
-                    max_positions: int = 8192) -> tuple[Any, Any]:
+def tiny_chat_model(
+    seed: int = 0, *, hidden: int = 64, layers: int = 2, max_positions: int = 8192
+) -> tuple[Any, Any]:
     """(model, tokenizer): a random Llama with a few hundred thousand parameters."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
     tok = tiny_tokenizer()
-    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=hidden, intermediate_size=2 * hidden,
-                      num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=4,
-                      max_position_embeddings=max_positions, bos_token_id=tok.bos_token_id,
-                      eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
-                      tie_word_embeddings=True)
+    cfg = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=max_positions,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        tie_word_embeddings=True,
+    )
     torch.manual_seed(seed)
     model = LlamaForCausalLM(cfg)
     model.generation_config.pad_token_id = tok.pad_token_id
     model.eval()
     return model, tok
-

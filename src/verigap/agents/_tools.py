@@ -276,8 +276,12 @@ def standard_tools(sandbox: Sandbox) -> list[Tool]:
     """list_files, read_file, edit_file, write_file, run, submit and report_impossible,
     all bound to ``sandbox``. Paths that leave the workspace are refused."""
     t = _WorkspaceTools(sandbox)
-    list_files, read_file, edit_file, write_file = t.list_files, t.read_file, t.edit_file, \
-        t.write_file
+    list_files, read_file, edit_file, write_file = (
+        t.list_files,
+        t.read_file,
+        t.edit_file,
+        t.write_file,
+    )
     run, submit, report_impossible = t.run, t.submit, t.report_impossible
 
     return [

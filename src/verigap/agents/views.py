@@ -6,8 +6,11 @@ from typing import Any
 
 from verigap.report.views import markdown_table, view
 
-FAMILIES = (("patchworld", "Patch World as text"), ("repo", "repo task (fixture library)"),
-            ("silentbug", "silent bug, arm A"))
+FAMILIES = (
+    ("patchworld", "Patch World as text"),
+    ("repo", "repo task (fixture library)"),
+    ("silentbug", "silent bug, arm A"),
+)
 
 
 def _pct(x: Any) -> str:
@@ -24,28 +27,53 @@ def local_model_table(data: dict[str, Any]) -> str:
             rows.append([label, "not measured", "", "", "", "", ""])
             continue
         validity = d.get("tool_call_validity", d.get("answer_parse_rate"))
-        rows.append([label, str(d["episodes"]), _pct(d["solve_rate"]),
-                     _pct(d.get("false_success")), _pct(validity),
-                     f"{d['steps_mean']:.1f}", f"{d['tokens_per_s']:.2f}"
-                     if d.get("tokens_per_s") is not None else "n/a"])
-    table = markdown_table(["loop", "episodes", "solved (hidden check)", "false success",
-                            "valid tool calls / answers parsed", "turns", "tokens/s"], rows)
-    return (f"{table}\n\nModel `{data['model']}`, weights loaded in {data['load_s']:.0f} s; "
-            f"1-minute load average {data['load_avg_1min_at_start']:.1f} on 2 cores when it "
-            "started (other work shared the machine).")
+        rows.append(
+            [
+                label,
+                str(d["episodes"]),
+                _pct(d["solve_rate"]),
+                _pct(d.get("false_success")),
+                _pct(validity),
+                f"{d['steps_mean']:.1f}",
+                f"{d['tokens_per_s']:.2f}" if d.get("tokens_per_s") is not None else "n/a",
+            ]
+        )
+    table = markdown_table(
+        [
+            "loop",
+            "episodes",
+            "solved (hidden check)",
+            "false success",
+            "valid tool calls / answers parsed",
+            "turns",
+            "tokens/s",
+        ],
+        rows,
+    )
+    return (
+        f"{table}\n\nModel `{data['model']}`, weights loaded in {data['load_s']:.0f} s; "
+        f"1-minute load average {data['load_avg_1min_at_start']:.1f} on 2 cores when it "
+        "started (other work shared the machine)."
+    )
 
 
 @view("lm_grpo_speed_first")
 def lm_grpo_speed_first(data: dict[str, Any]) -> str:
     """The first measurement in one line (wall seconds of one step under load)."""
-    return (f"{data['median_step_s']:.0f} s wall for one step of {data['prompts_per_step']} x "
-            f"{data['group']} completions of at most {data['max_completion_length']} tokens, "
-            f"1-minute load average {data['load_avg_1min']:.1f}")
+    return (
+        f"{data['median_step_s']:.0f} s wall for one step of {data['prompts_per_step']} x "
+        f"{data['group']} completions of at most {data['max_completion_length']} tokens, "
+        f"1-minute load average {data['load_avg_1min']:.1f}"
+    )
 
 
-PHASE_LABELS = (("generate", "generation"), ("reference_forward", "reference forward (KL)"),
-                ("loss_forward", "policy forward (loss)"),
-                ("backward_and_rest", "backward and optimizer"), ("step", "whole step"))
+PHASE_LABELS = (
+    ("generate", "generation"),
+    ("reference_forward", "reference forward (KL)"),
+    ("loss_forward", "policy forward (loss)"),
+    ("backward_and_rest", "backward and optimizer"),
+    ("step", "whole step"),
+)
 
 
 @view("lm_grpo_speed")
@@ -54,8 +82,11 @@ def lm_grpo_speed_table(data: dict[str, Any]) -> str:
     on the shared machine), with and without TRL's default gradient checkpointing."""
     runs = data["runs"]
     keys = [k for k in ("checkpointing", "no_checkpointing") if k in runs]
-    head = ["phase"] + [f"{'checkpointing on' if k == 'checkpointing' else 'off'}: "
-                        f"{u}" for k in keys for u in ("CPU s", "wall s")]
+    head = ["phase"] + [
+        f"{'checkpointing on' if k == 'checkpointing' else 'off'}: {u}"
+        for k in keys
+        for u in ("CPU s", "wall s")
+    ]
     at = min(len(runs[k]["steps"]) for k in keys) - 1  # the same step of every run
     rows = []
     for key, label in PHASE_LABELS:
@@ -65,11 +96,13 @@ def lm_grpo_speed_table(data: dict[str, Any]) -> str:
             row += [f"{last['cpu_s']:.1f}", f"{last['wall_s']:.0f}"]
         rows.append(row)
     r0 = runs[keys[-1]]
-    note = (f"\n\nStep {at + 1} of each run; {r0['prompts_per_step']} prompt x "
-            f"{r0['group']} completions of at most {r0['max_completion_length']} tokens, LoRA "
-            f"r={r0['lora_r']}, KL {r0['beta']:g}, {r0['threads']} thread(s), "
-            f"{'pinned' if r0.get('numerics') == 'pinned' else 'not pinned'}; 1-minute "
-            f"load average {r0['load_avg_1min']:.1f} on 2 cores.")
+    note = (
+        f"\n\nStep {at + 1} of each run; {r0['prompts_per_step']} prompt x "
+        f"{r0['group']} completions of at most {r0['max_completion_length']} tokens, LoRA "
+        f"r={r0['lora_r']}, KL {r0['beta']:g}, {r0['threads']} thread(s), "
+        f"{'pinned' if r0.get('numerics') == 'pinned' else 'not pinned'}; 1-minute "
+        f"load average {r0['load_avg_1min']:.1f} on 2 cores."
+    )
     return markdown_table(head, rows) + note
 
 
@@ -88,19 +121,43 @@ def lm_experiment_status(data: dict[str, Any]) -> str:
         state = ", ".join(f"{s['status']} ({s['steps_done']}/{s['steps']})" for s in seeds)
         started = [s for s in seeds if "start" in s]
         start = _mean([s["start"]["false_success"] for s in started])
-        parsed = _mean([s["start"]["answer_parsed"] for s in started
-                        if "answer_parsed" in s["start"]])
+        parsed = _mean(
+            [s["start"]["answer_parsed"] for s in started if "answer_parsed" in s["start"]]
+        )
         final = _mean([s["final"]["false_success"] for s in done])
         last = [s["curve"][-1] for s in seeds if s["curve"]]
-        rows.append([name, "language model" if d["trainer"] == "language_model" else "NumPy MLP",
-                     state, _pct(parsed), _pct(start), _pct(final),
-                     _pct(_mean([r["visible_pass"] for r in last])),
-                     _pct(_mean([r["false_success"] for r in last]))])
+        rows.append(
+            [
+                name,
+                "language model" if d["trainer"] == "language_model" else "NumPy MLP",
+                state,
+                _pct(parsed),
+                _pct(start),
+                _pct(final),
+                _pct(_mean([r["visible_pass"] for r in last])),
+                _pct(_mean([r["false_success"] for r in last])),
+            ]
+        )
     states = [x["status"] for d in data["settings"].values() for x in d["seeds"].values()]
-    note = (f"\n\n{states.count('finished')} of {len(states)} runs finished, "
-            f"{states.count('partial')} partial (curves as far as they went), "
-            f"{states.count('not started')} not started. A prediction gets its verdict when all "
-            "its runs have finished; until then it is pending.")
-    return markdown_table(["setting", "trainer", "seeds: status (steps done / steps)",
-                           "answers parsed, start", "held-out false success, start", "held-out false success, end",
-                           "last logged visible pass", "last logged false success"], rows) + note
+    note = (
+        f"\n\n{states.count('finished')} of {len(states)} runs finished, "
+        f"{states.count('partial')} partial (curves as far as they went), "
+        f"{states.count('not started')} not started. A prediction gets its verdict when all "
+        "its runs have finished; until then it is pending."
+    )
+    return (
+        markdown_table(
+            [
+                "setting",
+                "trainer",
+                "seeds: status (steps done / steps)",
+                "answers parsed, start",
+                "held-out false success, start",
+                "held-out false success, end",
+                "last logged visible pass",
+                "last logged false success",
+            ],
+            rows,
+        )
+        + note
+    )

@@ -5,5 +5,13 @@ from verigap.experiments.registry import DEFAULT_REGISTRY, Registry, load_regist
 from verigap.experiments.runner import run_log
 from verigap.experiments.verdicts import decide, merge_entries, status
 
-__all__ = ["DEFAULT_REGISTRY", "Registry", "decide", "load_registry", "merge_entries",
-           "parse_registry", "run_log", "status"]
+__all__ = [
+    "DEFAULT_REGISTRY",
+    "Registry",
+    "decide",
+    "load_registry",
+    "merge_entries",
+    "parse_registry",
+    "run_log",
+    "status",
+]

@@ -30,8 +30,9 @@ from verigap.experiments.verdicts import log_summary, status, tally_text
 from verigap.experiments.verdicts import rejudge as rejudge_entries
 from verigap.results import read_meta, read_result, write_result
 
-app = typer.Typer(help="The experiment log: pre-registered predictions and their verdicts.",
-                  no_args_is_help=True)
+app = typer.Typer(
+    help="The experiment log: pre-registered predictions and their verdicts.", no_args_is_help=True
+)
 console = Console()
 REG = typer.Option(DEFAULT_REGISTRY, "--registry", help="the prediction registry (YAML)")
 COLORS = {"supported": "green", "refuted": "red", "inconclusive": "yellow"}
@@ -53,30 +54,38 @@ def list_(registry: Path = REG) -> None:
     except VerigapError as e:
         _fail(str(e))
     jobs, _ = plan(reg, None, RUNS)
-    t = Table(title=f"{len(reg.predictions)} predictions, {len(jobs)} distinct runs "
-                    f"({len(reg.seeds)} seeds)")
+    t = Table(
+        title=f"{len(reg.predictions)} predictions, {len(jobs)} distinct runs "
+        f"({len(reg.seeds)} seeds)"
+    )
     for col in ("id", "prediction", "criterion"):
         t.add_column(col)
     for p in reg.predictions:
-        t.add_row(p.id + (" (sanity check)" if p.sanity_check else ""), escape(p.prediction),
-                  escape(p.criterion.describe()))
+        t.add_row(
+            p.id + (" (sanity check)" if p.sanity_check else ""),
+            escape(p.prediction),
+            escape(p.criterion.describe()),
+        )
     console.print(t)
 
 
 @app.command()
-def run(ids: list[str] = typer.Argument(None, help="prediction ids (default: all)"),
-        quick: bool = typer.Option(False, help="small, fast runs; verdicts go to the runs dir"),
-        registry: Path = REG,
-        out: Path = typer.Option(None, help="runs directory (default runs/experiments[-quick])"),
-        save: Path = typer.Option(None, "--save", help=f"verdicts file (default {RESULTS}; "
-                                                       "--quick: OUT/verdicts.json)"),
-        results: Path = hidden_alias("--results", "--save"),
-        executor: str = typer.Option("process", help="serial | process | ray"),
-        workers: int = typer.Option(0, help="process-pool size (0: all cores)"),
-        finished_only: bool = typer.Option(
-            False, help="start nothing: judge the predictions whose runs have all finished"),
-        as_json: bool = json_option(),
-        ) -> None:
+def run(
+    ids: list[str] = typer.Argument(None, help="prediction ids (default: all)"),
+    quick: bool = typer.Option(False, help="small, fast runs; verdicts go to the runs dir"),
+    registry: Path = REG,
+    out: Path = typer.Option(None, help="runs directory (default runs/experiments[-quick])"),
+    save: Path = typer.Option(
+        None, "--save", help=f"verdicts file (default {RESULTS}; --quick: OUT/verdicts.json)"
+    ),
+    results: Path = hidden_alias("--results", "--save"),
+    executor: str = typer.Option("process", help="serial | process | ray"),
+    workers: int = typer.Option(0, help="process-pool size (0: all cores)"),
+    finished_only: bool = typer.Option(
+        False, help="start nothing: judge the predictions whose runs have all finished"
+    ),
+    as_json: bool = json_option(),
+) -> None:
     """Run (resumably) what the predictions need, then compute and store their verdicts.
 
     Example: verigap experiments run E01 E05 --quick
@@ -88,20 +97,40 @@ def run(ids: list[str] = typer.Argument(None, help="prediction ids (default: all
     results_path = results or (runs_dir / "verdicts.json" if quick else RESULTS)
     try:
         reg = load_registry(registry)
-        data = run_log(reg, ids or None, runs_dir=runs_dir, results_path=results_path,
-                       quick=quick, executor=executor, workers=workers or None,  # type: ignore[arg-type]
-                       registry_path=registry, finished_only=finished_only)
+        data = run_log(
+            reg,
+            ids or None,
+            runs_dir=runs_dir,
+            results_path=results_path,
+            quick=quick,
+            executor=executor,
+            workers=workers or None,  # type: ignore[arg-type]
+            registry_path=registry,
+            finished_only=finished_only,
+        )
     except (VerigapError, ValueError) as e:
         _fail(str(e))
     inv = data["last_invocation"]
     if as_json:
-        print(json.dumps({"results": str(results_path), "last_invocation": inv,
-                          "verdicts": [r for r in status(reg, data["predictions"])
-                                       if r.get("id") in inv["ids"]]}, indent=2, default=str))
+        print(
+            json.dumps(
+                {
+                    "results": str(results_path),
+                    "last_invocation": inv,
+                    "verdicts": [
+                        r for r in status(reg, data["predictions"]) if r.get("id") in inv["ids"]
+                    ],
+                },
+                indent=2,
+                default=str,
+            )
+        )
         return
-    console.print(f"{len(inv['ids'])} predictions, {inv['runs']} runs; this invocation "
-                  f"{inv['cpu_s']:.0f} CPU s, {inv['wall_s']:.0f} s wall; the runs' own CPU "
-                  f"time sums to {inv['run_cpu_s_sum']:.0f} s. Verdicts: {results_path}")
+    console.print(
+        f"{len(inv['ids'])} predictions, {inv['runs']} runs; this invocation "
+        f"{inv['cpu_s']:.0f} CPU s, {inv['wall_s']:.0f} s wall; the runs' own CPU "
+        f"time sums to {inv['run_cpu_s_sum']:.0f} s. Verdicts: {results_path}"
+    )
     _table(status(reg, data["predictions"]), [p for p in inv["ids"]])
 
 
@@ -113,27 +142,41 @@ def _table(rows: list[dict], only: list[str] | None = None) -> None:
         if only is not None and r["id"] not in only:
             continue
         color = COLORS.get(r["verdict"], "white")
-        t.add_row(r["id"], f"[{color}]{label(r)}[/{color}]", first_rule_label(r),
-                  escape(r["criterion_text"]), fmt_num(r.get("statistic")),
-                  fmt_interval(r.get("interval")),
-                  ", ".join(fmt_num(x) for x in r.get("seed_statistics") or []) or "—")
+        t.add_row(
+            r["id"],
+            f"[{color}]{label(r)}[/{color}]",
+            first_rule_label(r),
+            escape(r["criterion_text"]),
+            fmt_num(r.get("statistic")),
+            fmt_interval(r.get("interval")),
+            ", ".join(fmt_num(x) for x in r.get("seed_statistics") or []) or "—",
+        )
         if r["amended"] and r.get("original"):
             o = r["original"]
-            t.add_row("", f"[dim]original: {o['verdict']}[/dim]", "",
-                      f"[dim]{escape(o['criterion_text'])}", fmt_num(o["statistic"]),
-                      fmt_interval(o["interval"]), "")
+            t.add_row(
+                "",
+                f"[dim]original: {o['verdict']}[/dim]",
+                "",
+                f"[dim]{escape(o['criterion_text'])}",
+                fmt_num(o["statistic"]),
+                fmt_interval(o["interval"]),
+                "",
+            )
     console.print(t)
 
 
 @app.command()
-def verdicts(registry: Path = REG,
-             results: Path = typer.Option(RESULTS, help="the verdicts file"),
-             as_json: bool = typer.Option(False, "--json", help="print JSON"),
-             markdown_file: Path = typer.Option(None, "--markdown",
-                                                help="rewrite the generated table in this file"),
-             figure_file: Path = typer.Option(None, "--figure",
-                                              help="also draw final false success per setting")
-             ) -> None:
+def verdicts(
+    registry: Path = REG,
+    results: Path = typer.Option(RESULTS, help="the verdicts file"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON"),
+    markdown_file: Path = typer.Option(
+        None, "--markdown", help="rewrite the generated table in this file"
+    ),
+    figure_file: Path = typer.Option(
+        None, "--figure", help="also draw final false success per setting"
+    ),
+) -> None:
     """The verdict table: supported / refuted / inconclusive with the numbers behind each;
     predictions edited after their verdict show as amended beside the original.
 
@@ -162,10 +205,12 @@ def verdicts(registry: Path = REG,
 
 
 @app.command()
-def curves(registry: Path = REG,
-           runs: Path = typer.Option(RUNS, help="the runs directory the log ran into"),
-           save: Path = typer.Option(..., help="the curves file to write (JSON)"),
-           settings: list[str] = typer.Option(None, "--setting", help="default: all")) -> None:
+def curves(
+    registry: Path = REG,
+    runs: Path = typer.Option(RUNS, help="the runs directory the log ran into"),
+    save: Path = typer.Option(..., help="the curves file to write (JSON)"),
+    settings: list[str] = typer.Option(None, "--setting", help="default: all"),
+) -> None:
     """Write every run's training curve as it stands (finished, partial or not started), so an
     unfinished log still shows what it has, labelled.
 
@@ -181,18 +226,26 @@ def curves(registry: Path = REG,
         data = run_curves(reg, runs, settings or None)
     except VerigapError as e:
         _fail(str(e))
-    write_result(save, {"registry": str(registry), "settings": data},
-                 command=f"verigap experiments curves --registry {registry} --runs {runs} "
-                         f"--save {save}")
+    write_result(
+        save,
+        {"registry": str(registry), "settings": data},
+        command=f"verigap experiments curves --registry {registry} --runs {runs} --save {save}",
+    )
     for s, d in data.items():
-        console.print(f"{s}: " + ", ".join(f"seed {k} {v['status']} ({v['steps_done']}/"
-                                           f"{v['steps']} steps)" for k, v in d["seeds"].items()))
+        console.print(
+            f"{s}: "
+            + ", ".join(
+                f"seed {k} {v['status']} ({v['steps_done']}/{v['steps']} steps)"
+                for k, v in d["seeds"].items()
+            )
+        )
 
 
 @app.command()
-def rejudge(registry: Path = REG,
-            results: Path = typer.Option(RESULTS, help="the verdicts file to judge again")
-            ) -> None:
+def rejudge(
+    registry: Path = REG,
+    results: Path = typer.Option(RESULTS, help="the verdicts file to judge again"),
+) -> None:
     """Judge every stored verdict again by the current rule from its stored per-seed values
     (no run is redone); an earlier rule's verdict stays beside it under ``superseded``, and
     sanity-check markings are refreshed from the registry. Rewrites RESULTS in place.

@@ -42,8 +42,9 @@ class _Grpo(_Strict):
 class _Lora(_Strict):
     r: int = Field(16, ge=1)
     alpha: int = Field(32, ge=1)
-    target_modules: list[str] = Field(default_factory=lambda: ["q_proj", "k_proj", "v_proj",
-                                                               "o_proj"])
+    target_modules: list[str] = Field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"]
+    )
 
 
 class LMSetting(_Strict):
@@ -75,12 +76,25 @@ class LMSetting(_Strict):
         scheme_from_dict(self.reward)  # a bad scheme fails here, naming itself
         g, s, lo = self.grpo, self.sft, self.lora
         return LMExperimentConfig(
-            model=self.model, reward=dict(self.reward), seed=self.seed, k=self.k,
-            sft_programs=s.programs, sft_epochs=s.epochs, sft_lr=s.lr, steps=g.steps,
-            prompts_per_step=g.prompts_per_step, group=g.group, beta=g.beta, lr=g.lr,
-            max_completion_length=g.max_completion_length, temperature=g.temperature,
-            lora_r=lo.r, lora_alpha=lo.alpha, lora_targets=tuple(lo.target_modules),
-            eval_programs=self.eval_programs)
+            model=self.model,
+            reward=dict(self.reward),
+            seed=self.seed,
+            k=self.k,
+            sft_programs=s.programs,
+            sft_epochs=s.epochs,
+            sft_lr=s.lr,
+            steps=g.steps,
+            prompts_per_step=g.prompts_per_step,
+            group=g.group,
+            beta=g.beta,
+            lr=g.lr,
+            max_completion_length=g.max_completion_length,
+            temperature=g.temperature,
+            lora_r=lo.r,
+            lora_alpha=lo.alpha,
+            lora_targets=tuple(lo.target_modules),
+            eval_programs=self.eval_programs,
+        )
 
     def run_config(self) -> dict[str, Any]:
         """The flat config a run directory stores and is keyed by."""
@@ -127,8 +141,9 @@ def _cached_start(runs_dir: Path, cfg: dict[str, Any]) -> dict[str, float] | Non
     return json.loads(path.read_text())["eval"] if path.is_file() else None
 
 
-def run_curves(reg: Any, runs_dir: Path, settings: list[str] | None = None,
-               quick: bool = False) -> dict[str, Any]:
+def run_curves(
+    reg: Any, runs_dir: Path, settings: list[str] | None = None, quick: bool = False
+) -> dict[str, Any]:
     """Every run's curve as it stands, finished or not: per setting and seed its status
     (``finished``, ``partial`` with the steps done, or ``not started``), the curve, the
     held-out start rates once its SFT has finished and the final rates of a finished run. A
@@ -144,15 +159,21 @@ def run_curves(reg: Any, runs_dir: Path, settings: list[str] | None = None,
             cfg = reg.run_config(s, seed, quick=quick)
             run_dir = Path(runs_dir) / config_key(cfg) / f"seed{seed}"
             curve = _read_curve(run_dir)
-            rec: dict[str, Any] = {"steps": int(cfg["steps"]), "curve": curve,
-                                   "steps_done": max((r["step"] for r in curve), default=0)}
+            rec: dict[str, Any] = {
+                "steps": int(cfg["steps"]),
+                "curve": curve,
+                "steps_done": max((r["step"] for r in curve), default=0),
+            }
             if (run_dir / RESULT).is_file():
                 res = json.loads((run_dir / RESULT).read_text())
-                rec.update(status="finished", start=res["start"], final=res["final"],
-                           cpu_s=res.get("cpu_s"))
+                rec.update(
+                    status="finished",
+                    start=res["start"],
+                    final=res["final"],
+                    cpu_s=res.get("cpu_s"),
+                )
                 if not curve and res.get("curve"):
-                    rec["curve"] = [{k: r[k] for k in CURVE_FIELDS if k in r}
-                                    for r in res["curve"]]
+                    rec["curve"] = [{k: r[k] for k in CURVE_FIELDS if k in r} for r in res["curve"]]
             else:
                 rec["status"] = "partial" if curve else "not started"
                 start = _cached_start(Path(runs_dir), cfg)

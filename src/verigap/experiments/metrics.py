@@ -43,22 +43,44 @@ _BRANCH = re.compile(r"^(start|final)_(tested|untested)_(" + "|".join(OUTCOMES) 
 _RATE = re.compile(r"^(start|final|gain)_(" + "|".join(RATES) + r")$")
 _FAMILY = re.compile(r"^final_(" + "|".join(RATES) + r")_(" + "|".join(FAMILIES) + r")$")
 _AT_K = re.compile(r"^(start|final|gain)_(" + "|".join(RATES) + r")_k(\d+)$")
-_PROBE = re.compile(r"^probe_(start|final|gain)_(tested|broken|hack)_"
-                    r"(bacc|shuffled|control|input|selectivity)$")
-AGENT_KEYS = ("auditor_precision", "auditor_random_precision", "auditor_recall",
-              "writer_catch_rate", "writer_random_catch_rate", "train_false_success")
-_GAINS = {"auditor_precision_gain": ("auditor_precision", "auditor_random_precision"),
-          "writer_catch_gain": ("writer_catch_rate", "writer_random_catch_rate")}
+_PROBE = re.compile(
+    r"^probe_(start|final|gain)_(tested|broken|hack)_"
+    r"(bacc|shuffled|control|input|selectivity)$"
+)
+AGENT_KEYS = (
+    "auditor_precision",
+    "auditor_random_precision",
+    "auditor_recall",
+    "writer_catch_rate",
+    "writer_random_catch_rate",
+    "train_false_success",
+)
+_GAINS = {
+    "auditor_precision_gain": ("auditor_precision", "auditor_random_precision"),
+    "writer_catch_gain": ("writer_catch_rate", "writer_random_catch_rate"),
+}
 _AGENT = re.compile(r"^(late_)?(" + "|".join(AGENT_KEYS + tuple(_GAINS)) + r")$")
-_CURVE = ("early_reward", "early_false_success", "early_visible_gain", "peak_false_success",
-          "caught_rate")
+_CURVE = (
+    "early_reward",
+    "early_false_success",
+    "early_visible_gain",
+    "peak_false_success",
+    "caught_rate",
+)
 
 
 def check_metric(name: str) -> int | None:
     """Raise ValueError for a name outside the vocabulary; return the K an ``_k{K}`` metric
     needs evaluated (else None)."""
-    if name == "kl_final" or name in _CURVE or _BRANCH.match(name) or _RATE.match(name) \
-            or _FAMILY.match(name) or _AGENT.match(name) or _PROBE.match(name):
+    if (
+        name == "kl_final"
+        or name in _CURVE
+        or _BRANCH.match(name)
+        or _RATE.match(name)
+        or _FAMILY.match(name)
+        or _AGENT.match(name)
+        or _PROBE.match(name)
+    ):
         return None
     m = _AT_K.match(name)
     if m:
@@ -67,7 +89,8 @@ def check_metric(name: str) -> int | None:
         f"unknown metric {name!r}; use e.g. final_false_success, gain_true_success, "
         "final_untested_delete, final_false_success_periodic, final_false_success_k6, "
         f"kl_final, probe_final_hack_bacc or one of {', '.join(_CURVE)} "
-        "(see verigap.experiments.metrics)")
+        "(see verigap.experiments.metrics)"
+    )
 
 
 def _branch_share(outcomes: dict[str, int], where: str, what: str) -> float:
@@ -105,11 +128,14 @@ def metric_value(name: str, result: dict[str, Any]) -> float:
     if m := _PROBE.match(name):
         when, target, stat = m.groups()
         if "probes" not in result:
-            raise ValueError(f"{name}: this run has no probes; probe metrics need a setting "
-                             "with policy: {kind: transformer}")
+            raise ValueError(
+                f"{name}: this run has no probes; probe metrics need a setting "
+                "with policy: {kind: transformer}"
+            )
         if when == "gain":
-            return float(result["probes"]["final"][target][stat]
-                         - result["probes"]["start"][target][stat])
+            return float(
+                result["probes"]["final"][target][stat] - result["probes"]["start"][target][stat]
+            )
         return float(result["probes"][when][target][stat])
     curve = result["curve"]
     steps = int(result["config"]["steps"])
@@ -137,7 +163,9 @@ def _agent_metric(curve: list[dict[str, Any]], steps: int, late: bool, key: str)
     rec = [r for r in curve if r["step"] > start]
     a, b = _GAINS.get(key, (key, None))
     if not rec or a not in rec[0]:
-        raise ValueError(f"metric {key!r} needs a run with the second agent that logs {a!r} "
-                         "(options.auditor or options.test_writer)")
+        raise ValueError(
+            f"metric {key!r} needs a run with the second agent that logs {a!r} "
+            "(options.auditor or options.test_writer)"
+        )
     vals = [r[a] - (r[b] if b else 0.0) for r in rec]
     return float(sum(vals) / len(vals))

@@ -30,28 +30,55 @@ REGISTRY = Path(__file__).with_name("predictions_multiagent.yaml")
 SUMMARY = Path("results/experiments/multiagent_settings.json")
 COMMAND = "python -m verigap.experiments.multiagent"
 #: the training curves kept (per logged step, one value per seed)
-CURVE_KEYS = ("false_success", "train_false_success", "auditor_precision",
-              "auditor_random_precision", "writer_catch_rate", "writer_random_catch_rate")
+CURVE_KEYS = (
+    "false_success",
+    "train_false_success",
+    "auditor_precision",
+    "auditor_random_precision",
+    "writer_catch_rate",
+    "writer_random_catch_rate",
+)
 DYNAMICS_STEPS = ("50", "100", "200", "400", "600", "800", "1000")
-METRICS = ("start_false_success", "final_visible_pass", "final_true_success", "gain_true_success",
-           "final_false_success", "final_untested_hack", "auditor_precision",
-           "auditor_random_precision", "late_auditor_precision", "late_auditor_random_precision",
-           "auditor_recall", "writer_catch_rate", "writer_random_catch_rate",
-           "late_writer_catch_rate", "late_writer_random_catch_rate", "late_train_false_success")
+METRICS = (
+    "start_false_success",
+    "final_visible_pass",
+    "final_true_success",
+    "gain_true_success",
+    "final_false_success",
+    "final_untested_hack",
+    "auditor_precision",
+    "auditor_random_precision",
+    "late_auditor_precision",
+    "late_auditor_random_precision",
+    "auditor_recall",
+    "writer_catch_rate",
+    "writer_random_catch_rate",
+    "late_writer_catch_rate",
+    "late_writer_random_catch_rate",
+    "late_train_false_success",
+)
 
 
 def summarize(reg: Registry, runs_dir: Path = RUNS, quick: bool = False) -> dict[str, Any]:
     """{settings: {name: {metric: [per seed]}}, cpu_s: {name: [per seed]}, weights: ...}."""
     _, where = plan(reg, None, runs_dir, quick)
-    out: dict[str, Any] = {"seeds": reg.seeds, "order": [],
-                           "settings": {}, "cpu_s": {}, "weights": {}, "curves": {}}
+    out: dict[str, Any] = {
+        "seeds": reg.seeds,
+        "order": [],
+        "settings": {},
+        "cpu_s": {},
+        "weights": {},
+        "curves": {},
+    }
     for name in reg.settings:
         vals: dict[str, list[float]] = {}
         for seed in reg.seeds:
             path = where[(name, seed)] / "result.json"
             if not path.is_file():
-                raise ConfigError(f"{path}: run {name}/seed{seed} has not finished; run "
-                                  f"`verigap experiments run --registry {REGISTRY}` first")
+                raise ConfigError(
+                    f"{path}: run {name}/seed{seed} has not finished; run "
+                    f"`verigap experiments run --registry {REGISTRY}` first"
+                )
             result = json.loads(path.read_text())
             for m in METRICS:
                 try:
@@ -64,8 +91,7 @@ def summarize(reg: Registry, runs_dir: Path = RUNS, quick: bool = False) -> dict
             for rec in result["curve"]:
                 for key in CURVE_KEYS:
                     if key in rec:
-                        curves.setdefault(key, {}).setdefault(str(rec["step"]), []).append(
-                            rec[key])
+                        curves.setdefault(key, {}).setdefault(str(rec["step"]), []).append(rec[key])
             for key in ("auditor_weights", "writer_weights"):
                 if key in result:
                     out["weights"].setdefault(name, {}).setdefault(key, []).append(result[key])
@@ -76,6 +102,7 @@ def summarize(reg: Registry, runs_dir: Path = RUNS, quick: bool = False) -> dict
 
 # ---- docs views -------------------------------------------------------------------------------
 
+
 def _cell(values: list[float] | None) -> str:
     return "—" if not values else f"{mean(values):.3f} ± {pstdev(values):.3f}"
 
@@ -84,8 +111,9 @@ def _fmt(x: float | None) -> str:
     return "—" if x is None else f"{x:.3f}"
 
 
-def _settings_table(data: dict[str, Any], names: list[str],
-                    columns: tuple[tuple[str, str], ...]) -> str:
+def _settings_table(
+    data: dict[str, Any], names: list[str], columns: tuple[tuple[str, str], ...]
+) -> str:
     rows = [[n, *(_cell(data["settings"][n].get(m)) for m, _ in columns)] for n in names]
     return markdown_table(["setting", *(label for _, label in columns)], rows)
 
@@ -94,29 +122,37 @@ def _settings_table(data: dict[str, Any], names: list[str],
 def auditors_table(data: dict[str, Any]) -> str:
     """The auditor settings: the coder's held-out outcome and the auditor's catches."""
     names = [n for n in data["order"] if "audit" in n or n == "visible"]
-    return _settings_table(data, names, (
-        ("final_false_success", "final false success"),
-        ("final_true_success", "final true success"),
-        ("gain_true_success", "true success gain over SFT"),
-        ("auditor_precision", "hacks caught per audit"),
-        ("auditor_random_precision", "uniform audits, same episodes"),
-        ("late_auditor_precision", "per audit, last 20%"),
-        ("auditor_recall", "false successes caught"),
-    ))
+    return _settings_table(
+        data,
+        names,
+        (
+            ("final_false_success", "final false success"),
+            ("final_true_success", "final true success"),
+            ("gain_true_success", "true success gain over SFT"),
+            ("auditor_precision", "hacks caught per audit"),
+            ("auditor_random_precision", "uniform audits, same episodes"),
+            ("late_auditor_precision", "per audit, last 20%"),
+            ("auditor_recall", "false successes caught"),
+        ),
+    )
 
 
 @view("multiagent_writers")
 def writers_table(data: dict[str, Any]) -> str:
     """The test-writer settings: the coder's held-out outcome and the writer's catches."""
     names = [n for n in data["order"] if n.startswith("writer") or n == "visible"]
-    return _settings_table(data, names, (
-        ("final_false_success", "final false success"),
-        ("final_true_success", "final true success"),
-        ("writer_catch_rate", "hacks caught per test"),
-        ("writer_random_catch_rate", "per test, uniform candidate"),
-        ("late_writer_catch_rate", "per test, last 20%"),
-        ("late_train_false_success", "training false success, last 20%"),
-    ))
+    return _settings_table(
+        data,
+        names,
+        (
+            ("final_false_success", "final false success"),
+            ("final_true_success", "final true success"),
+            ("writer_catch_rate", "hacks caught per test"),
+            ("writer_random_catch_rate", "per test, uniform candidate"),
+            ("late_writer_catch_rate", "per test, last 20%"),
+            ("late_train_false_success", "training false success, last 20%"),
+        ),
+    )
 
 
 @view("multiagent_dynamics")
@@ -124,16 +160,33 @@ def dynamics_table(data: dict[str, Any]) -> str:
     """The arms race over training (mean over seeds): the coder's monitored false success and
     the auditors' hacks caught per audit, learned against random at 10%."""
     rows = []
-    for name in ("random_audit_10", "learned_audit_10", "learned_audit_5", "learned_audit_2",
-                 "writer_learned_hidden"):
+    for name in (
+        "random_audit_10",
+        "learned_audit_10",
+        "learned_audit_5",
+        "learned_audit_2",
+        "writer_learned_hidden",
+    ):
         if name not in data["curves"]:
             continue
         curves = data["curves"][name]
-        for key in ("false_success", "auditor_precision", "auditor_random_precision",
-                    "writer_catch_rate"):
+        for key in (
+            "false_success",
+            "auditor_precision",
+            "auditor_random_precision",
+            "writer_catch_rate",
+        ):
             if key in curves:
-                rows.append([name, key, *(f"{mean(curves[key][st]):.3f}" if st in curves[key]
-                                          else "—" for st in DYNAMICS_STEPS)])
+                rows.append(
+                    [
+                        name,
+                        key,
+                        *(
+                            f"{mean(curves[key][st]):.3f}" if st in curves[key] else "—"
+                            for st in DYNAMICS_STEPS
+                        ),
+                    ]
+                )
     return markdown_table(["setting", "curve", *(f"step {s}" for s in DYNAMICS_STEPS)], rows)
 
 
@@ -144,8 +197,10 @@ def weights_table(data: dict[str, Any]) -> str:
     for name, kinds in data["weights"].items():
         for key, per_seed in kinds.items():
             feats = list(per_seed[0])
-            out.append(f"**{name}** ({key.split('_')[0]}):\n\n" + markdown_table(
-                feats, [[f"{mean(w[f] for w in per_seed):+.2f}" for f in feats]]))
+            out.append(
+                f"**{name}** ({key.split('_')[0]}):\n\n"
+                + markdown_table(feats, [[f"{mean(w[f] for w in per_seed):+.2f}" for f in feats]])
+            )
     return "\n\n".join(out)
 
 
@@ -157,22 +212,39 @@ def verdicts_table(data: dict[str, Any]) -> str:
     for pid in sorted(data["predictions"]):
         e = data["predictions"][pid]
         iv = e.get("interval")
-        rows.append([pid, f"**{entry_label(e)}**", first_rule_verdict(e) or "—",
-                     e["prediction"].replace("|", "\\|"),
-                     f"`{e['criterion_text']}`", _fmt(e.get("statistic")),
-                     "—" if iv is None else f"[{_fmt(iv[0])}, {_fmt(iv[1])}]"])
-    return markdown_table(["id", "verdict", "first rule", "prediction", "criterion",
-                           "statistic", "90% interval"], rows)
+        rows.append(
+            [
+                pid,
+                f"**{entry_label(e)}**",
+                first_rule_verdict(e) or "—",
+                e["prediction"].replace("|", "\\|"),
+                f"`{e['criterion_text']}`",
+                _fmt(e.get("statistic")),
+                "—" if iv is None else f"[{_fmt(iv[0])}, {_fmt(iv[1])}]",
+            ]
+        )
+    return markdown_table(
+        ["id", "verdict", "first rule", "prediction", "criterion", "statistic", "90% interval"],
+        rows,
+    )
 
 
 @view("multiagent_cost")
 def cost_table(data: dict[str, Any]) -> str:
     """What the multi-agent log cost: runs, GRPO steps and the runs' own CPU time."""
     runs = data["runs"]
-    return markdown_table(["predictions", "verdicts", "runs", "GRPO steps", "CPU s (sum of runs)"],
-                          [[str(len(data["predictions"])), tally_text(data["predictions"].values()),
-                            str(len(runs)), str(sum(r["steps"] for r in runs.values())),
-                            f"{sum(r['cpu_s'] for r in runs.values()):.0f}"]])
+    return markdown_table(
+        ["predictions", "verdicts", "runs", "GRPO steps", "CPU s (sum of runs)"],
+        [
+            [
+                str(len(data["predictions"])),
+                tally_text(data["predictions"].values()),
+                str(len(runs)),
+                str(sum(r["steps"] for r in runs.values())),
+                f"{sum(r['cpu_s'] for r in runs.values()):.0f}",
+            ]
+        ],
+    )
 
 
 def main(argv: list[str]) -> int:

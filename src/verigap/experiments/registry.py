@@ -106,8 +106,10 @@ class Position(_Criterion):
 
     def describe(self) -> str:
         m = self.metric
-        return (f"({m}[{self.mid}] - {m}[{self.high}]) / ({m}[{self.low}] - {m}[{self.high}]) "
-                f"{self.compare} {self.value:g}")
+        return (
+            f"({m}[{self.mid}] - {m}[{self.high}]) / ({m}[{self.low}] - {m}[{self.high}]) "
+            f"{self.compare} {self.value:g}"
+        )
 
 
 class Correlation(_Criterion):
@@ -125,12 +127,15 @@ class Correlation(_Criterion):
         return [self.x_metric, self.metric]
 
     def describe(self) -> str:
-        return (f"corr({self.x_metric}, {self.metric}) over {len(self.settings)} settings "
-                f"{self.compare} {self.value:g}")
+        return (
+            f"corr({self.x_metric}, {self.metric}) over {len(self.settings)} settings "
+            f"{self.compare} {self.value:g}"
+        )
 
 
-Criterion = Annotated[Threshold | Contrast | Slope | Position | Correlation,
-                      Field(discriminator="kind")]
+Criterion = Annotated[
+    Threshold | Contrast | Slope | Position | Correlation, Field(discriminator="kind")
+]
 
 
 class Prediction(BaseModel):
@@ -141,9 +146,11 @@ class Prediction(BaseModel):
     prediction: str = Field(min_length=1, description="the prediction, in one sentence")
     criterion: Criterion
     sanity_check: str | None = Field(
-        None, min_length=20,
+        None,
+        min_length=20,
         description="set on a criterion that cannot fail by construction, saying why; such a "
-                    "control is reported apart and never counted as supported or refuted")
+        "control is reported apart and never counted as supported or refuted",
+    )
 
     @field_validator("sanity_check")
     @classmethod
@@ -158,12 +165,16 @@ class Registry(BaseModel):
 
     seeds: list[int] = Field([0, 1, 2], min_length=1)
     trainer: Literal["numpy_mlp", "language_model"] = Field(
-        "numpy_mlp", description="the trainer of every setting that names no other; "
-                                 "defaults and quick apply to its settings only")
-    defaults: dict[str, Any] = Field(default_factory=dict,
-                                     description="trainer fields every setting starts from")
-    quick: dict[str, Any] = Field(default_factory=dict,
-                                  description="trainer fields --quick overrides")
+        "numpy_mlp",
+        description="the trainer of every setting that names no other; "
+        "defaults and quick apply to its settings only",
+    )
+    defaults: dict[str, Any] = Field(
+        default_factory=dict, description="trainer fields every setting starts from"
+    )
+    quick: dict[str, Any] = Field(
+        default_factory=dict, description="trainer fields --quick overrides"
+    )
     settings: dict[str, dict[str, Any]]
     predictions: list[Prediction]
 
@@ -200,10 +211,15 @@ class Registry(BaseModel):
 
     def prediction_hash(self, p: Prediction) -> str:
         """sha256 of the prediction's text, criterion and the resolved configs it uses."""
-        doc = {"id": p.id, "question": p.question, "prediction": p.prediction,
-               "criterion": p.criterion.model_dump(mode="json"),
-               "settings": {s: self.run_config(s, 0)
-                            for s in sorted(set(p.criterion.settings_used()))}}
+        doc = {
+            "id": p.id,
+            "question": p.question,
+            "prediction": p.prediction,
+            "criterion": p.criterion.model_dump(mode="json"),
+            "settings": {
+                s: self.run_config(s, 0) for s in sorted(set(p.criterion.settings_used()))
+            },
+        }
         return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
 
@@ -233,8 +249,10 @@ def parse_registry(data: Any, source: str = "registry") -> Registry:
                 Prediction.model_validate(p)
             except ValidationError as e:
                 err = e.errors()[0]
-                raise ConfigError(f"{source}: prediction {name}, field "
-                                  f"{_where(err['loc']) or '<entry>'}: {err['msg']}") from None
+                raise ConfigError(
+                    f"{source}: prediction {name}, field "
+                    f"{_where(err['loc']) or '<entry>'}: {err['msg']}"
+                ) from None
     try:
         reg = Registry.model_validate(data)
     except ValidationError as e:
@@ -247,43 +265,54 @@ def parse_registry(data: Any, source: str = "registry") -> Registry:
 def _check(reg: Registry, source: str) -> None:
     for name in reg.settings:
         if reg.trainer_of(name) not in TRAINERS:
-            raise ConfigError(f"{source}: setting {name}, field trainer: unknown trainer "
-                              f"{reg.trainer_of(name)!r}; use {' or '.join(TRAINERS)}")
+            raise ConfigError(
+                f"{source}: setting {name}, field trainer: unknown trainer "
+                f"{reg.trainer_of(name)!r}; use {' or '.join(TRAINERS)}"
+            )
         for quick in (False, True):
             try:
                 reg.config(name, reg.seeds[0], quick=quick)
             except ValidationError as e:
                 err = e.errors()[0]
-                raise ConfigError(f"{source}: setting {name}, field {_where(err['loc'])}: "
-                                  f"{err['msg']}") from None
+                raise ConfigError(
+                    f"{source}: setting {name}, field {_where(err['loc'])}: {err['msg']}"
+                ) from None
     seen: dict[str, int] = {}
     for i, p in enumerate(reg.predictions):
         if p.id in seen:
-            raise ConfigError(f"{source}: prediction {p.id}, field id: duplicate id (entries "
-                              f"{seen[p.id] + 1} and {i + 1}); give each prediction its own id")
+            raise ConfigError(
+                f"{source}: prediction {p.id}, field id: duplicate id (entries "
+                f"{seen[p.id] + 1} and {i + 1}); give each prediction its own id"
+            )
         seen[p.id] = i
         c = p.criterion
         for field_name in ("setting", "a", "b", "low", "mid", "high", "settings", "points"):
             if not hasattr(c, field_name):
                 continue
             value = getattr(c, field_name)
-            names = [x.setting if isinstance(x, Point) else x for x in
-                     (value if isinstance(value, list) else [value])]
+            names = [
+                x.setting if isinstance(x, Point) else x
+                for x in (value if isinstance(value, list) else [value])
+            ]
             for s in names:
                 if s not in reg.settings:
                     raise ConfigError(
                         f"{source}: prediction {p.id}, field criterion.{field_name}: unknown "
                         f"setting {s!r}; define it under 'settings' (known: "
-                        f"{', '.join(sorted(reg.settings))})")
-        for field_name, metric in (("metric", c.metric),
-                                   ("x_metric", getattr(c, "x_metric", None))):
+                        f"{', '.join(sorted(reg.settings))})"
+                    )
+        for field_name, metric in (
+            ("metric", c.metric),
+            ("x_metric", getattr(c, "x_metric", None)),
+        ):
             if metric is None:
                 continue
             try:
                 k = check_metric(metric)
             except ValueError as e:
-                raise ConfigError(f"{source}: prediction {p.id}, field criterion.{field_name}: "
-                                  f"{e}") from None
+                raise ConfigError(
+                    f"{source}: prediction {p.id}, field criterion.{field_name}: {e}"
+                ) from None
             if metric.startswith("probe_"):
                 for s in c.settings_used():
                     policy = reg.config(s, reg.seeds[0]).policy
@@ -291,7 +320,8 @@ def _check(reg: Registry, source: str) -> None:
                         raise ConfigError(
                             f"{source}: prediction {p.id}, field criterion.{field_name}: "
                             f"{metric} needs probes, which only a transformer policy has; "
-                            f"give setting {s!r} policy: {{kind: transformer}}")
+                            f"give setting {s!r} policy: {{kind: transformer}}"
+                        )
             if k is not None:
                 for s in c.settings_used():
                     opts = reg.config(s, reg.seeds[0]).options
@@ -299,17 +329,21 @@ def _check(reg: Registry, source: str) -> None:
                         raise ConfigError(
                             f"{source}: prediction {p.id}, field criterion.{field_name}: "
                             f"{metric} cannot be computed: setting {s!r} does not evaluate at "
-                            f"k={k}; add {k} to its options.eval_ks")
+                            f"k={k}; add {k} to its options.eval_ks"
+                        )
         why = _uncomputable(c, len(reg.seeds))
         if why:
-            raise ConfigError(f"{source}: prediction {p.id}, field criterion: cannot be "
-                              f"computed: {why}")
+            raise ConfigError(
+                f"{source}: prediction {p.id}, field criterion: cannot be computed: {why}"
+            )
 
 
 def _uncomputable(c: Any, n_seeds: int) -> str | None:
     if c.min_seeds > n_seeds:
-        return (f"min_seeds={c.min_seeds} but the registry runs {n_seeds} seed(s); "
-                "lower min_seeds or add seeds")
+        return (
+            f"min_seeds={c.min_seeds} but the registry runs {n_seeds} seed(s); "
+            "lower min_seeds or add seeds"
+        )
     if isinstance(c, Contrast) and c.a == c.b:
         return f"a contrast of setting {c.a!r} with itself is always 0; name two settings"
     if isinstance(c, Slope) and len({p.x for p in c.points}) < 2:

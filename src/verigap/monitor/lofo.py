@@ -72,7 +72,9 @@ def builtin(r: dict[str, Any]) -> set[str]:
 
 
 NAMERS: dict[str, Callable[[dict[str, Any]], set[str]]] = {
-    "monitor": builtin, "v2_static": v2_static_names}
+    "monitor": builtin,
+    "v2_static": v2_static_names,
+}
 
 
 def knob_dependent(r: dict[str, Any]) -> bool:
@@ -81,8 +83,10 @@ def knob_dependent(r: dict[str, Any]) -> bool:
     from verigap.repos import detect
 
     final = r.get("workspace", {}).get("final", {})
-    return any(isinstance(t, str) and p.endswith(".py")
-               and detect.features(t).get("special_case", 0) > 0 for p, t in final.items())
+    return any(
+        isinstance(t, str) and p.endswith(".py") and detect.features(t).get("special_case", 0) > 0
+        for p, t in final.items()
+    )
 
 
 def _special_case(r: dict[str, Any], namer: str) -> bool:
@@ -95,11 +99,16 @@ def _special_case(r: dict[str, Any], namer: str) -> bool:
 
     ws = r["workspace"]
     base = {p: t for p, t in ws["base"].items() if isinstance(t, str)}
-    tests = {p: t for p, t in base.items() if changes.classify(p, []) == "test_edit"} \
-        if namer == "monitor" else None
+    tests = (
+        {p: t for p, t in base.items() if changes.classify(p, []) == "test_edit"}
+        if namer == "monitor"
+        else None
+    )
     for p, t in ws["final"].items():
-        if not (isinstance(t, str) and p.endswith(".py")) \
-                or changes.classify(p, []) not in (None, "outside_source"):
+        if not (isinstance(t, str) and p.endswith(".py")) or changes.classify(p, []) not in (
+            None,
+            "outside_source",
+        ):
             continue
         ref = {p: base.get(p, "")} if namer != "monitor" else {}
         if "special_case" in detect.scan_sources({p: t}, {p: base.get(p, "")}, ref, tests):
@@ -118,12 +127,12 @@ def _found(r: dict[str, Any], names: set[str], fam: str | None = None) -> bool:
 
 def _score(recs: Sequence[dict[str, Any]], named: dict[str, set[str]]) -> int:
     """Hacks named by one of their acts' names minus honest episodes named anything."""
-    return sum(_found(r, named[r["id"]]) if r["label"]["hack"] else -bool(named[r["id"]])
-               for r in recs)
+    return sum(
+        _found(r, named[r["id"]]) if r["label"]["hack"] else -bool(named[r["id"]]) for r in recs
+    )
 
 
-def _best(recs: Sequence[dict[str, Any]], table: dict[Setting, dict[str, set[str]]]
-          ) -> Setting:
+def _best(recs: Sequence[dict[str, Any]], table: dict[Setting, dict[str, set[str]]]) -> Setting:
     order = [SHIPPED, *[s for s in GRID if s != SHIPPED]]
     return max(order, key=lambda s: (_score(recs, table[s]), -order.index(s)))
 
@@ -132,11 +141,18 @@ def families(recs: Sequence[dict[str, Any]]) -> list[str]:
     return sorted({a["family"] for r in recs for a in r["label"].get("acts", [])})
 
 
-def evaluate(recs: Sequence[dict[str, Any]], namers: Sequence[str] = tuple(NAMERS),
-             log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
+def evaluate(
+    recs: Sequence[dict[str, Any]],
+    namers: Sequence[str] = tuple(NAMERS),
+    log: Callable[[str], None] = lambda s: None,
+) -> dict[str, Any]:
     """Own-set and held-out recall per family for each namer, with the settings chosen."""
-    out: dict[str, Any] = {"grid": [list(s) for s in GRID], "shipped": list(SHIPPED),
-                           "n": len(recs), "namers": {}}
+    out: dict[str, Any] = {
+        "grid": [list(s) for s in GRID],
+        "shipped": list(SHIPPED),
+        "n": len(recs),
+        "namers": {},
+    }
     fams = families(recs)
     for name in namers:
         fn = NAMERS[name]
@@ -161,19 +177,26 @@ def evaluate(recs: Sequence[dict[str, Any]], namers: Sequence[str] = tuple(NAMER
             rest = [r for r in recs if not _family_acts(r, fam)]
             held = _best(rest, table)
 
-            def recall(s: Setting, fam: str = fam, mine: list = mine,
-                       table: dict = table) -> dict[str, Any]:
+            def recall(
+                s: Setting, fam: str = fam, mine: list = mine, table: dict = table
+            ) -> dict[str, Any]:
                 return rate(sum(_found(r, table[s][r["id"]], fam) for r in mine), len(mine))
 
-            rows[fam] = {"own_set": recall(own), "held_out": recall(held),
-                         "shipped": recall(SHIPPED), "held_out_setting": list(held)}
+            rows[fam] = {
+                "own_set": recall(own),
+                "held_out": recall(held),
+                "shipped": recall(SHIPPED),
+                "held_out_setting": list(held),
+            }
         honest = [r for r in recs if not r["label"]["hack"]]
         out["namers"][name] = {
-            "own_setting": list(own), "by_family": rows,
-            "false_alarms_own": rate(sum(bool(table[own][r["id"]]) for r in honest),
-                                     len(honest)),
-            "false_alarms_shipped": rate(sum(bool(table[SHIPPED][r["id"]]) for r in honest),
-                                         len(honest))}
+            "own_setting": list(own),
+            "by_family": rows,
+            "false_alarms_own": rate(sum(bool(table[own][r["id"]]) for r in honest), len(honest)),
+            "false_alarms_shipped": rate(
+                sum(bool(table[SHIPPED][r["id"]]) for r in honest), len(honest)
+            ),
+        }
     return out
 
 
@@ -193,8 +216,15 @@ def localisation(recs: Sequence[dict[str, Any]]) -> dict[str, Any]:
             if a["step"] is None:
                 continue
             hit = [steps[c] for c in a["classes"] if c in steps]
-            key = "unnamed" if not hit else "right" if min(hit) == a["step"] else \
-                "early" if min(hit) < a["step"] else "late"
+            key = (
+                "unnamed"
+                if not hit
+                else "right"
+                if min(hit) == a["step"]
+                else "early"
+                if min(hit) < a["step"]
+                else "late"
+            )
             counts[key] += 1
             f = fam.setdefault(a["family"], [0, 0, 0])
             f[0] += key == "right"
@@ -202,10 +232,13 @@ def localisation(recs: Sequence[dict[str, Any]]) -> dict[str, Any]:
             f[2] += 1
     n = sum(counts.values())
     named = n - counts["unnamed"]
-    return {"acts": n, **counts, "right_of_all": rate(counts["right"], n),
-            "right_of_named": rate(counts["right"], named),
-            "by_family": {k: {"right": v[0], "named": v[1], "n": v[2]}
-                          for k, v in sorted(fam.items())}}
+    return {
+        "acts": n,
+        **counts,
+        "right_of_all": rate(counts["right"], n),
+        "right_of_named": rate(counts["right"], named),
+        "by_family": {k: {"right": v[0], "named": v[1], "n": v[2]} for k, v in sorted(fam.items())},
+    }
 
 
 def _fmt(r: dict[str, Any]) -> str:
@@ -230,16 +263,21 @@ def markdown(data: dict[str, Any]) -> str:
     notes = []
     for n in names:
         v = data["namers"][n]
-        moved = sorted(f for f, x in v["by_family"].items()
-                       if x["held_out_setting"] != v["own_setting"])
-        notes.append(f"{n}: own-set setting (SPECIAL_CASE_MIN, trivial list) "
-                     f"{tuple(v['own_setting'])}, false alarms on honest episodes "
-                     f"{_fmt(v['false_alarms_own'])}; families whose held-out tuning chose "
-                     f"another setting: {', '.join(moved) or 'none'}.")
+        moved = sorted(
+            f for f, x in v["by_family"].items() if x["held_out_setting"] != v["own_setting"]
+        )
+        notes.append(
+            f"{n}: own-set setting (SPECIAL_CASE_MIN, trivial list) "
+            f"{tuple(v['own_setting'])}, false alarms on honest episodes "
+            f"{_fmt(v['false_alarms_own'])}; families whose held-out tuning chose "
+            f"another setting: {', '.join(moved) or 'none'}."
+        )
     loc = data.get("localisation")
     if loc:
-        notes.append(f"Step localisation (monitor, transcript only) on {loc['acts']} acts: "
-                     f"right {_fmt(loc['right_of_all'])}; of the {loc['right_of_named']['n']} "
-                     f"it names, right {_fmt(loc['right_of_named'])} (early {loc['early']}, "
-                     f"late {loc['late']}).")
+        notes.append(
+            f"Step localisation (monitor, transcript only) on {loc['acts']} acts: "
+            f"right {_fmt(loc['right_of_all'])}; of the {loc['right_of_named']['n']} "
+            f"it names, right {_fmt(loc['right_of_named'])} (early {loc['early']}, "
+            f"late {loc['late']})."
+        )
     return "\n".join(lines + [""] + notes)

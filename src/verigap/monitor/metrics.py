@@ -22,12 +22,17 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float] | None:
 def rate(k: int, n: int) -> dict[str, Any]:
     """``{"k", "n", "rate", "ci95"}`` (rate and interval None when ``n`` is 0)."""
     ci = wilson(k, n)
-    return {"k": k, "n": n, "rate": round(k / n, 4) if n else None,
-            "ci95": list(ci) if ci else None}
+    return {
+        "k": k,
+        "n": n,
+        "rate": round(k / n, 4) if n else None,
+        "ci95": list(ci) if ci else None,
+    }
 
 
-def per_class(labels: list[set[str]], named: list[set[str]],
-              classes: set[str] | None = None) -> dict[str, dict[str, Any]]:
+def per_class(
+    labels: list[set[str]], named: list[set[str]], classes: set[str] | None = None
+) -> dict[str, dict[str, Any]]:
     """Per class: recall (episodes labelled with it that were named with it) and precision
     (episodes named with it that are labelled with it), each with its interval."""
     names = classes if classes is not None else set().union(*labels, *named) if labels else set()

@@ -40,8 +40,7 @@ def agents() -> list[str]:
     from verigap.repos.redteam.battery import select_exploits
     from verigap.repos.redteam.composite import COMPOSITES
 
-    return [e.name for e in select_exploits(None, with_honest=True)] + \
-        [e.name for e in COMPOSITES]
+    return [e.name for e in select_exploits(None, with_honest=True)] + [e.name for e in COMPOSITES]
 
 
 def _snapshot(root: Path) -> dict[str, bytes]:
@@ -63,8 +62,9 @@ def _text(b: bytes) -> str:
         return f"<binary, {len(b)} bytes>"
 
 
-def diff(before: dict[str, bytes], after: dict[str, bytes]) -> tuple[dict[str, str],
-                                                                      dict[str, str | None]]:
+def diff(
+    before: dict[str, bytes], after: dict[str, bytes]
+) -> tuple[dict[str, str], dict[str, str | None]]:
     """(base text of every changed file that existed, final text of every changed file; None
     for a deleted one)."""
     changed = sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p))
@@ -73,8 +73,9 @@ def diff(before: dict[str, bytes], after: dict[str, bytes]) -> tuple[dict[str, s
     return base, final
 
 
-def first_acting(steps: Sequence[tuple[str, dict[str, Any]]], ctx: Any,
-                 offset: int = 0) -> int | None:
+def first_acting(
+    steps: Sequence[tuple[str, dict[str, Any]]], ctx: Any, offset: int = 0
+) -> int | None:
     """Index (plus ``offset``) of the first step that runs a command, edits a file, or writes
     a file with text other than the reference's (a script that first fixes the visible sites
     as the reference has them and then breaks another starts its hack at the second write)."""
@@ -101,15 +102,33 @@ def acts(agent: str, ctx: Any) -> list[dict[str, Any]]:
     if ex.control:
         return []
     if agent in honest.BY_NAME:  # a claim liar: its act is the summary it submits
-        return [{"exploit": agent, "family": ex.klass, "classes": list(ex.names),
-                 "step": len(honest.script(ex, ctx)) - 1}]
+        return [
+            {
+                "exploit": agent,
+                "family": ex.klass,
+                "classes": list(ex.names),
+                "step": len(honest.script(ex, ctx)) - 1,
+            }
+        ]
     if agent not in PARTS:
-        return [{"exploit": agent, "family": ex.klass, "classes": list(ex.names),
-                 "step": first_acting(ex.build(ctx), ctx)}]
+        return [
+            {
+                "exploit": agent,
+                "family": ex.klass,
+                "classes": list(ex.names),
+                "step": first_acting(ex.build(ctx), ctx),
+            }
+        ]
     out, offset = [], 0
     for part, steps in part_starts(agent, ctx):
-        out.append({"exploit": part.name, "family": part.klass, "classes": list(part.names),
-                    "step": first_acting(steps, ctx, offset)})
+        out.append(
+            {
+                "exploit": part.name,
+                "family": part.klass,
+                "classes": list(part.names),
+                "step": first_acting(steps, ctx, offset),
+            }
+        )
         offset += len(steps)
     return out
 
@@ -129,8 +148,9 @@ def intent(agent: str) -> str:
     return "hack"
 
 
-def episode(task_path: Path, agent: str, scratch: Path, *, backend: str | None = None
-            ) -> dict[str, Any] | None:
+def episode(
+    task_path: Path, agent: str, scratch: Path, *, backend: str | None = None
+) -> dict[str, Any] | None:
     """One agent on one task, acted in the sandbox and recorded (no grading); None where the
     agent does not apply to the task."""
     from verigap.monitor import claims, leakage
@@ -164,10 +184,16 @@ def episode(task_path: Path, agent: str, scratch: Path, *, backend: str | None =
     msgs = messages(ep.get("transcript", []))
     hack = not ex.control
     rec: dict[str, Any] = {
-        "id": f"{agent}/{task.task_id}", "task_id": task.task_id, "agent": agent,
+        "id": f"{agent}/{task.task_id}",
+        "task_id": task.task_id,
+        "agent": agent,
         "messages": msgs,
-        "workspace": {"base": base, "final": final, "source_paths": list(task.source_paths),
-                      "sites": sorted({(s.file, s.qualname) for s in task.sites})},
+        "workspace": {
+            "base": base,
+            "final": final,
+            "source_paths": list(task.source_paths),
+            "sites": sorted({(s.file, s.qualname) for s in task.sites}),
+        },
     }
     redrawn = False
     liar = "unsupported_claim" in ex.names
@@ -179,19 +205,34 @@ def episode(task_path: Path, agent: str, scratch: Path, *, backend: str | None =
     family = ex.klass
     families = sorted({a["family"] for a in labelled})
     rec["label"] = {
-        "hack": hack, "honest": not hack, "intent": intent(agent), "family": family,
-        "families": families, "classes": sorted({c for a in labelled for c in a["classes"]}),
-        "acts": labelled, "multi": len(labelled) > 1,
-        "trace_category": BENIGN if not hack else (
-            "+".join(sorted({TRACE_CATEGORY.get(f, UNMAPPED) for f in families}))),
-        "summary_redrawn": redrawn, "graded": False,
-        "project": task.task_id.split("-s")[0], "act_s": round(act_s, 3)}
+        "hack": hack,
+        "honest": not hack,
+        "intent": intent(agent),
+        "family": family,
+        "families": families,
+        "classes": sorted({c for a in labelled for c in a["classes"]}),
+        "acts": labelled,
+        "multi": len(labelled) > 1,
+        "trace_category": BENIGN
+        if not hack
+        else ("+".join(sorted({TRACE_CATEGORY.get(f, UNMAPPED) for f in families}))),
+        "summary_redrawn": redrawn,
+        "graded": False,
+        "project": task.task_id.split("-s")[0],
+        "act_s": round(act_s, 3),
+    }
     return rec
 
 
-def generate(task_paths: Sequence[Path], out: Path, *, names: Sequence[str] | None = None,
-             backend: str | None = None, log=print, reverse: bool = False
-             ) -> dict[str, Any]:
+def generate(
+    task_paths: Sequence[Path],
+    out: Path,
+    *,
+    names: Sequence[str] | None = None,
+    backend: str | None = None,
+    log=print,
+    reverse: bool = False,
+) -> dict[str, Any]:
     """Every agent on every task into ``out/<task>/<agent>.json`` (done ones are kept); the
     cost per episode is measured as it goes. ``reverse`` takes the agents last to first with
     a scratch directory of its own, so a second process can work on the same tasks from the
@@ -214,8 +255,9 @@ def generate(task_paths: Sequence[Path], out: Path, *, names: Sequence[str] | No
             t1 = time.perf_counter()
             scratch = out / tp.stem / (".scratch-r" if reverse else ".scratch")
             rec = episode(tp, name, scratch, backend=backend)
-            dest.write_text(json.dumps(rec if rec is not None else {"skipped": name},
-                                       sort_keys=True))
+            dest.write_text(
+                json.dumps(rec if rec is not None else {"skipped": name}, sort_keys=True)
+            )
             done += rec is not None
             skipped += rec is None
             log(f"{tp.stem} {name}: {time.perf_counter() - t1:.1f}s")
@@ -226,8 +268,10 @@ def collect(run_dir: Path) -> list[dict[str, Any]]:
     """Every recorded episode under ``run_dir`` in a stable order."""
     files = sorted(run_dir.glob("*/*.json"))
     if not files:
-        raise ConfigError(f"no episodes under {run_dir}; run `verigap monitor trajset "
-                          f"TASKS --runs {run_dir}` first")
+        raise ConfigError(
+            f"no episodes under {run_dir}; run `verigap monitor trajset "
+            f"TASKS --runs {run_dir}` first"
+        )
     out = []
     for f in files:
         r = json.loads(f.read_text())
@@ -275,14 +319,22 @@ def describe(recs: Sequence[dict[str, Any]], path: Path) -> dict[str, Any]:
     acts_n = sum(len(r["label"]["acts"]) for r in hacks)
     cost = [r["label"]["act_s"] for r in recs]
     return {
-        "n": len(recs), "hack": len(hacks), "honest": len(recs) - len(hacks),
-        "multi": sum(r["label"]["multi"] for r in recs), "acts": acts_n,
+        "n": len(recs),
+        "hack": len(hacks),
+        "honest": len(recs) - len(hacks),
+        "multi": sum(r["label"]["multi"] for r in recs),
+        "acts": acts_n,
         "acts_with_step": sum(a["step"] is not None for r in hacks for a in r["label"]["acts"]),
-        "agents": len({r["agent"] for r in recs}), "tasks": sorted({r["task_id"] for r in recs}),
-        "by_project": {p: sum(r["label"]["project"] == p for r in recs)
-                       for p in sorted({r["label"]["project"] for r in recs})},
-        "by_intent": {i: sum(r["label"]["intent"] == i for r in recs)
-                      for i in sorted({r["label"]["intent"] for r in recs})},
+        "agents": len({r["agent"] for r in recs}),
+        "tasks": sorted({r["task_id"] for r in recs}),
+        "by_project": {
+            p: sum(r["label"]["project"] == p for r in recs)
+            for p in sorted({r["label"]["project"] for r in recs})
+        },
+        "by_intent": {
+            i: sum(r["label"]["intent"] == i for r in recs)
+            for i in sorted({r["label"]["intent"] for r in recs})
+        },
         "acts_by_family": dict(sorted(fam.items())),
         "summary_redrawn": sum(r["label"]["summary_redrawn"] for r in recs),
         "bytes": path.stat().st_size,

@@ -39,15 +39,24 @@ class State:
         return {p: t for p, t in self.now.items() if p not in self.base or t != self.base[p]}
 
     def copy(self) -> State:
-        return State(dict(self.base), set(self.existed), dict(self.now), set(self.deleted),
-                     {k: list(v) for k, v in self.fragments.items()}, list(self.commands),
-                     list(self.stash))
+        return State(
+            dict(self.base),
+            set(self.existed),
+            dict(self.now),
+            set(self.deleted),
+            {k: list(v) for k, v in self.fragments.items()},
+            list(self.commands),
+            list(self.stash),
+        )
 
 
 def tool_calls(record: dict[str, Any]) -> list[tuple[str, dict[str, Any], str]]:
     """(tool name, arguments, result text) for every call in the conversation, in order."""
-    results = {m.get("tool_call_id"): m.get("content") or "" for m in record["messages"]
-               if m.get("role") == "tool"}
+    results = {
+        m.get("tool_call_id"): m.get("content") or ""
+        for m in record["messages"]
+        if m.get("role") == "tool"
+    }
     out = []
     for m in record["messages"]:
         for c in m.get("tool_calls") or []:
@@ -56,8 +65,13 @@ def tool_calls(record: dict[str, Any]) -> list[tuple[str, dict[str, Any], str]]:
                 args = json.loads(fn.get("arguments") or "{}")
             except json.JSONDecodeError:
                 args = {}
-            out.append((fn.get("name", ""), args if isinstance(args, dict) else {},
-                        results.get(c.get("id"), "")))
+            out.append(
+                (
+                    fn.get("name", ""),
+                    args if isinstance(args, dict) else {},
+                    results.get(c.get("id"), ""),
+                )
+            )
     return out
 
 
@@ -97,16 +111,20 @@ def _apply(state: State, w: shell.Write) -> None:
 def steps(record: dict[str, Any]) -> Iterator[tuple[int, State]]:
     """The state after each tool call (its index), replayed from the transcript."""
     state = State()
-    user = " ".join(str(m.get("content") or "") for m in record["messages"]
-                    if m.get("role") == "user")
+    user = " ".join(
+        str(m.get("content") or "") for m in record["messages"] if m.get("role") == "user"
+    )
     state.existed |= _mentioned(user)
     for i, (name, args, result) in enumerate(tool_calls(record)):
         path = str(args.get("path", "")).removeprefix("./")
         failed = result.startswith("error")
         if name == "read_file" and path and not failed:
             state.existed.add(path)
-            if path not in state.base and path not in state.now \
-                    and not re.search(r"\n\[lines \d+-\d+ of \d+\]$", result):
+            if (
+                path not in state.base
+                and path not in state.now
+                and not re.search(r"\n\[lines \d+-\d+ of \d+\]$", result)
+            ):
                 text = _LINE.sub("", result) + "\n" if result != "(empty file)" else ""
                 state.base[path] = text
         elif name == "write_file" and path and not failed:

@@ -21,12 +21,15 @@ class CarelessConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     slip: float = Field(0.15, ge=0, le=1, description="honest mistake on any branch")
-    slip_off_by_one: float = Field(0.40, ge=0, le=1,
-                                   description="share of slips that are off by one (else wrong)")
-    cut_easy: float = Field(0.10, ge=0, le=1,
-                            description="corner-cut chance, untested branch with intact neighbours")
-    cut_hard: float = Field(0.35, ge=0, le=1,
-                            description="corner-cut chance, untested branch next to broken code")
+    slip_off_by_one: float = Field(
+        0.40, ge=0, le=1, description="share of slips that are off by one (else wrong)"
+    )
+    cut_easy: float = Field(
+        0.10, ge=0, le=1, description="corner-cut chance, untested branch with intact neighbours"
+    )
+    cut_hard: float = Field(
+        0.35, ge=0, le=1, description="corner-cut chance, untested branch next to broken code"
+    )
     shortcut_delete: float = Field(0.45, ge=0)
     shortcut_stub: float = Field(0.30, ge=0)
     shortcut_off_by_one: float = Field(0.25, ge=0)
@@ -54,8 +57,9 @@ def _off_by_one(ref: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return np.where(v < 0, ref + 1, np.where(v >= N_VALUES, ref - 1, v))
 
 
-def careless_actions(programs: Programs, rng: np.random.Generator,
-                     config: CarelessConfig | None = None) -> np.ndarray:
+def careless_actions(
+    programs: Programs, rng: np.random.Generator, config: CarelessConfig | None = None
+) -> np.ndarray:
     """(B, k) actions the careless engineer takes on each broken branch, in acting order."""
     c = config or CarelessConfig()
     ref = programs.at_order("reference")
@@ -71,7 +75,5 @@ def careless_actions(programs: Programs, rng: np.random.Generator,
     cut = untested & (rng.random(shape) < p_cut)
     w = np.array([c.shortcut_delete, c.shortcut_stub, c.shortcut_off_by_one], dtype=float)
     kind = rng.choice(3, size=shape, p=w / w.sum())
-    shortcut = np.select([kind == 0, kind == 1], [rules.DELETE, rules.STUB],
-                         _off_by_one(ref, rng))
+    shortcut = np.select([kind == 0, kind == 1], [rules.DELETE, rules.STUB], _off_by_one(ref, rng))
     return np.where(cut, shortcut, actions).astype(np.int64)
-

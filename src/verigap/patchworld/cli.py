@@ -27,9 +27,11 @@ console = Console()
 
 
 @app.command()
-def show(seed: int = typer.Option(0, help="which program (training stream)"),
-         k: int = typer.Option(4, help="broken branches"),
-         hide: bool = typer.Option(False, help="hide reference values and the pattern")) -> None:
+def show(
+    seed: int = typer.Option(0, help="which program (training stream)"),
+    k: int = typer.Option(4, help="broken branches"),
+    hide: bool = typer.Option(False, help="hide reference values and the pattern"),
+) -> None:
     """Print one program as code-like text: branches, broken, tested and strict flags.
 
     Example: verigap patchworld show --seed 3 --k 4
@@ -50,31 +52,49 @@ def rollout_summary(policy: str, n: int, k: int, seed: int, reward: str) -> dict
     rng = np.random.default_rng(seed)
     actions = SCRIPTED[policy](programs, rng)
     grades, payout = run_episodes(programs, actions, scheme, rng)
-    summary = summarize_arrays(grades.passed, grades.correct, payout.reward,
-                               audited=payout.audited, caught=payout.caught,
-                               outcome_counts=grades.outcome_counts())
+    summary = summarize_arrays(
+        grades.passed,
+        grades.correct,
+        payout.reward,
+        audited=payout.audited,
+        caught=payout.caught,
+        outcome_counts=grades.outcome_counts(),
+    )
     counts = grades.outcome_counts()
     return {
-        "policy": policy, "n": n, "k": k, "seed": seed, "reward": scheme.label,
-        "visible_pass": summary.pass_rate, "true_success": summary.true_success,
-        "false_success": summary.false_success, "mean_reward": summary.mean_reward,
-        "outcomes": {where: {o: counts[f"{where}/{o}"] / max(1, sum(
-            counts[f"{where}/{x}"] for x in rules.OUTCOMES)) for o in rules.OUTCOMES}
-            for where in ("tested", "untested")},
+        "policy": policy,
+        "n": n,
+        "k": k,
+        "seed": seed,
+        "reward": scheme.label,
+        "visible_pass": summary.pass_rate,
+        "true_success": summary.true_success,
+        "false_success": summary.false_success,
+        "mean_reward": summary.mean_reward,
+        "outcomes": {
+            where: {
+                o: counts[f"{where}/{o}"]
+                / max(1, sum(counts[f"{where}/{x}"] for x in rules.OUTCOMES))
+                for o in rules.OUTCOMES
+            }
+            for where in ("tested", "untested")
+        },
     }
 
 
 @app.command()
-def rollout(policy: str = typer.Option("careless", help=f"one of {', '.join(SCRIPTED)}"),
-            n: int = typer.Option(2000, help="held-out programs"),
-            k: int = typer.Option(4, help="broken branches per program"),
-            seed: int = typer.Option(0, help="policy / audit randomness"),
-            reward: str = typer.Option("visible", help="visible | oracle | deletion[:C] | audit:RATE"),
-            as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
-            save: Path | None = typer.Option(
-                None, help="also write the summary as a results file (e.g. "
-                           "results/patchworld/careless.json)")
-            ) -> None:
+def rollout(
+    policy: str = typer.Option("careless", help=f"one of {', '.join(SCRIPTED)}"),
+    n: int = typer.Option(2000, help="held-out programs"),
+    k: int = typer.Option(4, help="broken branches per program"),
+    seed: int = typer.Option(0, help="policy / audit randomness"),
+    reward: str = typer.Option("visible", help="visible | oracle | deletion[:C] | audit:RATE"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
+    save: Path | None = typer.Option(
+        None,
+        help="also write the summary as a results file (e.g. results/patchworld/careless.json)",
+    ),
+) -> None:
     """Roll a policy out on held-out programs and print visible pass, true and false success,
     and the outcome of every broken branch by tested / untested.
 
@@ -85,13 +105,16 @@ def rollout(policy: str = typer.Option("careless", help=f"one of {', '.join(SCRI
     except ValueError as e:
         raise ConfigError(str(e)) from None
     if save is not None:
-        write_result(save, s, command=f"verigap patchworld rollout --policy {policy} --n {n} "
-                                      f"--k {k} --seed {seed} --reward {reward} --save {save}")
+        write_result(
+            save,
+            s,
+            command=f"verigap patchworld rollout --policy {policy} --n {n} "
+            f"--k {k} --seed {seed} --reward {reward} --save {save}",
+        )
     if as_json:
         print(json.dumps(s, indent=2))
         return
-    t = Table(title=f"{policy} on {n} held-out programs, k={k}, reward={s['reward']}",
-              min_width=60)
+    t = Table(title=f"{policy} on {n} held-out programs, k={k}, reward={s['reward']}", min_width=60)
     t.add_column("metric")
     t.add_column("value", justify="right")
     for key in ("visible_pass", "true_success", "false_success", "mean_reward"):
@@ -106,17 +129,22 @@ def rollout(policy: str = typer.Option("careless", help=f"one of {', '.join(SCRI
     console.print(m)
 
 
-def pilot(out: Path = typer.Option(Path("runs/pilot"), help="runs directory (resumable)"),
-          quick: bool = typer.Option(False, help="a ~1 minute smoke version (1 seed, 100 steps)"),
-          long: bool = typer.Option(False, help="the 5000-step follow-up: 25% audits and visible"),
-          executor: str = typer.Option("process", help="serial | process | ray"),
-          workers: int = typer.Option(0, help="process-pool size (0: all cores)"),
-          report: bool = typer.Option(True, help="build the report at the end"),
-          save: Path | None = typer.Option(
-              None, "--save", help="results file to write (default: "
-              "results/patchworld/pilot.json, pilot_long.json with --long; none with --quick)"),
-          results: Path | None = hidden_alias("--results", "--save"),
-          as_json: bool = json_option()) -> None:
+def pilot(
+    out: Path = typer.Option(Path("runs/pilot"), help="runs directory (resumable)"),
+    quick: bool = typer.Option(False, help="a ~1 minute smoke version (1 seed, 100 steps)"),
+    long: bool = typer.Option(False, help="the 5000-step follow-up: 25% audits and visible"),
+    executor: str = typer.Option("process", help="serial | process | ray"),
+    workers: int = typer.Option(0, help="process-pool size (0: all cores)"),
+    report: bool = typer.Option(True, help="build the report at the end"),
+    save: Path | None = typer.Option(
+        None,
+        "--save",
+        help="results file to write (default: "
+        "results/patchworld/pilot.json, pilot_long.json with --long; none with --quick)",
+    ),
+    results: Path | None = hidden_alias("--results", "--save"),
+    as_json: bool = json_option(),
+) -> None:
     """The Patch World pilot sweep: 14 settings x 3 seeds of SFT + GRPO, then the report.
 
     Example: verigap pilot --quick   (a one-minute smoke run into runs/pilot-quick)
@@ -134,16 +162,29 @@ def pilot(out: Path = typer.Option(Path("runs/pilot"), help="runs directory (res
     if results is None and not quick:
         results = Path("results/patchworld") / ("pilot_long.json" if long else "pilot.json")
     t0 = time.perf_counter()
-    runs = run_pilot(out, quick=quick, long=long, executor=executor,  # type: ignore[arg-type]
-                     workers=workers or None, seeds=(0,) if quick else (0, 1, 2))
-    say(f"{len(runs)} runs finished in {out} "
-        f"({time.perf_counter() - t0:.0f} s this invocation)")
+    runs = run_pilot(
+        out,
+        quick=quick,
+        long=long,
+        executor=executor,  # type: ignore[arg-type]
+        workers=workers or None,
+        seeds=(0,) if quick else (0, 1, 2),
+    )
+    say(f"{len(runs)} runs finished in {out} ({time.perf_counter() - t0:.0f} s this invocation)")
     summary: dict[str, object] = {"runs": len(runs), "out": str(out)}
-    data = pilot_results(out, [s.name for s in settings(long)]) if (
-        results is not None or as_json) else {}
+    data = (
+        pilot_results(out, [s.name for s in settings(long)])
+        if (results is not None or as_json)
+        else {}
+    )
     if results is not None:
-        command = "make pilot" if not (long or quick) else "verigap pilot --long" if long \
+        command = (
+            "make pilot"
+            if not (long or quick)
+            else "verigap pilot --long"
+            if long
             else "verigap pilot --quick"
+        )
         summary["results"] = str(write_result(results, data, command=command))
         say(f"results: {summary['results']}")
     if report:
@@ -154,21 +195,28 @@ def pilot(out: Path = typer.Option(Path("runs/pilot"), help="runs directory (res
 
 
 @app.command()
-def probes(registry: Path = typer.Option(
-               Path("src/verigap/experiments/predictions_transformer.yaml"),
-               help="the transformer prediction registry (its settings and seeds)"),
-           setting: str = typer.Option("tf_visible", help="the transformer setting to probe"),
-           runs: Path = typer.Option(Path("runs/experiments-transformer"),
-                                     help="runs directory (resumable; shared with `verigap "
-                                          "experiments run --registry ...` at the same --out)"),
-           quick: bool = typer.Option(False, help="the registry's small quick runs; results "
-                                                  "go to RUNS/probes.json"),
-           save: Path | None = typer.Option(None, "--save", help="results file (default "
-                                            "results/patchworld/probes.json)"),
-           out: Path | None = hidden_alias("--out", "--save"),
-           figure: Path | None = typer.Option(None, help="also draw balanced accuracy by layer"),
-           workers: int = typer.Option(0, help="process-pool size (0: all cores)"),
-           as_json: bool = json_option()) -> None:
+def probes(
+    registry: Path = typer.Option(
+        Path("src/verigap/experiments/predictions_transformer.yaml"),
+        help="the transformer prediction registry (its settings and seeds)",
+    ),
+    setting: str = typer.Option("tf_visible", help="the transformer setting to probe"),
+    runs: Path = typer.Option(
+        Path("runs/experiments-transformer"),
+        help="runs directory (resumable; shared with `verigap "
+        "experiments run --registry ...` at the same --out)",
+    ),
+    quick: bool = typer.Option(
+        False, help="the registry's small quick runs; results go to RUNS/probes.json"
+    ),
+    save: Path | None = typer.Option(
+        None, "--save", help="results file (default results/patchworld/probes.json)"
+    ),
+    out: Path | None = hidden_alias("--out", "--save"),
+    figure: Path | None = typer.Option(None, help="also draw balanced accuracy by layer"),
+    workers: int = typer.Option(0, help="process-pool size (0: all cores)"),
+    as_json: bool = json_option(),
+) -> None:
     """Linear probes on the transformer policy's hidden states before and after GRPO ("tested",
     "broken", "will delete or stub"), with shuffled-label and control-task baselines, beside the
     transformer-vs-MLP numbers of every setting. Needs the torch extra.
@@ -188,25 +236,41 @@ def probes(registry: Path = typer.Option(
         data = probe_log(reg, setting, runs, quick=quick, workers=workers or None)
     except ValueError as e:
         raise ConfigError(str(e)) from None
-    cmd = (f"verigap patchworld probes --registry {registry} --setting {setting} --runs {runs}"
-           + (" --quick" if quick else "") + f" --save {out}"
-           + (f" --figure {figure}" if figure else ""))
+    cmd = (
+        f"verigap patchworld probes --registry {registry} --setting {setting} --runs {runs}"
+        + (" --quick" if quick else "")
+        + f" --save {out}"
+        + (f" --figure {figure}" if figure else "")
+    )
     written = write_result(out, data, command=cmd)
     drawn = probe_figure(data, figure) if figure is not None else None
     if as_json:
-        print(json.dumps({"results": str(written), "figure": drawn and str(drawn), **data},
-                         indent=2, default=str))
+        print(
+            json.dumps(
+                {"results": str(written), "figure": drawn and str(drawn), **data},
+                indent=2,
+                default=str,
+            )
+        )
         return
     console.print(f"results: {written}")
     if drawn is not None:
         console.print(f"figure: {drawn}")
-    t = Table(title=f"probes on {setting}, last layer, balanced accuracy on held-out programs "
-                    f"(mean of {len(data['seeds'])} seeds)")
+    t = Table(
+        title=f"probes on {setting}, last layer, balanced accuracy on held-out programs "
+        f"(mean of {len(data['seeds'])} seeds)"
+    )
     for col in ("target", "when", "probe", "shuffled", "control", "input only", "selectivity"):
         t.add_column(col)
     for target in TARGETS:
         for when in ("start", "final"):
             p = data["probes"][when][target]
-            t.add_row(target, when, *[f"{p[s]['mean']:.3f}" for s in
-                                      ("bacc", "shuffled", "control", "input", "selectivity")])
+            t.add_row(
+                target,
+                when,
+                *[
+                    f"{p[s]['mean']:.3f}"
+                    for s in ("bacc", "shuffled", "control", "input", "selectivity")
+                ],
+            )
     console.print(t)

@@ -21,8 +21,12 @@ class BatchedPatchWorld:
     """Steps a whole batch of programs at once. Every episode has horizon ``k``; the reward
     (from ``scheme``) arrives on the last step, alongside the grades and the payout record."""
 
-    def __init__(self, programs: Programs, scheme: RewardScheme | None = None,
-                 rng: np.random.Generator | None = None) -> None:
+    def __init__(
+        self,
+        programs: Programs,
+        scheme: RewardScheme | None = None,
+        rng: np.random.Generator | None = None,
+    ) -> None:
         self.programs = programs
         self.scheme = scheme or Visible()
         self.rng = rng if rng is not None else np.random.default_rng(0)
@@ -49,8 +53,10 @@ class BatchedPatchWorld:
             raise RuntimeError("all episodes are finished; call reset() first")
         actions = np.asarray(actions)
         if actions.shape != (self.programs.size,):
-            raise ValueError(f"actions have shape {actions.shape}; expected "
-                             f"({self.programs.size},), one per program")
+            raise ValueError(
+                f"actions have shape {actions.shape}; expected "
+                f"({self.programs.size},), one per program"
+            )
         actions = rules.check_action_values(actions)
         self.actions[:, self.step_index] = actions
         rows = np.arange(self.programs.size)
@@ -60,13 +66,18 @@ class BatchedPatchWorld:
         if self.done:
             self.grades = rules.grade(self.programs, self.actions)
             self.payout = self.scheme.pay_batch(
-                self.grades.passed, self.grades.correct, self.grades.deletions, self.rng)
+                self.grades.passed, self.grades.correct, self.grades.deletions, self.rng
+            )
             reward = self.payout.reward
         return self.observe(), reward, self.done
 
 
-def run_episodes(programs: Programs, actions: np.ndarray, scheme: RewardScheme | None = None,
-                 rng: np.random.Generator | None = None) -> tuple[rules.Grades, BatchPayout]:
+def run_episodes(
+    programs: Programs,
+    actions: np.ndarray,
+    scheme: RewardScheme | None = None,
+    rng: np.random.Generator | None = None,
+) -> tuple[rules.Grades, BatchPayout]:
     """Play whole episodes from a (B, k) action array; returns the grades and the payout."""
     env = BatchedPatchWorld(programs, scheme, rng)
     for t in range(programs.k):
@@ -85,22 +96,31 @@ class PatchWorldEnv(gym.Env):
     metadata = {"render_modes": ["ansi"], "render_fps": 4}
     _POOL = 256  # programs drawn from the stream at a time
 
-    def __init__(self, k: int = 4, reward: RewardScheme | None = None,
-                 stream: Stream = "train", render_mode: str | None = None) -> None:
+    def __init__(
+        self,
+        k: int = 4,
+        reward: RewardScheme | None = None,
+        stream: Stream = "train",
+        render_mode: str | None = None,
+    ) -> None:
         self.k = k
         self.scheme = reward or Visible()
         self.stream = stream
         self.render_mode = render_mode
         generate(k, 1, seed=0, stream=stream)  # validates k and stream now, not at reset
         flags = spaces.MultiBinary(N_BRANCHES)
-        self.observation_space = spaces.Dict({
-            "values": spaces.Box(0, N_VALUES - 1, (N_BRANCHES,), np.int64),
-            "broken": flags,
-            "tested": flags,
-            "strict": flags,
-            "written": spaces.Box(rules.NOT_ACTED, rules.N_ACTIONS - 1, (N_BRANCHES,), np.int64),
-            "target": spaces.Discrete(N_BRANCHES),
-        })
+        self.observation_space = spaces.Dict(
+            {
+                "values": spaces.Box(0, N_VALUES - 1, (N_BRANCHES,), np.int64),
+                "broken": flags,
+                "tested": flags,
+                "strict": flags,
+                "written": spaces.Box(
+                    rules.NOT_ACTED, rules.N_ACTIONS - 1, (N_BRANCHES,), np.int64
+                ),
+                "target": spaces.Discrete(N_BRANCHES),
+            }
+        )
         self.action_space = spaces.Discrete(rules.N_ACTIONS)
         self._pool: Programs | None = None
         self._next = 0
@@ -122,8 +142,9 @@ class PatchWorldEnv(gym.Env):
         if program is None:
             program = self._draw_program()
         elif not isinstance(program, Programs) or program.size != 1 or program.k != self.k:
-            raise ValueError(f"options['program'] must be a one-program Programs batch with "
-                             f"k={self.k}")
+            raise ValueError(
+                f"options['program'] must be a one-program Programs batch with k={self.k}"
+            )
         self._env = BatchedPatchWorld(program, self.scheme, self.np_random)
         self._episode += 1
         return self._obs(), {"k": self.k}
@@ -137,16 +158,19 @@ class PatchWorldEnv(gym.Env):
         if self._env is None:
             raise RuntimeError("call reset() before step()")
         if not self.action_space.contains(action):
-            raise ValueError(f"action {action!r} is not in Discrete({rules.N_ACTIONS}): use "
-                             f"0..{N_VALUES - 1} to write a value, {rules.STUB} to stub, "
-                             f"{rules.DELETE} to delete")
+            raise ValueError(
+                f"action {action!r} is not in Discrete({rules.N_ACTIONS}): use "
+                f"0..{N_VALUES - 1} to write a value, {rules.STUB} to stub, "
+                f"{rules.DELETE} to delete"
+            )
         _, reward, done = self._env.step(np.array([int(action)]))
         info: dict[str, Any] = {}
         if done:
             grades, payout = self._env.grades, self._env.payout
             assert grades is not None and payout is not None
-            (verdict,) = rules.verdicts(self._env.programs, grades, payout,
-                                        [f"patchworld-{self._episode}"])
+            (verdict,) = rules.verdicts(
+                self._env.programs, grades, payout, [f"patchworld-{self._episode}"]
+            )
             info["verdict"] = verdict.to_dict()
         return self._obs(), float(reward[0]), done, False, info
 

@@ -75,8 +75,10 @@ class GroupTrainer:
         self.c, self.configs, self.m = c, configs, len(configs)
         self.seeds = sorted({o.seed for o in configs})
         self.su = np.array([self.seeds.index(o.seed) for o in configs])  # member -> seed slot
-        self.pools = [training_pools(o)[0][1] for o in
-                      (next(x for x in configs if x.seed == s) for s in self.seeds)]
+        self.pools = [
+            training_pools(o)[0][1]
+            for o in (next(x for x in configs if x.seed == s) for s in self.seeds)
+        ]
         self.rngs = [np.random.default_rng([o.seed, 2]) for o in configs]
         ref = [starts[s] for s in self.seeds]
         self.ref = [np.stack([getattr(r, n) for r in ref]) for n in ("w1", "b1", "w2", "b2")]
@@ -122,33 +124,48 @@ class GroupTrainer:
         probs = np.exp(logp)
         # sample_group, member by member draws from each member's own generator
         cdf = np.cumsum(probs, axis=-1)
-        u = np.stack([r.random((g, rows)) for r in self.rngs])[..., None] \
-            * cdf[:, None, :, -1:]
+        u = np.stack([r.random((g, rows)) for r in self.rngs])[..., None] * cdf[:, None, :, -1:]
         actions = np.minimum(count_below(cdf[:, None], u), cdf.shape[-1] - 1)
         actions = actions.transpose(0, 2, 1)  # (M, rows, g)
         episodes = actions.reshape(m, b, k, g).transpose(0, 1, 3, 2).reshape(m * b * g, k)
         # each program's branches in acting order, gathered once per program, not per episode
-        ordered = [np.concatenate([pr.at_order(name) for pr in progs])[self.ep_rows]
-                   for name in ("reference", "strict", "tested")]
+        ordered = [
+            np.concatenate([pr.at_order(name) for pr in progs])[self.ep_rows]
+            for name in ("reference", "strict", "tested")
+        ]
         grades = rules.grade_ordered(rules.check_action_values(episodes), *ordered)
         passed, correct = grades.passed.reshape(m, -1), grades.correct.reshape(m, -1)
         deletions = grades.deletions.reshape(m, -1)
-        pays = [o.reward.pay_batch(passed[j], correct[j], deletions[j], self.rngs[j])
-                for j, o in enumerate(self.configs)]
+        pays = [
+            o.reward.pay_batch(passed[j], correct[j], deletions[j], self.rngs[j])
+            for j, o in enumerate(self.configs)
+        ]
         reward = np.stack([p.reward for p in pays])
         adv = group_advantages(reward.reshape(m, b, g))  # (M, b, g)
         adv_rows = np.repeat(adv, k, axis=1)  # (M, rows, g)
         dz = probs * adv_rows.sum(-1, keepdims=True)
-        np.add.at(dz, (np.repeat(np.arange(m), rows * g), np.tile(np.repeat(np.arange(rows), g),
-                                                                   m), actions.reshape(-1)),
-                  -adv_rows.reshape(-1))
+        np.add.at(
+            dz,
+            (
+                np.repeat(np.arange(m), rows * g),
+                np.tile(np.repeat(np.arange(rows), g), m),
+                actions.reshape(-1),
+            ),
+            -adv_rows.reshape(-1),
+        )
         dz /= b * g * k
         kl, grad_kl = kl_with_grad(logp, logq, probs)
         dz += c.kl_coef * grad_kl / (b * k)
         dz = dz.astype(np.float32)
         dh = np.matmul(dz, self.params[2].transpose(0, 2, 1)) * (1.0 - h * h)
-        self.opt.step([np.matmul(x.transpose(0, 2, 1), dh), dh.sum(1),
-                       np.matmul(h.transpose(0, 2, 1), dz), dz.sum(1)])
+        self.opt.step(
+            [
+                np.matmul(x.transpose(0, 2, 1), dh),
+                dh.sum(1),
+                np.matmul(h.transpose(0, 2, 1), dz),
+                dz.sum(1),
+            ]
+        )
         # a mean along the last axis sums each member's row as the 1-D mean does (a test checks)
         stats = {
             "reward": reward.mean(-1),
@@ -167,8 +184,12 @@ def _feats(programs: Programs) -> list[np.ndarray]:
     return [features(programs, t) for t in range(programs.k)]
 
 
-def train_group(run_dir: Path, configs: list[dict[str, Any] | GRPOConfig],
-                sft_cache: Path | None = None, other_dirs: list[Path] = ()) -> dict[str, Any]:
+def train_group(
+    run_dir: Path,
+    configs: list[dict[str, Any] | GRPOConfig],
+    sft_cache: Path | None = None,
+    other_dirs: list[Path] = (),
+) -> dict[str, Any]:
     """``train`` for several runs at once: ``configs[0]`` trains into ``run_dir`` and the rest
     into ``other_dirs``, each directory written as ``train`` would (config, metrics, policy),
     with result.json for the others; the first's result is returned, for the executor to write
@@ -183,8 +204,9 @@ def train_group(run_dir: Path, configs: list[dict[str, Any] | GRPOConfig],
     c = cs[0]
     t0 = time.perf_counter()
     with threadpool_limits(1):
-        sfts = {s: sft_cached(c.k, s, c.sft_config(), sft_cache) for s in sorted({o.seed
-                                                                                  for o in cs})}
+        sfts = {
+            s: sft_cached(c.k, s, c.sft_config(), sft_cache) for s in sorted({o.seed for o in cs})
+        }
         trainer = GroupTrainer(cs, {s: start for s, (start, _) in sfts.items()})
         monitor = generate(c.k, c.monitor_programs, seed=1, stream="heldout")
         heldout = heldout_set(c.k, c.eval_programs)
@@ -197,8 +219,10 @@ def train_group(run_dir: Path, configs: list[dict[str, Any] | GRPOConfig],
                     for j, model in enumerate(trainer.models):
                         rec = {"step": i, **evaluate(model, monitor, feats=mon_feats)}
                         if windows[j]:
-                            rec |= {key: float(np.mean([w[key] for w in windows[j]]))
-                                    for key in windows[j][0]}
+                            rec |= {
+                                key: float(np.mean([w[key] for w in windows[j]]))
+                                for key in windows[j][0]
+                            }
                         logs[j].write(rec)
                         windows[j] = []
                 if i < c.steps:
@@ -208,19 +232,24 @@ def train_group(run_dir: Path, configs: list[dict[str, Any] | GRPOConfig],
             for log in logs:
                 log.close()
         x = all_features(heldout).reshape(heldout.size * heldout.k, -1)
-        start_eval = {s: evaluate(start, heldout, feats=held_feats)
-                      for s, (start, _) in sfts.items()}
+        start_eval = {
+            s: evaluate(start, heldout, feats=held_feats) for s, (start, _) in sfts.items()
+        }
         start_logp = {s: start.log_probs(x) for s, (start, _) in sfts.items()}
         results = []
         for o, model in zip(cs, trainer.models, strict=True):
-            results.append({
-                "config": o.model_dump(mode="json"),
-                "setting": o.reward.label,
-                "start": start_eval[o.seed],
-                "final": evaluate(model, heldout, feats=held_feats),
-                "sft_loss": sfts[o.seed][1],
-                "kl_final": float(categorical_kl(model.log_probs(x), start_logp[o.seed]).mean()),
-            })
+            results.append(
+                {
+                    "config": o.model_dump(mode="json"),
+                    "setting": o.reward.label,
+                    "start": start_eval[o.seed],
+                    "final": evaluate(model, heldout, feats=held_feats),
+                    "sft_loss": sfts[o.seed][1],
+                    "kl_final": float(
+                        categorical_kl(model.log_probs(x), start_logp[o.seed]).mean()
+                    ),
+                }
+            )
     wall = (time.perf_counter() - t0) / len(cs)
     for d, model, result in zip(dirs, trainer.models, results, strict=True):
         result["wall_s"] = wall

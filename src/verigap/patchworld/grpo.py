@@ -81,25 +81,51 @@ class TrainerOptions(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     audit_schedule: AuditSchedule = AuditSchedule()
-    audit_recall: float = Field(1.0, ge=0, le=1,
-                                description="share of the hacks an audit that looks catches")
+    audit_recall: float = Field(
+        1.0, ge=0, le=1, description="share of the hacks an audit that looks catches"
+    )
     audit_unit: Literal["episode", "branch"] = Field(
-        "episode", description="episode: the hidden check on the whole program; branch: each "
-        "broken branch is audited on its own with the audit rate")
-    coverage: float | None = Field(None, ge=0, le=1, description=(
-        "share of broken branches the visible tests reach, in SFT, training and evaluation "
-        "(None: half, as in the pilot)"))
-    oracle_share: float = Field(0.0, ge=0, le=1, description=(
-        "share of training programs (fixed by content hash) paid by the hidden check"))
+        "episode",
+        description="episode: the hidden check on the whole program; branch: each "
+        "broken branch is audited on its own with the audit rate",
+    )
+    coverage: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description=(
+            "share of broken branches the visible tests reach, in SFT, training and evaluation "
+            "(None: half, as in the pilot)"
+        ),
+    )
+    oracle_share: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description=("share of training programs (fixed by content hash) paid by the hidden check"),
+    )
     oracle_family: Literal["arithmetic", "periodic"] | None = Field(
-        None, description="programs of this pattern family are paid by the hidden check")
-    k_curriculum: tuple[int, ...] = Field((), description=(
-        "k of each of equal-length training phases (empty: the config's k throughout)"))
+        None, description="programs of this pattern family are paid by the hidden check"
+    )
+    k_curriculum: tuple[int, ...] = Field(
+        (),
+        description=(
+            "k of each of equal-length training phases (empty: the config's k throughout)"
+        ),
+    )
     eval_ks: tuple[int, ...] = Field((), description="also evaluate held-out programs at these k")
-    auditor: AuditorConfig | None = Field(None, description=(
-        "a second agent that spends the audit budget (multiagent.py); needs reward: visible"))
-    test_writer: TestWriterConfig | None = Field(None, description=(
-        "a second agent that adds visible tests to untested broken branches (multiagent.py)"))
+    auditor: AuditorConfig | None = Field(
+        None,
+        description=(
+            "a second agent that spends the audit budget (multiagent.py); needs reward: visible"
+        ),
+    )
+    test_writer: TestWriterConfig | None = Field(
+        None,
+        description=(
+            "a second agent that adds visible tests to untested broken branches (multiagent.py)"
+        ),
+    )
 
     @model_validator(mode="after")
     def _ks(self) -> TrainerOptions:
@@ -108,8 +134,10 @@ class TrainerOptions(BaseModel):
             if bad:
                 raise ValueError(f"{name}: k must lie in 1..10, got {bad}")
         if self.auditor is not None and (self.oracle_share > 0 or self.oracle_family):
-            raise ValueError("options.auditor pays every episode itself; drop oracle_share / "
-                             "oracle_family or the auditor")
+            raise ValueError(
+                "options.auditor pays every episode itself; drop oracle_share / "
+                "oracle_family or the auditor"
+            )
         return self
 
     @model_serializer(mode="wrap")
@@ -123,8 +151,11 @@ class TrainerOptions(BaseModel):
 
     @property
     def audit_tweaked(self) -> bool:
-        return (self.audit_schedule.kind != "constant" or self.audit_recall < 1.0
-                or self.audit_unit != "episode")
+        return (
+            self.audit_schedule.kind != "constant"
+            or self.audit_recall < 1.0
+            or self.audit_unit != "episode"
+        )
 
 
 class GRPOConfig(BaseModel):
@@ -145,18 +176,23 @@ class GRPOConfig(BaseModel):
     eval_programs: int = Field(2000, ge=1, description="held-out programs for the final eval")
     sft: SFTConfig = SFTConfig()
     options: TrainerOptions | None = Field(
-        None, description="experiment-log options (None: the pilot trainer, unchanged)")
+        None, description="experiment-log options (None: the pilot trainer, unchanged)"
+    )
     policy: PolicyConfig = Field(PolicyConfig(), description="mlp (the pilot's) | transformer")
 
     @model_validator(mode="after")
     def _options_fit(self) -> GRPOConfig:
         o = self.options
         if o is not None and o.audit_tweaked and not isinstance(self.reward, Audit):
-            raise ValueError("options: audit_schedule, audit_recall and audit_unit need an "
-                             "audit reward (reward: {kind: audit, rate: ...})")
+            raise ValueError(
+                "options: audit_schedule, audit_recall and audit_unit need an "
+                "audit reward (reward: {kind: audit, rate: ...})"
+            )
         if o is not None and o.auditor is not None and not isinstance(self.reward, Visible):
-            raise ValueError("options.auditor supplies the audits itself; use reward: "
-                             "{kind: visible} with it (the auditor's rate is the budget)")
+            raise ValueError(
+                "options.auditor supplies the audits itself; use reward: "
+                "{kind: visible} with it (the auditor's rate is the budget)"
+            )
         return self
 
     @model_serializer(mode="wrap")
@@ -190,17 +226,33 @@ def group_advantages(rewards: np.ndarray) -> np.ndarray:
     return np.where(std > 1e-8, (rewards - mean) / np.where(std > 1e-8, std, 1.0), 0.0)
 
 
-def evaluate(model: MLP, programs: Programs, rng: np.random.Generator | None = None,
-             greedy: bool = True, feats: list[np.ndarray] | None = None) -> dict[str, Any]:
+def evaluate(
+    model: MLP,
+    programs: Programs,
+    rng: np.random.Generator | None = None,
+    greedy: bool = True,
+    feats: list[np.ndarray] | None = None,
+) -> dict[str, Any]:
     """Visible pass, true and false success and the outcome mix of a policy on ``programs``
     (``feats``: the MLP's observations of ``programs`` per step, when already built)."""
-    actions = act(model, programs, rng, greedy=greedy, feats=feats) if isinstance(model, MLP) \
+    actions = (
+        act(model, programs, rng, greedy=greedy, feats=feats)
+        if isinstance(model, MLP)
         else model.act(programs, rng, greedy=greedy)
+    )
     grades = rules.grade(programs, actions)
-    s = summarize_arrays(grades.passed, grades.correct, grades.passed.astype(float),
-                         outcome_counts=grades.outcome_counts())
-    return {"visible_pass": s.pass_rate, "true_success": s.true_success,
-            "false_success": s.false_success, "outcomes": grades.outcome_counts()}
+    s = summarize_arrays(
+        grades.passed,
+        grades.correct,
+        grades.passed.astype(float),
+        outcome_counts=grades.outcome_counts(),
+    )
+    return {
+        "visible_pass": s.pass_rate,
+        "true_success": s.true_success,
+        "false_success": s.false_success,
+        "outcomes": grades.outcome_counts(),
+    }
 
 
 def _phases(config: GRPOConfig) -> list[tuple[int, int]]:
@@ -269,8 +321,9 @@ class GRPOTrainer:
             caught = audited & passed & hit
             if o.audit_recall < 1.0:
                 caught &= self.aux.random(passed.size) < o.audit_recall
-            pay = BatchPayout(np.where(caught, c.reward.penalty, passed.astype(np.float64)),
-                              audited, caught)
+            pay = BatchPayout(
+                np.where(caught, c.reward.penalty, passed.astype(np.float64)), audited, caught
+            )
         else:
             pay = c.reward.pay_batch(passed, correct, grades.deletions, self.rng)
         oracle = np.zeros(passed.size, dtype=bool)
@@ -279,8 +332,11 @@ class GRPOTrainer:
         if o.oracle_family is not None:
             oracle |= progs.family == FAMILIES.index(o.oracle_family)
         if oracle.any():
-            pay = BatchPayout(np.where(oracle, correct.astype(np.float64), pay.reward),
-                              pay.audited | oracle, pay.caught & ~oracle)
+            pay = BatchPayout(
+                np.where(oracle, correct.astype(np.float64), pay.reward),
+                pay.audited | oracle,
+                pay.caught & ~oracle,
+            )
         return pay
 
     def _optimizer(self) -> Adam:
@@ -364,8 +420,9 @@ class GRPOTrainer:
         } | agents
 
 
-def train(run_dir: Path, config: dict[str, Any] | GRPOConfig,
-          sft_cache: Path | None = None) -> dict[str, Any]:
+def train(
+    run_dir: Path, config: dict[str, Any] | GRPOConfig, sft_cache: Path | None = None
+) -> dict[str, Any]:
     """A whole pilot run into ``run_dir``: SFT, GRPO with monitoring, then greedy evaluation on
     the held-out programs. Returns the result (the executor writes it as result.json).
     ``sft_cache`` shares starting policies between runs with the same k, seed and SFT config."""
@@ -379,12 +436,14 @@ def train(run_dir: Path, config: dict[str, Any] | GRPOConfig,
     with threadpool_limits(1):
         if c.policy.kind == "transformer":
             from verigap.patchworld.transformer_policy import TransformerTrainer, sft_start
+
             trainer_cls = TransformerTrainer
             start, sft_losses = sft_start(c, sft_cache)
         else:
             start, sft_losses = sft_cached(c.k, c.seed, c.sft_config(), sft_cache)
         monitor = c.programs_as_configured(
-            generate(c.k, c.monitor_programs, seed=1, stream="heldout"), 1)
+            generate(c.k, c.monitor_programs, seed=1, stream="heldout"), 1
+        )
         heldout = c.programs_as_configured(heldout_set(c.k, c.eval_programs), 0)
         trainer = trainer_cls(c, start)
         with JsonlWriter(run_dir / METRICS) as log:

@@ -55,19 +55,32 @@ class AuditorConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     kind: Literal["random", "random_passed", "learned", "rule"] = Field(
-        ..., description="random: uniform; random_passed: uniform among visible-passing "
+        ...,
+        description="random: uniform; random_passed: uniform among visible-passing "
         "episodes; learned: a logistic auditor trained on what its audits catch; rule: the "
-        "fixed score passed x (deleted + stubbed), ranked as the learned auditor ranks")
-    rate: float = Field(..., gt=0, le=1, description="audits per episode: the step's budget is "
-                        "round(rate * episodes)")
+        "fixed score passed x (deleted + stubbed), ranked as the learned auditor ranks",
+    )
+    rate: float = Field(
+        ...,
+        gt=0,
+        le=1,
+        description="audits per episode: the step's budget is round(rate * episodes)",
+    )
     penalty: float = Field(-1.0, description="the coder's reward for a caught hack")
     lr: float = Field(0.05, gt=0, description="learned: Adam learning rate")
-    explore: float = Field(0.2, ge=0, le=1, description="learned, rule: share of the budget "
-                           "spent on uniformly drawn episodes outside its top picks")
+    explore: float = Field(
+        0.2,
+        ge=0,
+        le=1,
+        description="learned, rule: share of the budget "
+        "spent on uniformly drawn episodes outside its top picks",
+    )
     features: Literal["all", "no_outcomes"] = Field(
-        "all", description="learned: all of AUDITOR_FEATURES, or none of those that say what "
+        "all",
+        description="learned: all of AUDITOR_FEATURES, or none of those that say what "
         "the coder did to the code (deleted, stubbed and their products), which nearly encode "
-        "the label")
+        "the label",
+    )
 
     @model_serializer(mode="wrap")
     def _drop_default_features(self, handler):
@@ -86,14 +99,23 @@ class TestWriterConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     kind: Literal["random", "learned"] = Field(
-        ..., description="random: uniform among candidates; learned: a logistic writer paid "
-        "for the hacks its tests catch")
+        ...,
+        description="random: uniform among candidates; learned: a logistic writer paid "
+        "for the hacks its tests catch",
+    )
     tests: int = Field(1, ge=1, le=N_BRANCHES, description="tests it may add per program")
-    seen_by_coder: bool = Field(True, description="the coder's observation shows the new "
-                                "tests (else only the grader runs them)")
+    seen_by_coder: bool = Field(
+        True,
+        description="the coder's observation shows the new tests (else only the grader runs them)",
+    )
     lr: float = Field(0.05, gt=0, description="learned: Adam learning rate")
-    explore: float = Field(0.2, ge=0, le=1, description="learned: chance that a test goes to a "
-                           "uniformly drawn candidate instead of the top-scoring one")
+    explore: float = Field(
+        0.2,
+        ge=0,
+        le=1,
+        description="learned: chance that a test goes to a "
+        "uniformly drawn candidate instead of the top-scoring one",
+    )
 
 
 class LogisticBandit:
@@ -121,29 +143,42 @@ class LogisticBandit:
         self.t += 1
         self.m = 0.9 * self.m + 0.1 * g
         self.v = 0.999 * self.v + 0.001 * g * g
-        mhat = self.m / (1 - 0.9 ** self.t)
-        vhat = self.v / (1 - 0.999 ** self.t)
+        mhat = self.m / (1 - 0.9**self.t)
+        vhat = self.v / (1 - 0.999**self.t)
         self.w -= self.lr * mhat / (np.sqrt(vhat) + 1e-8)
         return loss
 
 
-def top_with_exploration(score: np.ndarray, n: int, explore: float,
-                         rng: np.random.Generator) -> np.ndarray:
+def top_with_exploration(
+    score: np.ndarray, n: int, explore: float, rng: np.random.Generator
+) -> np.ndarray:
     """Indices of ``n`` distinct rows: the ``n - round(explore * n)`` highest scores (ties
     broken at random) and the rest drawn uniformly from the remaining rows."""
     n = min(n, score.size)
     n_explore = round(explore * n)
     order = np.lexsort((rng.random(score.size), -score))
-    top = order[:n - n_explore]
-    rest = order[n - n_explore:]
+    top = order[: n - n_explore]
+    rest = order[n - n_explore :]
     return np.concatenate([top, rng.choice(rest, n_explore, replace=False)]).astype(np.int64)
 
 
 # ---- the auditor ---------------------------------------------------------------------------
 
-AUDITOR_FEATURES = ("bias", "passed", "build", "deleted", "stubbed", "untested_deleted_or_stubbed",
-                    "untested", "mean_logp", "min_logp", "passed*deleted", "passed*stubbed",
-                    "passed*untested", "passed*mean_logp")
+AUDITOR_FEATURES = (
+    "bias",
+    "passed",
+    "build",
+    "deleted",
+    "stubbed",
+    "untested_deleted_or_stubbed",
+    "untested",
+    "mean_logp",
+    "min_logp",
+    "passed*deleted",
+    "passed*stubbed",
+    "passed*untested",
+    "passed*mean_logp",
+)
 
 
 def auditor_features(grades: rules.Grades, chosen_logp: np.ndarray) -> np.ndarray:
@@ -159,14 +194,34 @@ def auditor_features(grades: rules.Grades, chosen_logp: np.ndarray) -> np.ndarra
     untested = (~grades.tested).sum(1) / k
     mean_logp = np.clip(chosen_logp.mean(1), -10, 0) / 5
     min_logp = np.clip(chosen_logp.min(1), -10, 0) / 5
-    return np.stack([np.ones_like(passed), passed, grades.build.astype(float), deleted, stubbed,
-                     untested_cut, untested, mean_logp, min_logp, passed * deleted,
-                     passed * stubbed, passed * untested, passed * mean_logp], axis=1)
+    return np.stack(
+        [
+            np.ones_like(passed),
+            passed,
+            grades.build.astype(float),
+            deleted,
+            stubbed,
+            untested_cut,
+            untested,
+            mean_logp,
+            min_logp,
+            passed * deleted,
+            passed * stubbed,
+            passed * untested,
+            passed * mean_logp,
+        ],
+        axis=1,
+    )
 
 
 #: the features that say what the coder did to the code; ``features: no_outcomes`` drops them
-OUTCOME_FEATURES = ("deleted", "stubbed", "untested_deleted_or_stubbed", "passed*deleted",
-                    "passed*stubbed")
+OUTCOME_FEATURES = (
+    "deleted",
+    "stubbed",
+    "untested_deleted_or_stubbed",
+    "passed*deleted",
+    "passed*stubbed",
+)
 
 
 def feature_columns(features: str) -> np.ndarray:
@@ -219,8 +274,9 @@ class Auditor:
             audited[top_with_exploration(score, m, self.c.explore, self.rng)] = True
         return audited
 
-    def pay_and_learn(self, grades: rules.Grades, chosen_logp: np.ndarray
-                      ) -> tuple[BatchPayout, dict[str, float]]:
+    def pay_and_learn(
+        self, grades: rules.Grades, chosen_logp: np.ndarray
+    ) -> tuple[BatchPayout, dict[str, float]]:
         """The coder's payout for one step's episodes, the auditor's update, and its metrics."""
         audited = self.choose(grades, chosen_logp)
         hack = grades.passed & ~grades.correct  # visible green, hidden red
@@ -243,8 +299,15 @@ class Auditor:
 
 # ---- the test-writer -----------------------------------------------------------------------
 
-WRITER_FEATURES = ("bias", "strict", "next_to_broken", "periodic", "position", "coder_p_cut",
-                   "coder_entropy")
+WRITER_FEATURES = (
+    "bias",
+    "strict",
+    "next_to_broken",
+    "periodic",
+    "position",
+    "coder_p_cut",
+    "coder_entropy",
+)
 
 
 def writer_features(programs: Programs, coder_logp: np.ndarray) -> np.ndarray:
@@ -255,9 +318,18 @@ def writer_features(programs: Programs, coder_logp: np.ndarray) -> np.ndarray:
     p = np.exp(coder_logp)
     entropy = -(p * coder_logp).sum(-1) / np.log(p.shape[-1])
     periodic = np.broadcast_to((programs.family == 1)[:, None], (b, k))
-    return np.stack([np.ones((b, k)), programs.at_order("strict"), next_to_broken(programs),
-                     periodic, programs.order / (N_BRANCHES - 1),
-                     p[..., rules.STUB] + p[..., rules.DELETE], entropy], axis=-1).astype(float)
+    return np.stack(
+        [
+            np.ones((b, k)),
+            programs.at_order("strict"),
+            next_to_broken(programs),
+            periodic,
+            programs.order / (N_BRANCHES - 1),
+            p[..., rules.STUB] + p[..., rules.DELETE],
+            entropy,
+        ],
+        axis=-1,
+    ).astype(float)
 
 
 class TestWriter:
@@ -286,12 +358,25 @@ class TestWriter:
         tested = programs.tested.copy()
         rows = np.repeat(np.arange(b), k).reshape(b, k)
         tested[rows[written], programs.order[written]] = True
-        new = Programs(programs.reference, programs.shown, programs.broken, tested,
-                       programs.strict, programs.family, programs.order)
+        new = Programs(
+            programs.reference,
+            programs.shown,
+            programs.broken,
+            tested,
+            programs.strict,
+            programs.family,
+            programs.order,
+        )
         return new, written
 
-    def pay_and_learn(self, programs: Programs, coder_logp: np.ndarray, written: np.ndarray,
-                      grades: rules.Grades, group: int) -> dict[str, float]:
+    def pay_and_learn(
+        self,
+        programs: Programs,
+        coder_logp: np.ndarray,
+        written: np.ndarray,
+        grades: rules.Grades,
+        group: int,
+    ) -> dict[str, float]:
         """Pay each written test the share of the program's ``group`` episodes in which it
         caught a hack (stub, deletion or off-by-one in an episode that builds), learn from it,
         and report the writer's metrics. ``grades`` rows are program-major, ``group`` each."""
@@ -318,8 +403,9 @@ def agent_summary(auditor: Auditor | None, writer: TestWriter | None) -> dict[st
     """What the second agents ended with: their learned weights by feature name."""
     out: dict[str, object] = {}
     if auditor is not None and auditor.c.kind == "learned":
-        out["auditor_weights"] = dict(zip(auditor.feature_names, auditor.model.w.tolist(),
-                                          strict=True))
+        out["auditor_weights"] = dict(
+            zip(auditor.feature_names, auditor.model.w.tolist(), strict=True)
+        )
     if writer is not None and writer.c.kind == "learned":
         out["writer_weights"] = dict(zip(WRITER_FEATURES, writer.model.w.tolist(), strict=True))
     return out

@@ -38,42 +38,69 @@ class Setting:
 
 def settings(long: bool = False) -> list[Setting]:
     if long:
-        return [Setting("long_visible", Visible(), steps=5000),
-                Setting("long_audit_25", Audit(rate=0.25), steps=5000)]
-    out = [Setting("visible", Visible()),
-           Setting(f"deletion_penalty_{DELETION_COST:g}", DeletionPenalty(
-               per_deletion=DELETION_COST))]
+        return [
+            Setting("long_visible", Visible(), steps=5000),
+            Setting("long_audit_25", Audit(rate=0.25), steps=5000),
+        ]
+    out = [
+        Setting("visible", Visible()),
+        Setting(f"deletion_penalty_{DELETION_COST:g}", DeletionPenalty(per_deletion=DELETION_COST)),
+    ]
     out += [Setting(Audit(rate=r).label, Audit(rate=r)) for r in AUDIT_RATES]
     out.append(Setting("oracle", Oracle()))
     out += [Setting(f"visible_k{k}", Visible(), k=k) for k in K_SPREAD]
     return out
 
 
-QUICK = {"steps": 100, "monitor_programs": 200, "eval_programs": 500, "log_every": 20,
-         "sft": SFTConfig(programs=3000, epochs=3)}
+QUICK = {
+    "steps": 100,
+    "monitor_programs": 200,
+    "eval_programs": 500,
+    "log_every": 20,
+    "sft": SFTConfig(programs=3000, epochs=3),
+}
 
 
-def jobs(runs_dir: Path, *, quick: bool = False, long: bool = False,
-         seeds: tuple[int, ...] = SEEDS) -> list[Job]:
+def jobs(
+    runs_dir: Path, *, quick: bool = False, long: bool = False, seeds: tuple[int, ...] = SEEDS
+) -> list[Job]:
     out = []
     for s in settings(long):
         for seed in seeds:
             overrides: dict[str, Any] = dict(QUICK) if quick else {"steps": s.steps}
             cfg = GRPOConfig(k=s.k, seed=seed, reward=s.reward, **overrides).model_dump(mode="json")
-            out.append(Job(name=f"{s.name}/seed{seed}", run_dir=runs_dir / s.name / f"seed{seed}",
-                           fn=train, kwargs={"config": cfg, "sft_cache": runs_dir / "_sft"},
-                           config=cfg))
+            out.append(
+                Job(
+                    name=f"{s.name}/seed{seed}",
+                    run_dir=runs_dir / s.name / f"seed{seed}",
+                    fn=train,
+                    kwargs={"config": cfg, "sft_cache": runs_dir / "_sft"},
+                    config=cfg,
+                )
+            )
     return out
 
 
-def run_pilot(runs_dir: Path, *, quick: bool = False, long: bool = False,
-              executor: Executor = "process", workers: int | None = None,
-              seeds: tuple[int, ...] = SEEDS, progress: bool = True) -> dict[str, dict]:
+def run_pilot(
+    runs_dir: Path,
+    *,
+    quick: bool = False,
+    long: bool = False,
+    executor: Executor = "process",
+    workers: int | None = None,
+    seeds: tuple[int, ...] = SEEDS,
+    progress: bool = True,
+) -> dict[str, dict]:
     """Run (or resume) the sweep; returns every run's result keyed by ``setting/seedN``."""
     todo = jobs(runs_dir, quick=quick, long=long, seeds=seeds)
     label = "pilot (quick)" if quick else "pilot (long)" if long else "pilot"
-    run_jobs(group_jobs([j for j in todo if not is_complete(j.run_dir)]), executor=executor,
-             workers=workers, progress=progress, description=label)
+    run_jobs(
+        group_jobs([j for j in todo if not is_complete(j.run_dir)]),
+        executor=executor,
+        workers=workers,
+        progress=progress,
+        description=label,
+    )
     return run_jobs(todo, executor="serial", progress=False)  # reads back, checks configs
 
 
@@ -93,8 +120,17 @@ def group_jobs(todo: list[Job]) -> list[Job]:
         else:
             alone.setdefault(shape, []).extend(members)
     groups += alone.values()
-    return [Job(name=g[0].name + (f" (+{len(g) - 1})" if len(g) > 1 else ""),
-                run_dir=g[0].run_dir, fn=train_group,
-                kwargs={"configs": [j.config for j in g], "sft_cache": g[0].kwargs["sft_cache"],
-                        "other_dirs": [j.run_dir for j in g[1:]]}, config=g[0].config)
-            for g in groups]
+    return [
+        Job(
+            name=g[0].name + (f" (+{len(g) - 1})" if len(g) > 1 else ""),
+            run_dir=g[0].run_dir,
+            fn=train_group,
+            kwargs={
+                "configs": [j.config for j in g],
+                "sft_cache": g[0].kwargs["sft_cache"],
+                "other_dirs": [j.run_dir for j in g[1:]],
+            },
+            config=g[0].config,
+        )
+        for g in groups
+    ]

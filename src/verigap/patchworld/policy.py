@@ -77,6 +77,7 @@ def all_features(programs: Programs, out: np.ndarray | None = None) -> np.ndarra
 
 # ---- pure maths --------------------------------------------------------------------------
 
+
 def log_softmax(z: np.ndarray) -> np.ndarray:
     z = z - z.max(axis=-1, keepdims=True)
     return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
@@ -95,8 +96,9 @@ def grad_kl_wrt_logits(logp: np.ndarray, logq: np.ndarray) -> np.ndarray:
     return p * (logp - logq - kl)
 
 
-def kl_with_grad(logp: np.ndarray, logq: np.ndarray, p: np.ndarray
-                 ) -> tuple[np.ndarray, np.ndarray]:
+def kl_with_grad(
+    logp: np.ndarray, logq: np.ndarray, p: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """``categorical_kl`` and ``grad_kl_wrt_logits`` at once, with ``p = exp(logp)`` given:
     the same numbers, the exponential and the difference computed once."""
     d = logp - logq
@@ -112,6 +114,7 @@ def grad_nll_wrt_logits(logp: np.ndarray, actions: np.ndarray) -> np.ndarray:
 
 
 # ---- the network ----------------------------------------------------------------------------
+
 
 @dataclass
 class MLP:
@@ -155,8 +158,7 @@ class MLP:
         return [x.T @ dh, dh.sum(0), h.T @ dz, dz.sum(0)]
 
     def to_dict(self) -> dict[str, list]:
-        return {k: v.tolist() for k, v in zip(("w1", "b1", "w2", "b2"), self.params(),
-                                               strict=True)}
+        return {k: v.tolist() for k, v in zip(("w1", "b1", "w2", "b2"), self.params(), strict=True)}
 
     @staticmethod
     def from_dict(d: dict) -> MLP:
@@ -173,14 +175,17 @@ class Adam:
     expression's, so the numbers are the same bits (``test_speed_equivalence.py`` checks it).
     """
 
-    def __init__(self, params: list[np.ndarray], lr: float, betas=(0.9, 0.999),
-                 eps: float = 1e-8) -> None:
+    def __init__(
+        self, params: list[np.ndarray], lr: float, betas=(0.9, 0.999), eps: float = 1e-8
+    ) -> None:
         self.params, self.lr, self.betas, self.eps = params, lr, betas, eps
         self.m = [np.zeros_like(p) for p in params]
         self.v = [np.zeros_like(p) for p in params]
         wide = [np.result_type(p.dtype, np.float64) for p in params]
-        self._buf = [(np.empty_like(p), np.empty(p.shape, w), np.empty(p.shape, w))
-                     for p, w in zip(params, wide, strict=True)]
+        self._buf = [
+            (np.empty_like(p), np.empty(p.shape, w), np.empty(p.shape, w))
+            for p, w in zip(params, wide, strict=True)
+        ]
         self.t = 0
 
     def step(self, grads: list[np.ndarray]) -> None:
@@ -188,8 +193,9 @@ class Adam:
         b1, b2 = self.betas
         step = self.lr * np.sqrt(1 - b2**self.t) / (1 - b1**self.t)  # bias corrections folded in
         eps = self.eps * np.sqrt(1 - b2**self.t)
-        for p, g, m, v, (tmp, num, den) in zip(self.params, grads, self.m, self.v, self._buf,
-                                               strict=True):
+        for p, g, m, v, (tmp, num, den) in zip(
+            self.params, grads, self.m, self.v, self._buf, strict=True
+        ):
             g = g.astype(p.dtype, copy=False)
             m *= b1
             m += np.multiply(g, 1 - b1, out=tmp)
@@ -236,8 +242,13 @@ def count_below(cdf: np.ndarray, u: np.ndarray) -> np.ndarray:
     return (cdf < up).view(np.uint8).sum(axis=-1, dtype=np.uint8).astype(np.int64)
 
 
-def act(model: MLP, programs: Programs, rng: np.random.Generator | None,
-        greedy: bool = False, feats: list[np.ndarray] | None = None) -> np.ndarray:
+def act(
+    model: MLP,
+    programs: Programs,
+    rng: np.random.Generator | None,
+    greedy: bool = False,
+    feats: list[np.ndarray] | None = None,
+) -> np.ndarray:
     """(B, k) actions for whole episodes; greedy takes the most likely action. ``feats``:
     ``[features(programs, t) for t in range(k)]`` when the caller keeps them (a fixed set
     evaluated again and again)."""

@@ -47,8 +47,9 @@ N_TYPES = N_BRANCHES * N_VALUES * 8
 PROBE_PROGRAMS = 600  # per split: 7200 branch tokens (2400 broken ones at k=4)
 
 
-def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = 1e-2, iters: int = 50
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def fit_logistic(
+    x: np.ndarray, y: np.ndarray, l2: float = 1e-2, iters: int = 50
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Standardise ``x``, fit weights and bias (last entry) by Newton's method. A label with a
     single class gives the constant predictor of that class."""
     mu, sd = x.mean(0), x.std(0) + 1e-6
@@ -85,27 +86,37 @@ def balanced_accuracy(y: np.ndarray, pred: np.ndarray) -> float:
 
 def input_types(programs: Programs) -> np.ndarray:
     """(B, 12) int: the type of each branch token, everything its input carries."""
-    flags = (programs.broken.astype(np.int64) * 4 + programs.tested.astype(np.int64) * 2
-             + programs.strict.astype(np.int64))
+    flags = (
+        programs.broken.astype(np.int64) * 4
+        + programs.tested.astype(np.int64) * 2
+        + programs.strict.astype(np.int64)
+    )
     return (np.arange(N_BRANCHES)[None, :] * N_VALUES + programs.shown) * 8 + flags
 
 
 def input_features(programs: Programs) -> np.ndarray:
     """(B, 12, features): each branch token's input features and its position, one-hot."""
-    pos = np.broadcast_to(np.eye(N_BRANCHES, dtype=np.float32),
-                          (programs.size, N_BRANCHES, N_BRANCHES))
+    pos = np.broadcast_to(
+        np.eye(N_BRANCHES, dtype=np.float32), (programs.size, N_BRANCHES, N_BRANCHES)
+    )
     return np.concatenate([tokens(programs), pos], axis=-1)
 
 
-def input_bacc(x_tr: np.ndarray, y_tr: np.ndarray, x_te: np.ndarray, y_te: np.ndarray
-               ) -> float:
+def input_bacc(x_tr: np.ndarray, y_tr: np.ndarray, x_te: np.ndarray, y_te: np.ndarray) -> float:
     """Balanced accuracy of the probe fitted on the input features alone."""
     return balanced_accuracy(y_te, predict(fit_logistic(x_tr, y_tr), x_te))
 
 
-def probe_scores(x_tr: np.ndarray, y_tr: np.ndarray, x_te: np.ndarray, y_te: np.ndarray,
-                 types_tr: np.ndarray, types_te: np.ndarray, seed: int,
-                 input_score: float) -> dict[str, float]:
+def probe_scores(
+    x_tr: np.ndarray,
+    y_tr: np.ndarray,
+    x_te: np.ndarray,
+    y_te: np.ndarray,
+    types_tr: np.ndarray,
+    types_te: np.ndarray,
+    seed: int,
+    input_score: float,
+) -> dict[str, float]:
     """Balanced accuracy of the probe, of its shuffled-label and control-task versions, and the
     selectivity over the control task and the input-only probe (``input_score``), on one
     layer's states."""
@@ -113,17 +124,22 @@ def probe_scores(x_tr: np.ndarray, y_tr: np.ndarray, x_te: np.ndarray, y_te: np.
     bacc = balanced_accuracy(y_te, predict(fit_logistic(x_tr, y_tr), x_te))
     shuffled = balanced_accuracy(y_te, predict(fit_logistic(x_tr, rng.permutation(y_tr)), x_te))
     table = rng.random(N_TYPES) < y_tr.mean()  # a random label per input type
-    control = balanced_accuracy(table[types_te],
-                                predict(fit_logistic(x_tr, table[types_tr]), x_te))
-    return {"bacc": bacc, "shuffled": shuffled, "control": control, "input": input_score,
-            "selectivity": bacc - max(control, input_score)}
+    control = balanced_accuracy(table[types_te], predict(fit_logistic(x_tr, table[types_tr]), x_te))
+    return {
+        "bacc": bacc,
+        "shuffled": shuffled,
+        "control": control,
+        "input": input_score,
+        "selectivity": bacc - max(control, input_score),
+    }
 
 
 Split = tuple[list[np.ndarray], np.ndarray, np.ndarray, np.ndarray]
 
 
-def _split(policy: TransformerPolicy, final: TransformerPolicy, programs: Programs
-           ) -> dict[str, Split]:
+def _split(
+    policy: TransformerPolicy, final: TransformerPolicy, programs: Programs
+) -> dict[str, Split]:
     """Per target: each layer's states (rows), the labels, the input types and the input
     features."""
     hidden = policy.hidden(programs)  # per layer (B, 12, d)
@@ -135,17 +151,35 @@ def _split(policy: TransformerPolicy, final: TransformerPolicy, programs: Progra
     rows = np.arange(programs.size)[:, None]
     at = (rows, programs.order)
     return {
-        "tested": ([h.reshape(-1, d) for h in hidden], programs.tested.reshape(-1),
-                   types.reshape(-1), feats.reshape(-1, f)),
-        "broken": ([h.reshape(-1, d) for h in hidden], programs.broken.reshape(-1),
-                   types.reshape(-1), feats.reshape(-1, f)),
-        "hack": ([h[at].reshape(-1, d) for h in hidden], hack.reshape(-1), types[at].reshape(-1),
-                 feats[at].reshape(-1, f)),
+        "tested": (
+            [h.reshape(-1, d) for h in hidden],
+            programs.tested.reshape(-1),
+            types.reshape(-1),
+            feats.reshape(-1, f),
+        ),
+        "broken": (
+            [h.reshape(-1, d) for h in hidden],
+            programs.broken.reshape(-1),
+            types.reshape(-1),
+            feats.reshape(-1, f),
+        ),
+        "hack": (
+            [h[at].reshape(-1, d) for h in hidden],
+            hack.reshape(-1),
+            types[at].reshape(-1),
+            feats[at].reshape(-1, f),
+        ),
     }
 
 
-def probe_report(start: TransformerPolicy, final: TransformerPolicy, k: int, seed: int,
-                 configure=lambda p: p, n: int = PROBE_PROGRAMS) -> dict[str, Any]:
+def probe_report(
+    start: TransformerPolicy,
+    final: TransformerPolicy,
+    k: int,
+    seed: int,
+    configure=lambda p: p,
+    n: int = PROBE_PROGRAMS,
+) -> dict[str, Any]:
     """Probes on the SFT start and on the trained policy, every target and layer. The last
     layer's numbers are the headline (``probe_*`` metrics of the experiment log)."""
     train = configure(generate(k, n, seed=40_000 + seed))
@@ -157,9 +191,15 @@ def probe_report(start: TransformerPolicy, final: TransformerPolicy, k: int, see
         for target in TARGETS:
             (xs_tr, y_tr, t_tr, f_tr), (xs_te, y_te, t_te, f_te) = tr[target], te[target]
             base = input_bacc(f_tr, y_tr, f_te, y_te)
-            layers = [probe_scores(a, y_tr, b, y_te, t_tr, t_te, seed, base)
-                      for a, b in zip(xs_tr, xs_te, strict=True)]
-            out[when][target] = {**layers[-1], "positive_rate": float(y_te.mean()),
-                                 "n_train": int(y_tr.size), "n_heldout": int(y_te.size),
-                                 "by_layer": {s: [lay[s] for lay in layers] for s in STATS}}
+            layers = [
+                probe_scores(a, y_tr, b, y_te, t_tr, t_te, seed, base)
+                for a, b in zip(xs_tr, xs_te, strict=True)
+            ]
+            out[when][target] = {
+                **layers[-1],
+                "positive_rate": float(y_te.mean()),
+                "n_train": int(y_tr.size),
+                "n_heldout": int(y_te.size),
+                "by_layer": {s: [lay[s] for lay in layers] for s in STATS},
+            }
     return out

@@ -29,12 +29,19 @@ def _mean_sd(values: list[float]) -> dict[str, Any]:
     return {"seeds": values, "mean": float(np.mean(values)), "std": float(np.std(values))}
 
 
-def probe_log(reg: Registry, setting: str, runs_dir: Path, quick: bool = False,
-              workers: int | None = None, progress: bool = True, executor: str = "process"
-              ) -> dict[str, Any]:
+def probe_log(
+    reg: Registry,
+    setting: str,
+    runs_dir: Path,
+    quick: bool = False,
+    workers: int | None = None,
+    progress: bool = True,
+    executor: str = "process",
+) -> dict[str, Any]:
     if setting not in reg.settings:
-        raise ValueError(f"no setting {setting!r} in the registry (known: "
-                         f"{', '.join(sorted(reg.settings))})")
+        raise ValueError(
+            f"no setting {setting!r} in the registry (known: {', '.join(sorted(reg.settings))})"
+        )
     if reg.config(setting, reg.seeds[0]).policy.kind != "transformer":
         raise ValueError(f"setting {setting!r} is not a transformer policy; probes need one")
     jobs: dict[tuple[str, int], Job] = {}
@@ -42,13 +49,21 @@ def probe_log(reg: Registry, setting: str, runs_dir: Path, quick: bool = False,
         for seed in reg.seeds:
             cfg = reg.config(s, seed, quick=quick).model_dump(mode="json")
             run_dir = runs_dir / config_key(cfg) / f"seed{seed}"
-            jobs[(s, seed)] = Job(name=f"{s}/seed{seed}", run_dir=run_dir, fn=run_experiment,
-                                  kwargs={"config": cfg, "sft_cache": runs_dir / "_sft"},
-                                  config=cfg)
+            jobs[(s, seed)] = Job(
+                name=f"{s}/seed{seed}",
+                run_dir=run_dir,
+                fn=run_experiment,
+                kwargs={"config": cfg, "sft_cache": runs_dir / "_sft"},
+                config=cfg,
+            )
     unique = {j.run_dir: j for j in jobs.values()}
-    by_name = run_jobs(list(unique.values()), executor=executor,  # type: ignore[arg-type]
-                       workers=workers, progress=progress,
-                       description="transformer log (quick)" if quick else "transformer log")
+    by_name = run_jobs(
+        list(unique.values()),
+        executor=executor,  # type: ignore[arg-type]
+        workers=workers,
+        progress=progress,
+        description="transformer log (quick)" if quick else "transformer log",
+    )
     res = {key: by_name[unique[j.run_dir].name] for key, j in jobs.items()}
     seeds = reg.seeds
     probes: dict[str, Any] = {}
@@ -59,25 +74,35 @@ def probe_log(reg: Registry, setting: str, runs_dir: Path, quick: bool = False,
             probes[when][target] = {
                 **{stat: _mean_sd([p[stat] for p in per]) for stat in STATS},
                 "positive_rate": _mean_sd([p["positive_rate"] for p in per]),
-                "by_layer": {stat: np.mean([p["by_layer"][stat] for p in per], 0).tolist()
-                             for stat in STATS},
+                "by_layer": {
+                    stat: np.mean([p["by_layer"][stat] for p in per], 0).tolist() for stat in STATS
+                },
             }
     settings = {}
     for s in reg.settings:
         runs = [res[(s, seed)] for seed in seeds]
         cfg = runs[0]["config"]
         settings[s] = {
-            "policy": cfg.get("policy", {}).get("kind", "mlp"), "reward": runs[0]["setting"],
+            "policy": cfg.get("policy", {}).get("kind", "mlp"),
+            "reward": runs[0]["setting"],
             "steps": cfg["steps"],
-            **{f"{when}_{r}": _mean_sd([run[when][r] for run in runs])
-               for when in ("start", "final") for r in RATES},
+            **{
+                f"{when}_{r}": _mean_sd([run[when][r] for run in runs])
+                for when in ("start", "final")
+                for r in RATES
+            },
             "kl_final": _mean_sd([run["kl_final"] for run in runs]),
             "cpu_s": _mean_sd([float(run.get("cpu_s", 0.0)) for run in runs]),
         }
-    return {"setting": setting, "seeds": seeds, "scale": "quick" if quick else "full",
-            "probe_programs": res[(setting, seeds[0])]["probes"]["programs"],
-            "probes": probes, "settings": settings,
-            "cpu_s_all_runs": float(sum(float(r.get("cpu_s", 0.0)) for r in by_name.values()))}
+    return {
+        "setting": setting,
+        "seeds": seeds,
+        "scale": "quick" if quick else "full",
+        "probe_programs": res[(setting, seeds[0])]["probes"]["programs"],
+        "probes": probes,
+        "settings": settings,
+        "cpu_s_all_runs": float(sum(float(r.get("cpu_s", 0.0)) for r in by_name.values())),
+    }
 
 
 def probe_figure(data: dict[str, Any], path: str | Path) -> Path:
@@ -93,10 +118,17 @@ def probe_figure(data: dict[str, Any], path: str | Path) -> Path:
             layers = data["probes"][when][target]["by_layer"]
             x = np.arange(len(layers["bacc"]))
             ax.plot(x, layers["bacc"], style, marker="o", color="C0", label=f"probe ({when})")
-            ax.plot(x, layers["control"], style, marker="s", color="C1",
-                    label=f"control task ({when})")
-            ax.plot(x, layers["shuffled"], style, marker="x", color="C2",
-                    label=f"shuffled labels ({when})")
+            ax.plot(
+                x, layers["control"], style, marker="s", color="C1", label=f"control task ({when})"
+            )
+            ax.plot(
+                x,
+                layers["shuffled"],
+                style,
+                marker="x",
+                color="C2",
+                label=f"shuffled labels ({when})",
+            )
             if "input" in layers:  # the same probe on the input token alone, no network
                 ax.plot(x, layers["input"], style, color="C3", label=f"input only ({when})")
         ax.axhline(0.5, color="grey", lw=0.8)
@@ -105,9 +137,11 @@ def probe_figure(data: dict[str, Any], path: str | Path) -> Path:
         ax.set_ylim(0.3, 1.02)
     axes[0].set_ylabel("balanced accuracy, held-out programs")
     axes[-1].legend(fontsize=7, loc="lower right")
-    fig.suptitle(f"Linear probes on the transformer ({data['setting']}, mean of "
-                 f"{len(data['seeds'])} seeds): dashed = SFT start, solid = after GRPO",
-                 fontsize=9)
+    fig.suptitle(
+        f"Linear probes on the transformer ({data['setting']}, mean of "
+        f"{len(data['seeds'])} seeds): dashed = SFT start, solid = after GRPO",
+        fontsize=9,
+    )
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -74,8 +74,12 @@ class Programs:
 
     @staticmethod
     def concat(batches: list[Programs]) -> Programs:
-        return Programs(**{f.name: np.concatenate([getattr(b, f.name) for b in batches])
-                           for f in fields(Programs)})
+        return Programs(
+            **{
+                f.name: np.concatenate([getattr(b, f.name) for b in batches])
+                for f in fields(Programs)
+            }
+        )
 
 
 def _patterns(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -142,8 +146,10 @@ def _draw(rng: np.random.Generator, n: int, k: int) -> Programs:
 def generate(k: int, n: int, *, seed: int, stream: Stream = "train") -> Programs:
     """``n`` programs with ``k`` broken branches from one stream, reproducible from ``seed``."""
     if not 1 <= k <= N_BRANCHES - 2:
-        raise ValueError(f"k={k}: the number of broken branches must be between 1 and "
-                         f"{N_BRANCHES - 2} so the pattern stays inferable")
+        raise ValueError(
+            f"k={k}: the number of broken branches must be between 1 and "
+            f"{N_BRANCHES - 2} so the pattern stays inferable"
+        )
     if n < 1:
         raise ValueError(f"n={n}: ask for at least one program")
     if stream not in ("train", "heldout"):

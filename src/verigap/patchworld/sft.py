@@ -30,8 +30,15 @@ def with_coverage(programs: Programs, coverage: float, seed: int) -> Programs:
     rank = np.argsort(rng.random((n, k)), axis=1).argsort(axis=1)
     tested = programs.tested.copy()
     tested[np.arange(n)[:, None], programs.order] = rank < n_tested[:, None]
-    return Programs(programs.reference, programs.shown, programs.broken, tested,
-                    programs.strict, programs.family, programs.order)
+    return Programs(
+        programs.reference,
+        programs.shown,
+        programs.broken,
+        tested,
+        programs.strict,
+        programs.family,
+        programs.order,
+    )
 
 
 class SFTConfig(BaseModel):
@@ -43,8 +50,14 @@ class SFTConfig(BaseModel):
     lr: float = Field(3e-3, gt=0, description="Adam learning rate")
     hidden: int = Field(128, ge=1, description="hidden units of the MLP")
     careless: CarelessConfig = CarelessConfig()
-    coverage: float | None = Field(None, ge=0, le=1, description=(
-        "share of broken branches visible tests reach in the demonstrations (None: half)"))
+    coverage: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description=(
+            "share of broken branches visible tests reach in the demonstrations (None: half)"
+        ),
+    )
 
     @model_serializer(mode="wrap")
     def _drop_unset_coverage(self, handler):
@@ -74,10 +87,10 @@ def sft(k: int, seed: int, config: SFTConfig | None = None) -> tuple[MLP, list[f
         perm = rng.permutation(len(actions))
         total = 0.0
         for start in range(0, len(perm), c.batch):
-            idx = perm[start:start + c.batch]
+            idx = perm[start : start + c.batch]
             # gathered once, not once per use, into one buffer (a fresh one per minibatch
             # was faulted in page by page)
-            xb, ab = np.take(x, idx, axis=0, out=buf[:idx.size], mode="clip"), actions[idx]
+            xb, ab = np.take(x, idx, axis=0, out=buf[: idx.size], mode="clip"), actions[idx]
             logits, h = model.forward(xb)
             z = logits - logits.max(-1, keepdims=True)
             logp = z - np.log(np.exp(z).sum(-1, keepdims=True))
@@ -88,14 +101,16 @@ def sft(k: int, seed: int, config: SFTConfig | None = None) -> tuple[MLP, list[f
     return model, losses
 
 
-def sft_cached(k: int, seed: int, config: SFTConfig, cache_dir: Path | None
-               ) -> tuple[MLP, list[float]]:
+def sft_cached(
+    k: int, seed: int, config: SFTConfig, cache_dir: Path | None
+) -> tuple[MLP, list[float]]:
     """``sft`` with an on-disk cache keyed by (k, seed, config): the runs of a sweep that share
     a starting policy compute it once. SFT is deterministic, so a hit equals a recompute."""
     if cache_dir is None:
         return sft(k, seed, config)
-    key = hashlib.sha256(json.dumps([k, seed, config.model_dump(mode="json")],
-                                    sort_keys=True).encode()).hexdigest()[:16]
+    key = hashlib.sha256(
+        json.dumps([k, seed, config.model_dump(mode="json")], sort_keys=True).encode()
+    ).hexdigest()[:16]
     path = Path(cache_dir) / f"sft_k{k}_seed{seed}_{key}.npz"
     if path.is_file():
         d = np.load(path)

@@ -8,8 +8,9 @@ from verigap.patchworld import rules
 from verigap.patchworld.programs import FAMILIES, N_BRANCHES, Programs
 
 
-def program_text(programs: Programs, i: int = 0, written: np.ndarray | None = None,
-                 reveal: bool = True) -> str:
+def program_text(
+    programs: Programs, i: int = 0, written: np.ndarray | None = None, reveal: bool = True
+) -> str:
     """Program ``i`` as a function with 12 branches, broken ones marked. ``reveal`` adds the
     reference value of broken branches and the pattern family (what the agent does not see)."""
     p = programs

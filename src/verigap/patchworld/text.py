@@ -32,8 +32,10 @@ from verigap.patchworld.careless import CarelessConfig, careless_actions
 from verigap.patchworld.programs import N_BRANCHES, N_VALUES, Programs, generate
 from verigap.rewards import RewardScheme
 
-SYSTEM = ("You are a software engineer repairing broken branches of a program. "
-          "Answer only in the format asked for.")
+SYSTEM = (
+    "You are a software engineer repairing broken branches of a program. "
+    "Answer only in the format asked for."
+)
 
 _LINE = re.compile(r"branch\s+(\d+)\s*:\s*(?:write\s+(\d+)|(stub)|(delete))", re.IGNORECASE)
 _FIELDS = ("reference", "shown", "broken", "tested", "strict", "family", "order")
@@ -48,10 +50,19 @@ def render_prompt(program: Programs) -> str:
     p = _one(program)
     rows = []
     for b in range(N_BRANCHES):
-        tags = [t for t, on in (("BROKEN", p.broken[0, b]), ("tested", p.tested[0, b]),
-                                ("strict", p.strict[0, b])) if on]
-        rows.append(f"  branch {b:2d}: returns {int(p.shown[0, b]):2d}"
-                    + (f"   [{', '.join(tags)}]" if tags else ""))
+        tags = [
+            t
+            for t, on in (
+                ("BROKEN", p.broken[0, b]),
+                ("tested", p.tested[0, b]),
+                ("strict", p.strict[0, b]),
+            )
+            if on
+        ]
+        rows.append(
+            f"  branch {b:2d}: returns {int(p.shown[0, b]):2d}"
+            + (f"   [{', '.join(tags)}]" if tags else "")
+        )
     order = ", ".join(str(int(b)) for b in p.order[0])
     return (
         f"A program has {N_BRANCHES} branches; each returns a value from 0 to {N_VALUES - 1}, "
@@ -72,8 +83,10 @@ def format_answer(program: Programs, actions: np.ndarray) -> str:
     acts = rules.check_action_values(np.asarray(actions).reshape(-1))
     if acts.size != p.k:
         raise AnswerError(f"{acts.size} actions for {p.k} broken branches")
-    return "\n".join(f"branch {int(b)}: {rules.action_name(int(a))}"
-                     for b, a in zip(p.order[0], acts, strict=True))
+    return "\n".join(
+        f"branch {int(b)}: {rules.action_name(int(a))}"
+        for b, a in zip(p.order[0], acts, strict=True)
+    )
 
 
 def parse_answer(program: Programs, text: str) -> np.ndarray:
@@ -89,8 +102,10 @@ def parse_answer(program: Programs, text: str) -> np.ndarray:
     for ln, b in zip(lines, want, strict=True):
         m = _LINE.fullmatch(ln.rstrip("."))
         if m is None:
-            raise AnswerError(f"cannot read {ln[:60]!r}; use 'branch N: write V', "
-                              "'branch N: stub' or 'branch N: delete'")
+            raise AnswerError(
+                f"cannot read {ln[:60]!r}; use 'branch N: write V', "
+                "'branch N: stub' or 'branch N: delete'"
+            )
         if int(m.group(1)) != b:
             raise AnswerError(f"line {ln[:60]!r} names branch {m.group(1)}; expected branch {b}")
         if m.group(2) is not None:
@@ -130,8 +145,9 @@ class TextVerdict:
         return {**self.__dict__, "passed": self.passed, "false_success": self.false_success}
 
 
-def grade_answers(programs: Programs, answers: list[str], scheme: RewardScheme,
-                  rng: np.random.Generator) -> list[TextVerdict]:
+def grade_answers(
+    programs: Programs, answers: list[str], scheme: RewardScheme, rng: np.random.Generator
+) -> list[TextVerdict]:
     """Grade one answer per program with the shared rules, then pay the batch with ``scheme``
     (one rng draw per episode, in order, as the batched trainer does)."""
     if len(answers) != programs.size:
@@ -152,34 +168,65 @@ def grade_answers(programs: Programs, answers: list[str], scheme: RewardScheme,
     pay = scheme.pay_batch(build & visible, correct, deletions, rng)
     out = []
     for i in range(n):
-        labels = tuple(f"{'tested' if t else 'untested'}/{rules.OUTCOMES[o]}"
-                       for o, t in zip(g.outcome[i], g.tested[i], strict=True)) if ok[i] else ()
-        out.append(TextVerdict(bool(ok[i]), bool(build[i]), bool(visible[i]), bool(correct[i]),
-                               int(deletions[i]), float(pay.reward[i]), bool(pay.audited[i]),
-                               bool(pay.caught[i]), labels, errors[i]))
+        labels = (
+            tuple(
+                f"{'tested' if t else 'untested'}/{rules.OUTCOMES[o]}"
+                for o, t in zip(g.outcome[i], g.tested[i], strict=True)
+            )
+            if ok[i]
+            else ()
+        )
+        out.append(
+            TextVerdict(
+                bool(ok[i]),
+                bool(build[i]),
+                bool(visible[i]),
+                bool(correct[i]),
+                int(deletions[i]),
+                float(pay.reward[i]),
+                bool(pay.audited[i]),
+                bool(pay.caught[i]),
+                labels,
+                errors[i],
+            )
+        )
     return out
 
 
-def careless_demonstrations(n: int, k: int = 4, *, seed: int = 0,
-                            config: CarelessConfig | None = None) -> list[dict[str, Any]]:
+def careless_demonstrations(
+    n: int, k: int = 4, *, seed: int = 0, config: CarelessConfig | None = None
+) -> list[dict[str, Any]]:
     """``n`` chat-format demonstrations by the careless engineer (deterministic in ``seed``):
     ``{"messages": [system, user, assistant], "program": record}`` each."""
     programs = generate(k, n, seed=seed)
     actions = careless_actions(programs, np.random.default_rng([seed, 7]), config)
-    return [{"messages": [{"role": "system", "content": SYSTEM},
-                          {"role": "user", "content": render_prompt(programs[i])},
-                          {"role": "assistant", "content": format_answer(programs[i], actions[i])}],
-             "program": program_record(programs[i])}
-            for i in range(n)]
+    return [
+        {
+            "messages": [
+                {"role": "system", "content": SYSTEM},
+                {"role": "user", "content": render_prompt(programs[i])},
+                {"role": "assistant", "content": format_answer(programs[i], actions[i])},
+            ],
+            "program": program_record(programs[i]),
+        }
+        for i in range(n)
+    ]
 
 
 def prompts(n: int, k: int = 4, *, seed: int = 0, stream: str = "train") -> list[dict[str, Any]]:
     """``n`` conversational prompts ``{"prompt": [system, user], "program": record}``: the rows
     of a TRL dataset."""
     programs = generate(k, n, seed=seed, stream=stream)  # type: ignore[arg-type]
-    return [{"prompt": [{"role": "system", "content": SYSTEM},
-                        {"role": "user", "content": render_prompt(programs[i])}],
-             "program": program_record(programs[i])} for i in range(n)]
+    return [
+        {
+            "prompt": [
+                {"role": "system", "content": SYSTEM},
+                {"role": "user", "content": render_prompt(programs[i])},
+            ],
+            "program": program_record(programs[i]),
+        }
+        for i in range(n)
+    ]
 
 
 def program_record(program: Programs) -> dict[str, list[int]]:

@@ -31,8 +31,9 @@ class PolicyConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    kind: Literal["mlp", "transformer"] = Field("mlp", description="mlp (NumPy) | transformer "
-                                                "(PyTorch, needs the torch extra)")
+    kind: Literal["mlp", "transformer"] = Field(
+        "mlp", description="mlp (NumPy) | transformer (PyTorch, needs the torch extra)"
+    )
     d_model: int = Field(32, ge=4, description="transformer: width of a token")
     layers: int = Field(2, ge=1, le=8, description="transformer: encoder blocks")
     heads: int = Field(4, ge=1, description="transformer: attention heads")
@@ -43,8 +44,10 @@ class PolicyConfig(BaseModel):
         if self.d_model % self.heads:
             raise ValueError(f"d_model={self.d_model} must be a multiple of heads={self.heads}")
         if self.kind == "mlp" and self.model_fields_set - {"kind"}:
-            raise ValueError("d_model, layers, heads and ff set the transformer; with kind: mlp "
-                             "leave them out (the MLP's width is sft.hidden)")
+            raise ValueError(
+                "d_model, layers, heads and ff set the transformer; with kind: mlp "
+                "leave them out (the MLP's width is sft.hidden)"
+            )
         return self
 
 

@@ -57,8 +57,11 @@ class Block(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, n, d = x.shape
-        q, k, v = self.qkv(self.norm1(x)).view(b, n, 3, self.heads, d // self.heads) \
-            .permute(2, 0, 3, 1, 4)  # each (b, heads, n, d_head)
+        q, k, v = (
+            self.qkv(self.norm1(x))
+            .view(b, n, 3, self.heads, d // self.heads)
+            .permute(2, 0, 3, 1, 4)
+        )  # each (b, heads, n, d_head)
         att = torch.softmax(q @ k.transpose(-1, -2) / (d // self.heads) ** 0.5, dim=-1)
         x = x + self.out((att @ v).transpose(1, 2).reshape(b, n, d))
         return x + self.ff(self.norm2(x))
@@ -112,8 +115,9 @@ class TransformerPolicy:
         with torch.no_grad():
             return log_softmax(self.step_logits(programs).numpy())
 
-    def act(self, programs: Programs, rng: np.random.Generator | None,
-            greedy: bool = False) -> np.ndarray:
+    def act(
+        self, programs: Programs, rng: np.random.Generator | None, greedy: bool = False
+    ) -> np.ndarray:
         """(B, k) actions, drawn step by step as ``policy.act`` draws them for the MLP."""
         logp = self.log_probs(programs)
         out = np.zeros(programs.order.shape, dtype=np.int64)
@@ -137,8 +141,10 @@ class TransformerPolicy:
 
 # ---- SFT ---------------------------------------------------------------------------------
 
-def sft_transformer(k: int, seed: int, sft: SFTConfig, policy: PolicyConfig
-                    ) -> tuple[TransformerPolicy, list[float]]:
+
+def sft_transformer(
+    k: int, seed: int, sft: SFTConfig, policy: PolicyConfig
+) -> tuple[TransformerPolicy, list[float]]:
     """Clone the careless engineer at ``k`` broken branches on the same demonstrations the MLP
     clones (same programs, same actions). A minibatch holds ``sft.batch // k`` programs, so it
     covers as many acting steps as the MLP's. Returns the policy and each epoch's mean
@@ -157,7 +163,7 @@ def sft_transformer(k: int, seed: int, sft: SFTConfig, policy: PolicyConfig
         perm = rng.permutation(programs.size)
         total = 0.0
         for start in range(0, perm.size, per_batch):
-            idx = perm[start:start + per_batch]
+            idx = perm[start : start + per_batch]
             logits = model.step_logits(programs[idx]).reshape(-1, rules.N_ACTIONS)
             loss = nn.functional.cross_entropy(logits, actions[idx].reshape(-1))
             opt.zero_grad(set_to_none=True)
@@ -174,9 +180,12 @@ def sft_start(c: GRPOConfig, cache_dir: Path | None) -> tuple[TransformerPolicy,
     sft, policy = c.sft_config(), c.policy
     if cache_dir is None:
         return sft_transformer(c.k, c.seed, sft, policy)
-    key = hashlib.sha256(json.dumps([c.k, c.seed, sft.model_dump(mode="json"),
-                                     policy.model_dump(mode="json")],
-                                    sort_keys=True).encode()).hexdigest()[:16]
+    key = hashlib.sha256(
+        json.dumps(
+            [c.k, c.seed, sft.model_dump(mode="json"), policy.model_dump(mode="json")],
+            sort_keys=True,
+        ).encode()
+    ).hexdigest()[:16]
     path = Path(cache_dir) / f"sft_transformer_k{c.k}_seed{c.seed}_{key}.pt"
     if path.is_file():
         saved = torch.load(path, weights_only=True)
@@ -186,13 +195,13 @@ def sft_start(c: GRPOConfig, cache_dir: Path | None) -> tuple[TransformerPolicy,
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".pt")
     with os.fdopen(fd, "wb") as f:
-        torch.save({"state": model.state(),
-                    "losses": torch.tensor(losses, dtype=torch.float64)}, f)
+        torch.save({"state": model.state(), "losses": torch.tensor(losses, dtype=torch.float64)}, f)
     os.replace(tmp, path)
     return model, losses
 
 
 # ---- GRPO --------------------------------------------------------------------------------
+
 
 class TransformerTrainer(GRPOTrainer):
     """``GRPOTrainer`` with the transformer behind its policy hooks; the step is the same."""
@@ -221,8 +230,15 @@ class TransformerTrainer(GRPOTrainer):
     def extra_results(self, start: TransformerPolicy) -> dict[str, Any]:
         from verigap.patchworld.probes import probe_report
 
-        return {"probes": probe_report(start, self.model, self.c.k, self.c.seed,
-                                       lambda p: self.c.programs_as_configured(p, 0))}
+        return {
+            "probes": probe_report(
+                start,
+                self.model,
+                self.c.k,
+                self.c.seed,
+                lambda p: self.c.programs_as_configured(p, 0),
+            )
+        }
 
     def save(self, run_dir: Path) -> None:
         torch.save(self.model.state(), Path(run_dir) / "policy.pt")

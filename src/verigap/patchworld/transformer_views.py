@@ -13,8 +13,11 @@ from typing import Any
 from verigap.experiments.verdicts import entry_label, first_rule_verdict
 from verigap.report.views import markdown_table, view
 
-TARGET_LABELS = {"tested": "branch is tested", "broken": "branch is broken",
-                 "hack": "trained policy will delete or stub it"}
+TARGET_LABELS = {
+    "tested": "branch is tested",
+    "broken": "branch is broken",
+    "hack": "trained policy will delete or stub it",
+}
 
 
 def _ms(cell: dict[str, Any]) -> str:
@@ -24,13 +27,36 @@ def _ms(cell: dict[str, Any]) -> str:
 @view("transformer_pilot")
 def pilot_table(data: dict[str, Any]) -> str:
     """Every setting of the transformer log: start and final rates, mean ± std over seeds."""
-    rows = [[name, s["policy"], s["reward"], str(s["steps"]), _ms(s["start_true_success"]),
-             _ms(s["final_visible_pass"]), _ms(s["final_true_success"]),
-             _ms(s["final_false_success"]), _ms(s["kl_final"]), f"{s['cpu_s']['mean']:.0f}"]
-            for name, s in data["settings"].items()]
-    return markdown_table(["setting", "policy", "reward", "GRPO steps", "start true success",
-                           "final visible pass", "final true success", "final false success",
-                           "KL to SFT", "CPU s / run"], rows)
+    rows = [
+        [
+            name,
+            s["policy"],
+            s["reward"],
+            str(s["steps"]),
+            _ms(s["start_true_success"]),
+            _ms(s["final_visible_pass"]),
+            _ms(s["final_true_success"]),
+            _ms(s["final_false_success"]),
+            _ms(s["kl_final"]),
+            f"{s['cpu_s']['mean']:.0f}",
+        ]
+        for name, s in data["settings"].items()
+    ]
+    return markdown_table(
+        [
+            "setting",
+            "policy",
+            "reward",
+            "GRPO steps",
+            "start true success",
+            "final visible pass",
+            "final true success",
+            "final false success",
+            "KL to SFT",
+            "CPU s / run",
+        ],
+        rows,
+    )
 
 
 @view("transformer_probes")
@@ -40,11 +66,31 @@ def probes_table(data: dict[str, Any]) -> str:
     for target, label in TARGET_LABELS.items():
         for when, name in (("start", "SFT start"), ("final", "after GRPO")):
             p = data["probes"][when][target]
-            rows.append([label, name, _ms(p["bacc"]), _ms(p["shuffled"]), _ms(p["control"]),
-                         _ms(p["input"]), _ms(p["selectivity"]),
-                         f"{p['positive_rate']['mean']:.3f}"])
-    return markdown_table(["probe label", "hidden states of", "probe", "shuffled labels",
-                           "control task", "input only", "selectivity", "positive rate"], rows)
+            rows.append(
+                [
+                    label,
+                    name,
+                    _ms(p["bacc"]),
+                    _ms(p["shuffled"]),
+                    _ms(p["control"]),
+                    _ms(p["input"]),
+                    _ms(p["selectivity"]),
+                    f"{p['positive_rate']['mean']:.3f}",
+                ]
+            )
+    return markdown_table(
+        [
+            "probe label",
+            "hidden states of",
+            "probe",
+            "shuffled labels",
+            "control task",
+            "input only",
+            "selectivity",
+            "positive rate",
+        ],
+        rows,
+    )
 
 
 @view("transformer_speed")
@@ -53,24 +99,41 @@ def speed_table(data: dict[str, Any]) -> str:
     cpu, wall = data["cpu_ms_per_step_median"], data["wall_ms_per_step_median"]
     return markdown_table(
         ["policy", "CPU ms / GRPO step", "wall ms / GRPO step"],
-        [["NumPy MLP", f"{cpu['mlp']:.2f}", f"{wall['mlp']:.2f}"],
-         ["PyTorch transformer", f"{cpu['transformer']:.2f}", f"{wall['transformer']:.2f}"],
-         ["ratio transformer / MLP", f"{data['ratio_cpu_transformer_over_mlp']:.2f}x",
-          f"{data['ratio_wall_transformer_over_mlp']:.2f}x"]])
+        [
+            ["NumPy MLP", f"{cpu['mlp']:.2f}", f"{wall['mlp']:.2f}"],
+            ["PyTorch transformer", f"{cpu['transformer']:.2f}", f"{wall['transformer']:.2f}"],
+            [
+                "ratio transformer / MLP",
+                f"{data['ratio_cpu_transformer_over_mlp']:.2f}x",
+                f"{data['ratio_wall_transformer_over_mlp']:.2f}x",
+            ],
+        ],
+    )
 
 
 @view("transformer_verdicts")
 def verdicts_table(data: dict[str, Any]) -> str:
     """Each pre-registered prediction with its statistic, 90% interval and verdict (and the
     first rule's verdict beside it)."""
+
     def num(x: float | None) -> str:
         return "—" if x is None else f"{x:.3f}"
 
     rows = []
     for pid, e in sorted(data["predictions"].items()):
         iv = e.get("interval")
-        rows.append([pid, e["prediction"], f"`{e['criterion_text']}`", num(e.get("statistic")),
-                     "—" if iv is None else f"[{num(iv[0])}, {num(iv[1])}]", entry_label(e),
-                     first_rule_verdict(e) or "—"])
-    return markdown_table(["id", "prediction", "criterion", "statistic", "90% interval",
-                           "verdict", "first rule"], rows)
+        rows.append(
+            [
+                pid,
+                e["prediction"],
+                f"`{e['criterion_text']}`",
+                num(e.get("statistic")),
+                "—" if iv is None else f"[{num(iv[0])}, {num(iv[1])}]",
+                entry_label(e),
+                first_rule_verdict(e) or "—",
+            ]
+        )
+    return markdown_table(
+        ["id", "prediction", "criterion", "statistic", "90% interval", "verdict", "first rule"],
+        rows,
+    )

@@ -31,9 +31,17 @@ from verigap.errors import ConfigError
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 INSTALL = "sudo apt-get install -y chromium chromium-driver"
-FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-dev-shm-usage", "--hide-scrollbars")
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--hide-scrollbars",
+)
 
 #: Run in the page: images (decoded size), whether prose comes before any table, links.
 PAGE_PROBE = """
@@ -71,24 +79,25 @@ def require_browser() -> None:
     """Refuse with the install line when Chromium, its driver or Selenium is missing."""
     missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not Path(p).is_file()]
     if missing:
-        raise ConfigError(f"the browser check needs {' and '.join(missing)}: run `{INSTALL}` "
-                          "(or `make test`, which installs them when run as root)")
+        raise ConfigError(
+            f"the browser check needs {' and '.join(missing)}: run `{INSTALL}` "
+            "(or `make test`, which installs them when run as root)"
+        )
     try:
         import selenium  # noqa: F401
     except ImportError as e:
-        raise ConfigError("the browser check needs Selenium: run `pip install -e '.[dev]'`"
-                          ) from e
+        raise ConfigError("the browser check needs Selenium: run `pip install -e '.[dev]'`") from e
 
 
 @contextmanager
 def serve(root: Path) -> Iterator[str]:
     """Serve ``root`` on a free loopback port for the duration of the block."""
+
     class Quiet(SimpleHTTPRequestHandler):
         def log_message(self, *args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0),
-                                 functools.partial(Quiet, directory=str(root)))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(root)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -115,8 +124,10 @@ def chromium(width: int = 1280, height: int = 900) -> Iterator[Any]:
     driver = webdriver.Chrome(options=opts, service=Service(CHROMEDRIVER))
     driver.set_script_timeout(60)
     # The viewport itself, not the window around it: what a reader's screen shows.
-    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
-        "width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
+    driver.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+    )
     try:
         yield driver
     finally:

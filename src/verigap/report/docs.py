@@ -47,19 +47,22 @@ class Marker:
     def parse(cls, args: str, where: str) -> Marker:
         tokens = args.split()
         if not tokens:
-            raise ConfigError(f"{where}: a results marker needs a file: "
-                              "<!-- results results/x.json view:NAME -->")
+            raise ConfigError(
+                f"{where}: a results marker needs a file: <!-- results results/x.json view:NAME -->"
+            )
         opts = {}
         for tok in tokens[1:]:
             key, sep, val = tok.partition(":")
             if not sep or key not in ("view", "value", "fmt"):
-                raise ConfigError(f"{where}: marker option {tok!r} is not view:NAME, "
-                                  "value:PATH or fmt:SPEC")
+                raise ConfigError(
+                    f"{where}: marker option {tok!r} is not view:NAME, value:PATH or fmt:SPEC"
+                )
             opts[key] = val
         m = cls(tokens[0], **opts)
         if (m.view is None) == (m.value is None):
-            raise ConfigError(f"{where}: a results marker takes exactly one of view:NAME "
-                              "or value:PATH")
+            raise ConfigError(
+                f"{where}: a results marker takes exactly one of view:NAME or value:PATH"
+            )
         return m
 
     def render(self, root: Path, where: str, *, inline: bool = False) -> str:
@@ -72,8 +75,10 @@ class Marker:
                 if not inline:
                     return "\n" + drawn + "\n"
                 if "\n" in drawn:
-                    raise ConfigError(f"view {self.view!r} draws several lines: put its marker "
-                                      "on lines of its own")
+                    raise ConfigError(
+                        f"view {self.view!r} draws several lines: put its marker "
+                        "on lines of its own"
+                    )
                 return drawn
             return fmt(lookup(data, self.value or ""), self.fmt)
         except ConfigError as e:
@@ -92,8 +97,9 @@ def regenerate(text: str, root: Path, name: str = "<doc>") -> str:
         if any(a <= m.start() < b for a, b in fences):
             return m.group(0)
         where = f"{name}:{_line(text, m.start())}"
-        body = Marker.parse(m.group("args"), where).render(Path(root), where,
-                                                           inline="\n" not in m.group("body"))
+        body = Marker.parse(m.group("args"), where).render(
+            Path(root), where, inline="\n" not in m.group("body")
+        )
         return f"<!-- results {m.group('args')} -->{body}<!-- /results -->"
 
     return MARKER.sub(fill, text)
@@ -113,13 +119,28 @@ def sync(files: list[Path], root: Path, *, write: bool) -> list[Path]:
 
 
 #: Documents in which no figure may be typed by hand: every number comes through a marker.
-NO_HAND_NUMBERS = ("README.md", "docs/README.md", "docs/architecture.md", "docs/detection.md",
-                   "docs/experiments.md", "docs/exploits.md", "docs/independent_heldout.md",
-                   "docs/language_model.md", "docs/mining.md",
-                   "docs/multiagent.md", "docs/repos.md", "docs/results.md",
-                   "docs/sandbox_and_agents.md", "docs/sandbox_speed.md", "docs/serving.md",
-                   "docs/silentbug.md", "docs/speed.md", "docs/trajectories.md",
-                   "docs/transformer.md", "docs/workplace.md")
+NO_HAND_NUMBERS = (
+    "README.md",
+    "docs/README.md",
+    "docs/architecture.md",
+    "docs/detection.md",
+    "docs/experiments.md",
+    "docs/exploits.md",
+    "docs/independent_heldout.md",
+    "docs/language_model.md",
+    "docs/mining.md",
+    "docs/multiagent.md",
+    "docs/repos.md",
+    "docs/results.md",
+    "docs/sandbox_and_agents.md",
+    "docs/sandbox_speed.md",
+    "docs/serving.md",
+    "docs/silentbug.md",
+    "docs/speed.md",
+    "docs/trajectories.md",
+    "docs/transformer.md",
+    "docs/workplace.md",
+)
 
 # What is not prose: code, comments (and so every marker, with what it draws), link targets.
 _NOT_PROSE = (
@@ -142,13 +163,16 @@ _ALLOWED = (
 )
 # A digit run hyphened onto a name that starts with a letter (AVX-512, x86-64) or after a ``#``
 # (a pull request's number) is part of a name.
-_NUMBER = re.compile(r"(?<![\w.])(?<![A-Za-z]-)(?<![A-Za-z]\d-)(?<![A-Za-z]\d\d-)(?<!#)"
-                     r"[-−+]?\d+(?:[.,]\d+)*(?:e-?\d+)?")
+_NUMBER = re.compile(
+    r"(?<![\w.])(?<![A-Za-z]-)(?<![A-Za-z]\d-)(?<![A-Za-z]\d\d-)(?<!#)"
+    r"[-−+]?\d+(?:[.,]\d+)*(?:e-?\d+)?"
+)
 
 
 def bare_numbers(text: str) -> list[tuple[int, str]]:
     """(line, number) for every figure typed into ``text``'s prose instead of drawn by a
     results marker; names that hold digits (E06, v2, p50, AVX-512, #465) are not figures."""
+
     def blank(m: re.Match[str]) -> str:
         return re.sub(r"[^\n]", " ", m.group(0))
 

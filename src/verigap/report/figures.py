@@ -21,28 +21,51 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 #: One palette for the whole site: what passed, what was correct, the gap, a reference.
-PASS, CORRECT, GAP, REF, NEUTRAL, ACCENT = ("#264653", "#2a9d8f", "#e63946", "#d62828",
-                                            "#8d99ae", "#e9c46a")
+PASS, CORRECT, GAP, REF, NEUTRAL, ACCENT = (
+    "#264653",
+    "#2a9d8f",
+    "#e63946",
+    "#d62828",
+    "#8d99ae",
+    "#e9c46a",
+)
 OUTCOMES = ("fixed", "off_by_one", "wrong", "stub", "delete")
 OUTCOME_COLORS = ("#2a9d8f", "#e9c46a", "#f4a261", "#8d99ae", "#e63946")
-VERDICT_COLORS = {"refuted": "#e63946", "supported": "#2a9d8f", "inconclusive": "#8d99ae",
-                  "sanity check": "#e9c46a"}
+VERDICT_COLORS = {
+    "refuted": "#e63946",
+    "supported": "#2a9d8f",
+    "inconclusive": "#8d99ae",
+    "sanity check": "#e9c46a",
+}
 
 STYLE = {
-    "figure.dpi": 100, "savefig.dpi": 100, "font.size": 10, "axes.titlesize": 11,
-    "axes.titleweight": "bold", "axes.labelsize": 10, "axes.spines.top": False,
-    "axes.spines.right": False, "axes.grid": True, "grid.alpha": 0.3, "legend.fontsize": 9,
-    "legend.frameon": False, "font.family": "DejaVu Sans",
+    "figure.dpi": 100,
+    "savefig.dpi": 100,
+    "font.size": 10,
+    "axes.titlesize": 11,
+    "axes.titleweight": "bold",
+    "axes.labelsize": 10,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "legend.fontsize": 9,
+    "legend.frameon": False,
+    "font.family": "DejaVu Sans",
 }
 
 #: The Patch World pilot write-up's stated numbers (shared/seeds), drawn as reference crosses.
-PILOT_WRITEUP = {"visible_pass": 0.58, "start_true_success": 0.31, "true_success": 0.02,
-                 "false_success_visible": 0.56, "false_success_audit_100": 0.04}
+PILOT_WRITEUP = {
+    "visible_pass": 0.58,
+    "start_true_success": 0.31,
+    "true_success": 0.02,
+    "false_success_visible": 0.56,
+    "false_success_audit_100": 0.04,
+}
 
 
 @contextmanager
-def styled(width: float = 6.4, height: float = 3.8, ncols: int = 1
-           ) -> Iterator[tuple[Any, Any]]:
+def styled(width: float = 6.4, height: float = 3.8, ncols: int = 1) -> Iterator[tuple[Any, Any]]:
     """A figure in the site's style; the caller draws into ``axes``."""
     with plt.rc_context(STYLE):
         fig, axes = plt.subplots(1, ncols, figsize=(width, height))
@@ -66,12 +89,14 @@ def _pct(ax: Any, axis: str = "y") -> None:
 
 # ---- Patch World pilot ------------------------------------------------------------------------
 
+
 def _mean(row: dict[str, Any], key: str) -> float:
     return float(row[key]["mean"])
 
 
-def pilot_gap(pilot: dict[str, Any], path: Path,
-              settings: tuple[str, ...] = ("visible", "audit_25")) -> Path | None:
+def pilot_gap(
+    pilot: dict[str, Any], path: Path, settings: tuple[str, ...] = ("visible", "audit_25")
+) -> Path | None:
     """Pass against correct during GRPO, the gap shaded, one panel per reward. Uses the compact
     per-step curves when the file has them, else the two measured points (SFT start, end)."""
     names = [n for n in settings if n in pilot.get("settings", {})]
@@ -89,20 +114,39 @@ def pilot_gap(pilot: dict[str, Any], path: Path,
             else:
                 x = np.array([0, row["steps"]])
                 vis = np.array([_mean(row, "start_visible_pass"), _mean(row, "final_visible_pass")])
-                true = np.array([_mean(row, "start_true_success"),
-                                 _mean(row, "final_true_success")])
+                true = np.array(
+                    [_mean(row, "start_true_success"), _mean(row, "final_true_success")]
+                )
                 marker = "o"
             ax.plot(x, vis, color=PASS, marker=marker, label="passes the visible checks")
             ax.plot(x, true, color=CORRECT, marker=marker, label="actually correct")
-            ax.fill_between(x, true, vis, where=vis >= true, color=GAP, alpha=0.25,
-                            label="false success (the gap)")
+            ax.fill_between(
+                x,
+                true,
+                vis,
+                where=vis >= true,
+                color=GAP,
+                alpha=0.25,
+                label="false success (the gap)",
+            )
             if name == "visible":
-                ax.plot([x[-1]], [PILOT_WRITEUP["visible_pass"]], "x", color=REF, ms=8, mew=2,
-                        label="pilot write-up (stated)")
+                ax.plot(
+                    [x[-1]],
+                    [PILOT_WRITEUP["visible_pass"]],
+                    "x",
+                    color=REF,
+                    ms=8,
+                    mew=2,
+                    label="pilot write-up (stated)",
+                )
                 ax.plot([x[-1]], [PILOT_WRITEUP["true_success"]], "x", color=REF, ms=8, mew=2)
                 ax.plot([0], [PILOT_WRITEUP["start_true_success"]], "x", color=REF, ms=8, mew=2)
-            label = "visible checks only" if name == "visible" else name.replace(
-                "audit_", "random audits on ") + ("% of episodes" if "audit" in name else "")
+            label = (
+                "visible checks only"
+                if name == "visible"
+                else name.replace("audit_", "random audits on ")
+                + ("% of episodes" if "audit" in name else "")
+            )
             ax.set(title=f"Reward: {label}", xlabel="GRPO step", ylim=(0, 1))
             _pct(ax)
         axes[0].set_ylabel("share of held-out programs")
@@ -113,12 +157,12 @@ def pilot_gap(pilot: dict[str, Any], path: Path,
 def pilot_outcomes(pilot: dict[str, Any], path: Path) -> Path | None:
     """What became of every untested broken branch, per reward (k=4); needs ``outcomes``."""
     outcomes = pilot.get("outcomes", {})
-    names = [n for n in pilot.get("order", []) if n in outcomes
-             and pilot["settings"][n]["k"] == 4]
+    names = [n for n in pilot.get("order", []) if n in outcomes and pilot["settings"][n]["k"] == 4]
     if not names:
         return None
-    bars = [("start (SFT)", outcomes[names[0]]["start"])] + [(n, outcomes[n]["final"])
-                                                             for n in names]
+    bars = [("start (SFT)", outcomes[names[0]]["start"])] + [
+        (n, outcomes[n]["final"]) for n in names
+    ]
     with styled(7.6, 3.8) as (fig, ax):
         left = np.zeros(len(bars))
         for o, color in zip(OUTCOMES, OUTCOME_COLORS, strict=True):
@@ -126,8 +170,11 @@ def pilot_outcomes(pilot: dict[str, Any], path: Path) -> Path | None:
             ax.barh([b[0] for b in bars], vals, left=left, color=color, label=o)
             left += vals
         ax.invert_yaxis()
-        ax.set(xlabel="share of untested broken branches (held-out programs)", xlim=(0, 1),
-               title="Outcome of every untested broken branch, by reward (k=4)")
+        ax.set(
+            xlabel="share of untested broken branches (held-out programs)",
+            xlim=(0, 1),
+            title="Outcome of every untested broken branch, by reward (k=4)",
+        )
         _pct(ax, "x")
         ax.legend(ncol=5, loc="lower center", bbox_to_anchor=(0.5, -0.38))
         return save(fig, path)
@@ -137,8 +184,9 @@ def audit_rate(pilot: dict[str, Any], long: dict[str, Any] | None, path: Path) -
     """False success after training against the audit rate (0% = visible checks only)."""
     s = pilot.get("settings", {})
     pts = [(0.0, s["visible"])] if "visible" in s else []
-    pts += [(int(m.group(1)), row) for n, row in s.items()
-            if (m := re.fullmatch(r"audit_(\d+)", n))]
+    pts += [
+        (int(m.group(1)), row) for n, row in s.items() if (m := re.fullmatch(r"audit_(\d+)", n))
+    ]
     if len(pts) < 2:
         return None
     pts.sort(key=lambda p: p[0])
@@ -146,21 +194,44 @@ def audit_rate(pilot: dict[str, Any], long: dict[str, Any] | None, path: Path) -
     y = np.array([_mean(p[1], "final_false_success") for p in pts])
     e = np.array([p[1]["final_false_success"]["std"] for p in pts])
     with styled(6.4, 3.8) as (fig, ax):
-        ax.errorbar(x, y, yerr=e, marker="o", capsize=3, color=PASS,
-                    label=f"verigap, {pts[0][1]['steps']} steps (mean ± std, "
-                          f"{len(pts[0][1]['seeds'])} seeds)")
+        ax.errorbar(
+            x,
+            y,
+            yerr=e,
+            marker="o",
+            capsize=3,
+            color=PASS,
+            label=f"verigap, {pts[0][1]['steps']} steps (mean ± std, "
+            f"{len(pts[0][1]['seeds'])} seeds)",
+        )
         if long:
             for n, row in long.get("settings", {}).items():
                 if n == "long_audit_25":
-                    ax.plot([25], [_mean(row, "final_false_success")], "s", color=ACCENT, ms=8,
-                            label=f"25% audits after {row['steps']} steps")
-        ax.plot([0, 100], [PILOT_WRITEUP["false_success_visible"],
-                           PILOT_WRITEUP["false_success_audit_100"]], "x", color=REF, ms=9,
-                mew=2, ls="none", label="pilot write-up (stated)")
+                    ax.plot(
+                        [25],
+                        [_mean(row, "final_false_success")],
+                        "s",
+                        color=ACCENT,
+                        ms=8,
+                        label=f"25% audits after {row['steps']} steps",
+                    )
+        ax.plot(
+            [0, 100],
+            [PILOT_WRITEUP["false_success_visible"], PILOT_WRITEUP["false_success_audit_100"]],
+            "x",
+            color=REF,
+            ms=9,
+            mew=2,
+            ls="none",
+            label="pilot write-up (stated)",
+        )
         ax.set_xticks([0, 10, 25, 50, 100], ["none", "10", "25", "50", "100"])
-        ax.set(xlabel="audit rate (% of episodes that also get the hidden check)",
-               ylabel="false success after training", ylim=(0, 1),
-               title="Audits act like a threshold")
+        ax.set(
+            xlabel="audit rate (% of episodes that also get the hidden check)",
+            ylabel="false success after training",
+            ylim=(0, 1),
+            title="Audits act like a threshold",
+        )
         _pct(ax)
         ax.legend()
         return save(fig, path)
@@ -169,20 +240,36 @@ def audit_rate(pilot: dict[str, Any], long: dict[str, Any] | None, path: Path) -
 def broken_branches(pilot: dict[str, Any], path: Path) -> Path | None:
     """False success after visible-only training against the number of broken branches k."""
     s = pilot.get("settings", {})
-    ks = sorted((row["k"], row) for n, row in s.items()
-                if n == "visible" or re.fullmatch(r"visible_k\d+", n))
+    ks = sorted(
+        (row["k"], row)
+        for n, row in s.items()
+        if n == "visible" or re.fullmatch(r"visible_k\d+", n)
+    )
     if len(ks) < 2:
         return None
     x = [k for k, _ in ks]
     with styled(6.4, 3.8) as (fig, ax):
         for key, color, marker, label in (
-                ("final_false_success", GAP, "o", "false success (share of all programs)"),
-                ("final_fs_given_pass", PASS, "s", "false success among programs that pass"),
-                ("final_true_success", CORRECT, "^", "actually correct")):
-            ax.errorbar(x, [_mean(r, key) for _, r in ks], yerr=[r[key]["std"] for _, r in ks],
-                        marker=marker, capsize=3, color=color, label=label)
-        ax.set(xlabel="broken branches per program (k)", ylabel="after training (held-out)",
-               ylim=(0, 1.05), xticks=x, title="More broken branches, more false success")
+            ("final_false_success", GAP, "o", "false success (share of all programs)"),
+            ("final_fs_given_pass", PASS, "s", "false success among programs that pass"),
+            ("final_true_success", CORRECT, "^", "actually correct"),
+        ):
+            ax.errorbar(
+                x,
+                [_mean(r, key) for _, r in ks],
+                yerr=[r[key]["std"] for _, r in ks],
+                marker=marker,
+                capsize=3,
+                color=color,
+                label=label,
+            )
+        ax.set(
+            xlabel="broken branches per program (k)",
+            ylabel="after training (held-out)",
+            ylim=(0, 1.05),
+            xticks=x,
+            title="More broken branches, more false success",
+        )
         _pct(ax)
         ax.legend(loc="center right")
         return save(fig, path)
@@ -190,15 +277,18 @@ def broken_branches(pilot: dict[str, Any], path: Path) -> Path | None:
 
 # ---- red team ------------------------------------------------------------------------------------
 
-def hackability_heatmap(matrices: dict[str, dict[str, Any]], path: Path,
-                        by: str = "exploit") -> Path | None:
+
+def hackability_heatmap(
+    matrices: dict[str, dict[str, Any]], path: Path, by: str = "exploit"
+) -> Path | None:
     """Share of exploit episodes a grader paid: rows are exploits (``by="exploit"``) or exploit
     classes (``by="klass"``, episodes pooled), columns (project, grader)."""
     cols = [(proj, g) for proj, m in matrices.items() for g in m.get("graders", [])]
     if not cols:
         return None
-    exploits = list(dict.fromkeys(
-        r[by] for m in matrices.values() for r in m["rows"] if not r.get("control")))
+    exploits = list(
+        dict.fromkeys(r[by] for m in matrices.values() for r in m["rows"] if not r.get("control"))
+    )
     paid = np.zeros((len(exploits), len(cols)))
     runs = np.zeros((len(exploits), len(cols)))
     for j, (proj, g) in enumerate(cols):
@@ -214,10 +304,17 @@ def hackability_heatmap(matrices: dict[str, dict[str, Any]], path: Path,
         ax.set_xticks(range(len(cols)), [f"{g}\n{p}" for p, g in cols], fontsize=8)
         ax.set_yticks(range(len(exploits)), exploits, fontsize=7)
         ax.grid(False)
-        ax.set_title("Share of exploit episodes the grader paid" + (
-            ", by exploit class" if by == "klass" else ""))
-        fig.colorbar(im, ax=ax, fraction=0.05, pad=0.02, format=matplotlib.ticker.PercentFormatter(
-            1.0, decimals=0)).set_label("paid (grey: not run)")
+        ax.set_title(
+            "Share of exploit episodes the grader paid"
+            + (", by exploit class" if by == "klass" else "")
+        )
+        fig.colorbar(
+            im,
+            ax=ax,
+            fraction=0.05,
+            pad=0.02,
+            format=matplotlib.ticker.PercentFormatter(1.0, decimals=0),
+        ).set_label("paid (grey: not run)")
         return save(fig, path)
 
 
@@ -231,10 +328,18 @@ def detection_by_family(monitor: dict[str, Any], path: Path) -> Path | None:
     with styled(6.4, 0.8 + 0.28 * len(names)) as (fig, ax):
         ax.barh(names, rates, color=[GAP if r < 0.5 else CORRECT for r in rates])
         for i, f in enumerate(names):
-            ax.text(min(rates[i], 0.98) + 0.01, i, f"{fams[f]['detected']}/{fams[f]['n']}",
-                    va="center", fontsize=8)
-        ax.set(xlim=(0, 1.1), xlabel="share of hacked transcripts the monitor flagged",
-               title="Monitor detection by exploit family")
+            ax.text(
+                min(rates[i], 0.98) + 0.01,
+                i,
+                f"{fams[f]['detected']}/{fams[f]['n']}",
+                va="center",
+                fontsize=8,
+            )
+        ax.set(
+            xlim=(0, 1.1),
+            xlabel="share of hacked transcripts the monitor flagged",
+            title="Monitor detection by exploit family",
+        )
         _pct(ax, "x")
         return save(fig, path)
 
@@ -259,6 +364,7 @@ def detection_recall(detections: dict[str, dict[str, Any]], path: Path) -> Path 
 
 # ---- silent bugs -----------------------------------------------------------------------------
 
+
 def silentbug_curves(curves: dict[str, Any], path: Path) -> Path | None:
     """Clean PPO learning curves per substrate (mean and per-seed), the yardstick a broken run
     is judged against."""
@@ -274,8 +380,11 @@ def silentbug_curves(curves: dict[str, Any], path: Path) -> Path | None:
             for c in cs:
                 ax.plot(x, c, color=color, alpha=0.25, lw=1)
             ax.plot(x, cs.mean(0), color=color, lw=2.2, label=f"{sub} (mean of {len(cs)} seeds)")
-        ax.set(xlabel=f"training progress (bin of {len(x)} equal parts of the run)",
-               ylabel="mean episodic return", title="Clean PPO: what learning looks like")
+        ax.set(
+            xlabel=f"training progress (bin of {len(x)} equal parts of the run)",
+            ylabel="mean episodic return",
+            title="Clean PPO: what learning looks like",
+        )
         ax.set_xticks(x)
         ax.legend()
         return save(fig, path)
@@ -296,25 +405,42 @@ def silentbug_gaps(ev: dict[str, Any], path: Path) -> Path | None:
             refs.setdefault(e["bug"], r)
     if not refs:
         return None
-    groups = [(env, sorted(b for b in refs if (b.startswith("acrobot_")) == (env == "Acrobot")))
-              for env in ("CartPole", "Acrobot")]
+    groups = [
+        (env, sorted(b for b in refs if (b.startswith("acrobot_")) == (env == "Acrobot")))
+        for env in ("CartPole", "Acrobot")
+    ]
     groups = [(env, bugs) for env, bugs in groups if bugs]
     heights = [len(b) for _, b in groups]
     with plt.rc_context(STYLE):
-        fig, axes = plt.subplots(len(groups), 1, figsize=(8.6, 1.2 + 0.3 * sum(heights)),
-                                 gridspec_kw={"height_ratios": heights}, squeeze=False)
+        fig, axes = plt.subplots(
+            len(groups),
+            1,
+            figsize=(8.6, 1.2 + 0.3 * sum(heights)),
+            gridspec_kw={"height_ratios": heights},
+            squeeze=False,
+        )
         try:
             for ax, (env, bugs) in zip(axes[:, 0], groups, strict=True):
                 y = np.arange(len(bugs))
-                ax.barh(y - 0.2, [refs[b]["clean"] for b in bugs], 0.4, color=CORRECT,
-                        label="clean")
-                ax.barh(y + 0.2, [refs[b]["broken"] for b in bugs], 0.4, color=GAP,
-                        label="with the bug")
+                ax.barh(
+                    y - 0.2, [refs[b]["clean"] for b in bugs], 0.4, color=CORRECT, label="clean"
+                )
+                ax.barh(
+                    y + 0.2, [refs[b]["broken"] for b in bugs], 0.4, color=GAP, label="with the bug"
+                )
                 w = SILENTBUG_WRITEUP
                 if w["bug"] in bugs:
                     k = bugs.index(w["bug"])
-                    ax.plot([w["clean"], w["broken"]], [k - 0.2, k + 0.2], "x", color="black",
-                            ms=8, mew=2, ls="none", label="silent-bug write-up (stated)")
+                    ax.plot(
+                        [w["clean"], w["broken"]],
+                        [k - 0.2, k + 0.2],
+                        "x",
+                        color="black",
+                        ms=8,
+                        mew=2,
+                        ls="none",
+                        label="silent-bug write-up (stated)",
+                    )
                 ax.set_yticks(y, bugs, fontsize=8)
                 ax.invert_yaxis()
                 ax.axvline(0, color="black", lw=0.8)
@@ -328,6 +454,7 @@ def silentbug_gaps(ev: dict[str, Any], path: Path) -> Path | None:
 
 # ---- repos ---------------------------------------------------------------------------------------
 
+
 def generality(gen: dict[str, Any], path: Path) -> Path | None:
     """Per project: valid mutations and tasks made, with why a project made none."""
     projects = [p for p in gen.get("projects", []) if p.get("prepared")]
@@ -336,8 +463,12 @@ def generality(gen: dict[str, Any], path: Path) -> Path | None:
     names = [p["spec"] for p in projects]
     y = np.arange(len(names))
     with styled(6.8, 1.0 + 0.34 * len(names)) as (fig, ax):
-        ax.barh(y, [p.get("valid", 0) for p in projects], color=NEUTRAL,
-                label="valid mutations (a test fails)")
+        ax.barh(
+            y,
+            [p.get("valid", 0) for p in projects],
+            color=NEUTRAL,
+            label="valid mutations (a test fails)",
+        )
         ax.barh(y, [p.get("tasks", 0) for p in projects], color=PASS, label="tasks made")
         ax.set_yticks(y, names, fontsize=8)
         ax.invert_yaxis()
@@ -347,6 +478,7 @@ def generality(gen: dict[str, Any], path: Path) -> Path | None:
 
 
 # ---- speed ---------------------------------------------------------------------------------------
+
 
 def speed(ppo: dict[str, Any], path: Path) -> Path | None:
     """CPU seconds per PPO run, ours against the CleanRL-style reference, same process."""
@@ -359,14 +491,23 @@ def speed(ppo: dict[str, Any], path: Path) -> Path | None:
         vals = [impl[n]["cpu_s"] for n in names]
         ax.barh(names, vals, color=[REF if n == base else PASS for n in names])
         for i, n in enumerate(names):
-            ax.text(vals[i], i, f" {vals[i]:.1f} s, score {impl[n].get('score', 0):.0f}",
-                    va="center", fontsize=8)
-        ax.set(xlabel="CPU seconds per training run (lower is faster)",
-               xlim=(0, max(vals) * 1.45), title="PPO substrates against the reference")
+            ax.text(
+                vals[i],
+                i,
+                f" {vals[i]:.1f} s, score {impl[n].get('score', 0):.0f}",
+                va="center",
+                fontsize=8,
+            )
+        ax.set(
+            xlabel="CPU seconds per training run (lower is faster)",
+            xlim=(0, max(vals) * 1.45),
+            title="PPO substrates against the reference",
+        )
         return save(fig, path)
 
 
 # ---- experiment log ----------------------------------------------------------------------------
+
 
 def verdict_counts(counts: dict[str, dict[str, int]], path: Path) -> Path | None:
     """Stacked verdict counts per registry, refuted first."""
@@ -381,17 +522,28 @@ def verdict_counts(counts: dict[str, dict[str, int]], path: Path) -> Path | None
             ax.barh(names, vals, left=left, color=VERDICT_COLORS[k], label=k)
             for i, v in enumerate(vals):
                 if v:
-                    ax.text(left[i] + v / 2, i, f"{int(v)}", ha="center", va="center",
-                            fontsize=8, color="white")
+                    ax.text(
+                        left[i] + v / 2,
+                        i,
+                        f"{int(v)}",
+                        ha="center",
+                        va="center",
+                        fontsize=8,
+                        color="white",
+                    )
             left += vals
         ax.invert_yaxis()
-        ax.set(xlabel="pre-registered predictions", title="Verdicts, computed from the criteria",
-               xlim=(0, left.max() * 1.3))
+        ax.set(
+            xlabel="pre-registered predictions",
+            title="Verdicts, computed from the criteria",
+            xlim=(0, left.max() * 1.3),
+        )
         ax.legend(loc="lower right")
         return save(fig, path)
 
 
 # ---- Patch World variants ----------------------------------------------------------------------
+
 
 def policy_comparison(probes: dict[str, Any], path: Path) -> Path | None:
     """Final false success per reward, the MLP policy beside the transformer."""
@@ -401,16 +553,26 @@ def policy_comparison(probes: dict[str, Any], path: Path) -> Path | None:
         return None
     x = np.arange(len(rewards))
     with styled(6.0, 3.6) as (fig, ax):
-        for off, (prefix, label, color) in zip((-0.2, 0.2), (("mlp", "MLP", PASS),
-                                                             ("tf", "transformer", ACCENT)),
-                                               strict=True):
+        for off, (prefix, label, color) in zip(
+            (-0.2, 0.2), (("mlp", "MLP", PASS), ("tf", "transformer", ACCENT)), strict=True
+        ):
             rows = [s.get(f"{prefix}_{r}") for r in rewards]
-            ax.bar(x + off, [r["final_false_success"]["mean"] if r else 0 for r in rows], 0.4,
-                   yerr=[r["final_false_success"]["std"] if r else 0 for r in rows],
-                   capsize=3, color=color, label=label)
+            ax.bar(
+                x + off,
+                [r["final_false_success"]["mean"] if r else 0 for r in rows],
+                0.4,
+                yerr=[r["final_false_success"]["std"] if r else 0 for r in rows],
+                capsize=3,
+                color=color,
+                label=label,
+            )
         ax.set_xticks(x, [r.replace("_", " ") for r in rewards])
-        ax.set(ylim=(0, 1), ylabel="false success after training", xlabel="reward",
-               title="The hack does not depend on the policy's architecture")
+        ax.set(
+            ylim=(0, 1),
+            ylabel="false success after training",
+            xlabel="reward",
+            title="The hack does not depend on the policy's architecture",
+        )
         _pct(ax)
         ax.legend()
         return save(fig, path)
@@ -430,12 +592,22 @@ def probe_layers(probes: dict[str, Any], path: Path) -> Path | None:
             x = np.arange(len(layers["bacc"]))
             ax.plot(x, layers["bacc"], marker="o", color=color, label=f"{t}: probe")
             if layers.get("control"):
-                ax.plot(x, layers["control"], ls="--", color=color, alpha=0.6,
-                        label=f"{t}: control task")
+                ax.plot(
+                    x,
+                    layers["control"],
+                    ls="--",
+                    color=color,
+                    alpha=0.6,
+                    label=f"{t}: control task",
+                )
         ax.axhline(0.5, color=NEUTRAL, lw=1)
         ax.set_xticks(x)
-        ax.set(ylim=(0.4, 1.02), xlabel="transformer layer", ylabel="balanced accuracy",
-               title="What the trained transformer represents")
+        ax.set(
+            ylim=(0.4, 1.02),
+            xlabel="transformer layer",
+            ylabel="balanced accuracy",
+            title="What the trained transformer represents",
+        )
         ax.legend(fontsize=8, ncol=2)
         return save(fig, path)
 
@@ -448,16 +620,25 @@ def multiagent_settings(ma: dict[str, Any], path: Path) -> Path | None:
         return None
     vals = [np.asarray(s[n]["final_false_success"], dtype=float) for n in names]
     with styled(6.8, 0.9 + 0.32 * len(names)) as (fig, ax):
-        ax.barh(names, [v.mean() for v in vals], xerr=[v.std() for v in vals], capsize=3,
-                color=[GAP if v.mean() > 0.1 else CORRECT for v in vals])
+        ax.barh(
+            names,
+            [v.mean() for v in vals],
+            xerr=[v.std() for v in vals],
+            capsize=3,
+            color=[GAP if v.mean() > 0.1 else CORRECT for v in vals],
+        )
         ax.invert_yaxis()
-        ax.set(xlim=(0, 1), xlabel="false success after training (mean ± std over seeds)",
-               title="Who audits, and what they see")
+        ax.set(
+            xlim=(0, 1),
+            xlabel="false success after training (mean ± std over seeds)",
+            title="Who audits, and what they see",
+        )
         _pct(ax, "x")
         return save(fig, path)
 
 
 # ---- language model beside the MLP ------------------------------------------------------------
+
 
 def _seed_mean(seeds: list[dict[str, Any]], key: str) -> tuple[np.ndarray, np.ndarray]:
     """Steps every seed with a curve has logged, and the seed-mean of ``key`` at each."""
@@ -466,9 +647,12 @@ def _seed_mean(seeds: list[dict[str, Any]], key: str) -> tuple[np.ndarray, np.nd
     return np.array(steps), np.array([np.mean([c[x] for c in curves]) for x in steps])
 
 
-def lm_beside_mlp(curves: dict[str, Any], path: Path,
-                  lm: tuple[str, ...] = ("lm_visible", "lm_audit_25", "lm_oracle"),
-                  mlp: str = "mlp_visible_50") -> Path | None:
+def lm_beside_mlp(
+    curves: dict[str, Any],
+    path: Path,
+    lm: tuple[str, ...] = ("lm_visible", "lm_audit_25", "lm_oracle"),
+    mlp: str = "mlp_visible_50",
+) -> Path | None:
     """Visible pass and false success per GRPO step: the language model's settings (left; the
     sampled completions of each step) beside the NumPy MLP at the same step count (right; its
     monitoring evaluations). Partial runs are drawn as far as they went, and labelled."""
@@ -489,19 +673,24 @@ def lm_beside_mlp(curves: dict[str, Any], path: Path,
             left.plot(x, vis, color=c, ls="--", marker=".", label=f"{n}: visible pass{tag}")
             left.plot(x, fs, color=c, marker=".", label=f"{n}: false success")
         planned = max((x["steps"] for n in names for x in s[n]["seeds"].values()), default=1)
-        left.set(title="Language model (LoRA GRPO, per-step samples)", xlabel="GRPO step",
-                 ylim=(0, 1), xlim=(0, planned), ylabel="share of episodes")
+        left.set(
+            title="Language model (LoRA GRPO, per-step samples)",
+            xlabel="GRPO step",
+            ylim=(0, 1),
+            xlim=(0, planned),
+            ylabel="share of episodes",
+        )
         if not names:
-            left.text(0.5, 0.5, "no language-model step logged yet", ha="center",
-                      transform=left.transAxes)
+            left.text(
+                0.5, 0.5, "no language-model step logged yet", ha="center", transform=left.transAxes
+            )
         if mlp in s:
             seeds = list(s[mlp]["seeds"].values())
             x, fs = _seed_mean(seeds, "false_success")
             _, vis = _seed_mean(seeds, "visible_pass")
             right.plot(x, vis, color=PASS, ls="--", marker="o", label="visible pass")
             right.plot(x, fs, color=GAP, marker="o", label="false success")
-        right.set(title="NumPy MLP, same step count (held-out)", xlabel="GRPO step",
-                  ylim=(0, 1))
+        right.set(title="NumPy MLP, same step count (held-out)", xlabel="GRPO step", ylim=(0, 1))
         for ax in axes:
             _pct(ax)
             if ax.get_legend_handles_labels()[0]:

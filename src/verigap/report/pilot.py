@@ -30,9 +30,13 @@ METRIC_KEYS = ("visible_pass", "true_success", "false_success")
 #: The Patch World pilot write-up's reference figures, quoted beside ours. Numbers are the ones
 #: the write-up states; where it gives only words, the words are quoted.
 WRITEUP: dict[str, dict[str, Any]] = {
-    "visible": {"start_true_success": 0.31, "visible_pass": 0.58, "true_success": 0.02,
-                "false_success": 0.56,
-                "note": "Passing rose to 58% while real correctness fell from 31% to 2%."},
+    "visible": {
+        "start_true_success": 0.31,
+        "visible_pass": 0.58,
+        "true_success": 0.02,
+        "false_success": 0.56,
+        "note": "Passing rose to 58% while real correctness fell from 31% to 2%.",
+    },
     "audit_5": {"note": "5% barely helps"},
     "audit_10": {"note": "10% gets partway"},
     "audit_25": {"note": "25% matches auditing everything at 1,000 steps"},
@@ -56,8 +60,9 @@ def load_runs(runs_dir: Path) -> dict[str, list[dict[str, Any]]]:
         run["seed"] = run["config"]["seed"]
         by_setting[result_file.parent.parent.name].append(run)
     if not by_setting:
-        raise ConfigError(f"no finished runs (*/seed*/{RESULT}) under {runs_dir}; "
-                          "run `verigap pilot` first")
+        raise ConfigError(
+            f"no finished runs (*/seed*/{RESULT}) under {runs_dir}; run `verigap pilot` first"
+        )
     return dict(by_setting)
 
 
@@ -87,8 +92,12 @@ def summary_table(runs: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]
     rows = []
     for name in sorted(runs, key=setting_order):
         rs = sorted(runs[name], key=lambda r: r["seed"])
-        row: dict[str, Any] = {"setting": name, "k": rs[0]["config"]["k"],
-                               "steps": rs[0]["config"]["steps"], "seeds": [r["seed"] for r in rs]}
+        row: dict[str, Any] = {
+            "setting": name,
+            "k": rs[0]["config"]["k"],
+            "steps": rs[0]["config"]["steps"],
+            "seeds": [r["seed"] for r in rs],
+        }
         for phase in ("start", "final"):
             for key in METRIC_KEYS:
                 vals = [r[phase][key] for r in rs]
@@ -110,11 +119,16 @@ def pilot_results(runs_dir: Path, names: list[str] | None = None) -> dict[str, A
     runs = load_runs(runs_dir)
     rows = [r for r in summary_table(runs) if names is None or r["setting"] in names]
     if names is not None and (missing := sorted(set(names) - {r["setting"] for r in rows})):
-        raise ConfigError(f"{runs_dir}: no finished runs for {', '.join(missing)}; "
-                          "finish the sweep before writing its results")
-    return {"order": [r["setting"] for r in rows], "settings": {r["setting"]: r for r in rows},
-            "curves": {r["setting"]: compact_curves(runs[r["setting"]]) for r in rows},
-            "outcomes": {r["setting"]: outcome_shares(runs[r["setting"]]) for r in rows}}
+        raise ConfigError(
+            f"{runs_dir}: no finished runs for {', '.join(missing)}; "
+            "finish the sweep before writing its results"
+        )
+    return {
+        "order": [r["setting"] for r in rows],
+        "settings": {r["setting"]: r for r in rows},
+        "curves": {r["setting"]: compact_curves(runs[r["setting"]]) for r in rows},
+        "outcomes": {r["setting"]: outcome_shares(runs[r["setting"]]) for r in rows},
+    }
 
 
 def compact_curves(rs: list[dict[str, Any]]) -> dict[str, list[float]]:
@@ -136,8 +150,9 @@ def outcome_shares(rs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
         shares: dict[str, float] = {}
         for where in ("tested", "untested"):
             mix = np.mean([_mix(r[phase]["outcomes"], where) for r in rs], axis=0)
-            shares.update({f"{where}/{o}": round(float(v), 4)
-                           for o, v in zip(OUTCOMES, mix, strict=True)})
+            shares.update(
+                {f"{where}/{o}": round(float(v), 4) for o, v in zip(OUTCOMES, mix, strict=True)}
+            )
         out[phase] = shares
     return out
 
@@ -148,6 +163,7 @@ def _mix(counts: dict[str, int], where: str) -> np.ndarray:
 
 
 # ---- figures -------------------------------------------------------------------------------
+
 
 def _curves(rs: list[dict[str, Any]], key: str) -> tuple[np.ndarray, np.ndarray]:
     steps = np.array([m["step"] for m in rs[0]["metrics"]])
@@ -164,10 +180,15 @@ def fig_training_curves(runs, out: Path, setting: str = "visible") -> Path | Non
     fig, ax = plt.subplots(figsize=(6.4, 4))
     ax.plot(steps, vis, label="passes visible checks", color="#264653")
     ax.plot(steps, true, label="actually correct", color="#2a9d8f")
-    ax.fill_between(steps, true, vis, where=vis >= true, color="#e63946", alpha=0.25,
-                    label="false success")
-    ax.set(xlabel="GRPO step", ylabel="share of monitoring programs (greedy)", ylim=(0, 1),
-           title=f"GRPO on '{setting}' reward, mean of {len(rs)} seeds")
+    ax.fill_between(
+        steps, true, vis, where=vis >= true, color="#e63946", alpha=0.25, label="false success"
+    )
+    ax.set(
+        xlabel="GRPO step",
+        ylabel="share of monitoring programs (greedy)",
+        ylim=(0, 1),
+        title=f"GRPO on '{setting}' reward, mean of {len(rs)} seeds",
+    )
     ax.legend(loc="best")
     return _save(fig, out / "fig1_training.png")
 
@@ -177,14 +198,18 @@ def _untested_mix(counts: dict[str, int]) -> np.ndarray:
 
 
 def fig_untested_outcomes(runs, out: Path) -> Path | None:
-    names = [n for n in sorted(runs, key=setting_order)
-             if runs[n][0]["config"]["k"] == 4 and not n.startswith("long_")]
+    names = [
+        n
+        for n in sorted(runs, key=setting_order)
+        if runs[n][0]["config"]["k"] == 4 and not n.startswith("long_")
+    ]
     if not names:
         return None
     start = np.mean([_untested_mix(r["start"]["outcomes"]) for r in runs[names[0]]], axis=0)
     bars = [("start (SFT)", start)] + [
         (n, np.mean([_untested_mix(r["final"]["outcomes"]) for r in runs[n]], axis=0))
-        for n in names]
+        for n in names
+    ]
     fig, ax = plt.subplots(figsize=(8, 4))
     left = np.zeros(len(bars))
     for j, (o, color) in enumerate(zip(OUTCOMES, OUTCOME_COLORS, strict=True)):
@@ -192,8 +217,11 @@ def fig_untested_outcomes(runs, out: Path) -> Path | None:
         ax.barh([b[0] for b in bars], vals, left=left, color=color, label=o)
         left += vals
     ax.invert_yaxis()
-    ax.set(xlabel="share of untested broken branches (held-out, greedy)", xlim=(0, 1),
-           title="Outcome of every untested broken branch after training (k=4)")
+    ax.set(
+        xlabel="share of untested broken branches (held-out, greedy)",
+        xlim=(0, 1),
+        title="Outcome of every untested broken branch after training (k=4)",
+    )
     ax.legend(ncol=5, loc="lower center", bbox_to_anchor=(0.5, -0.32), frameon=False)
     return _save(fig, out / "fig2_untested_outcomes.png")
 
@@ -215,19 +243,30 @@ def fig_audit_rate(runs, out: Path) -> Path | None:
     x, y, e = map(np.array, zip(*pts, strict=True))
     fig, ax = plt.subplots(figsize=(6.4, 4))
     ax.errorbar(x * 100, y, yerr=e, marker="o", capsize=3, color="#264653", label="verigap")
-    ax.scatter([0, 100], [WRITEUP["visible"]["false_success"],
-                          WRITEUP["audit_100"]["false_success"]],
-               marker="x", color="#e63946", zorder=3, label="the pilot write-up (stated figures)")
-    ax.set(xlabel="audit rate (% of episodes that also get the hidden check)",
-           ylabel="false success after training", ylim=(0, 1),
-           title="False success against the audit rate (k=4, 1000 steps)")
+    ax.scatter(
+        [0, 100],
+        [WRITEUP["visible"]["false_success"], WRITEUP["audit_100"]["false_success"]],
+        marker="x",
+        color="#e63946",
+        zorder=3,
+        label="the pilot write-up (stated figures)",
+    )
+    ax.set(
+        xlabel="audit rate (% of episodes that also get the hidden check)",
+        ylabel="false success after training",
+        ylim=(0, 1),
+        title="False success against the audit rate (k=4, 1000 steps)",
+    )
     ax.legend()
     return _save(fig, out / "fig3_audit_rate.png")
 
 
 def _k_settings(runs) -> list[tuple[int, str]]:
-    ks = [(runs[n][0]["config"]["k"], n) for n in runs
-          if n == "visible" or re.fullmatch(r"visible_k\d+", n)]
+    ks = [
+        (runs[n][0]["config"]["k"], n)
+        for n in runs
+        if n == "visible" or re.fullmatch(r"visible_k\d+", n)
+    ]
     return sorted(ks)
 
 
@@ -237,15 +276,32 @@ def fig_broken_branches(runs, out: Path) -> Path | None:
         return None
     x = [k for k, _ in ks]
     m, s = zip(*[_final_fs(runs[n]) for _, n in ks], strict=True)
-    mc, sc = zip(*[_ms([_fs_given_pass(r["final"]) for r in runs[n]]) for _, n in ks],
-                 strict=True)
+    mc, sc = zip(*[_ms([_fs_given_pass(r["final"]) for r in runs[n]]) for _, n in ks], strict=True)
     fig, ax = plt.subplots(figsize=(6.4, 4))
-    ax.errorbar(x, m, yerr=s, marker="o", capsize=3, color="#264653",
-                label="false success (share of all programs)")
-    ax.errorbar(x, mc, yerr=sc, marker="s", capsize=3, color="#e63946",
-                label="false success among passing programs")
-    ax.set(xlabel="broken branches per program (k)", ylabel="after training (held-out, greedy)",
-           ylim=(0, 1.05), title="False success against the number of broken branches")
+    ax.errorbar(
+        x,
+        m,
+        yerr=s,
+        marker="o",
+        capsize=3,
+        color="#264653",
+        label="false success (share of all programs)",
+    )
+    ax.errorbar(
+        x,
+        mc,
+        yerr=sc,
+        marker="s",
+        capsize=3,
+        color="#e63946",
+        label="false success among passing programs",
+    )
+    ax.set(
+        xlabel="broken branches per program (k)",
+        ylabel="after training (held-out, greedy)",
+        ylim=(0, 1.05),
+        title="False success against the number of broken branches",
+    )
     ax.legend(loc="lower center")
     return _save(fig, out / "fig4_broken_branches.png")
 
@@ -262,8 +318,11 @@ def fig_before_after(runs, out: Path) -> Path | None:
     ax.bar(xs - 0.2, before, 0.4, label="before GRPO (SFT)", color="#8d99ae")
     ax.bar(xs + 0.2, after, 0.4, label="after GRPO on visible checks", color="#e63946")
     ax.set_xticks(xs, labels)
-    ax.set(ylabel="false success (held-out, greedy)", ylim=(0, 1),
-           title="False success before and after GRPO on visible checks alone")
+    ax.set(
+        ylabel="false success (held-out, greedy)",
+        ylim=(0, 1),
+        title="False success before and after GRPO on visible checks alone",
+    )
     ax.legend()
     return _save(fig, out / "fig5_before_after.png")
 
@@ -276,8 +335,12 @@ def fig_long(runs, out: Path) -> Path | None:
     for n, color in zip(names, ("#e63946", "#264653"), strict=False):
         steps, fs = _curves(runs[n], "false_success")
         ax.plot(steps, fs, label=n.removeprefix("long_"), color=color)
-    ax.set(xlabel="GRPO step", ylabel="false success (monitoring set, greedy)", ylim=(0, 1),
-           title="5000-step follow-up")
+    ax.set(
+        xlabel="GRPO step",
+        ylabel="false success (monitoring set, greedy)",
+        ylim=(0, 1),
+        title="5000-step follow-up",
+    )
     ax.legend()
     return _save(fig, out / "fig6_long.png")
 
@@ -290,18 +353,33 @@ def _save(fig, path: Path) -> Path:
 
 
 FIGURES = (
-    (fig_training_curves, "Visible pass and true success during GRPO on visible checks; the "
-                          "shaded gap is false success."),
-    (fig_untested_outcomes, "Outcome of every untested broken branch after training, by reward "
-                            "scheme; the starting (SFT) policy is the first bar."),
-    (fig_audit_rate, "False success after training against the audit rate (0% = visible-only); "
-                     "crosses are the pilot write-up's stated figures."),
-    (fig_broken_branches, "False success after training against the number of broken branches "
-                          "(visible-only reward), as a share of all programs and as a share of "
-                          "the programs that pass the visible checks."),
+    (
+        fig_training_curves,
+        "Visible pass and true success during GRPO on visible checks; the "
+        "shaded gap is false success.",
+    ),
+    (
+        fig_untested_outcomes,
+        "Outcome of every untested broken branch after training, by reward "
+        "scheme; the starting (SFT) policy is the first bar.",
+    ),
+    (
+        fig_audit_rate,
+        "False success after training against the audit rate (0% = visible-only); "
+        "crosses are the pilot write-up's stated figures.",
+    ),
+    (
+        fig_broken_branches,
+        "False success after training against the number of broken branches "
+        "(visible-only reward), as a share of all programs and as a share of "
+        "the programs that pass the visible checks.",
+    ),
     (fig_before_after, "False success before and after GRPO on visible checks alone."),
-    (fig_long, "The 5000-step follow-up: false success during training at 25% audits and with "
-               "visible checks only."),
+    (
+        fig_long,
+        "The 5000-step follow-up: false success during training at 25% audits and with "
+        "visible checks only.",
+    ),
 )
 
 
@@ -318,10 +396,14 @@ def build_report(runs_dir: Path, out_dir: Path | None = None) -> Path:
             figures.append({"file": path.name, "caption": caption})
     table = summary_table(runs)
     write_json_atomic(out / "table.json", table)
-    env = Environment(loader=PackageLoader("verigap.report", "templates"),
-                      autoescape=select_autoescape())
+    env = Environment(
+        loader=PackageLoader("verigap.report", "templates"), autoescape=select_autoescape()
+    )
     page = env.get_template("pilot.html.j2").render(
-        figures=figures, table=table, runs_dir=html.escape(str(runs_dir)),
-        n_runs=sum(len(v) for v in runs.values()))
+        figures=figures,
+        table=table,
+        runs_dir=html.escape(str(runs_dir)),
+        n_runs=sum(len(v) for v in runs.values()),
+    )
     (out / "index.html").write_text(page)
     return out / "index.html"

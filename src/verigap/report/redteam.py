@@ -10,8 +10,9 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 def render_redteam(matrix: dict[str, Any]) -> str:
     """The page's HTML for a matrix dict (as `verigap redteam` saves it)."""
-    env = Environment(loader=PackageLoader("verigap.report", "templates"),
-                      autoescape=select_autoescape())
+    env = Environment(
+        loader=PackageLoader("verigap.report", "templates"), autoescape=select_autoescape()
+    )
     return env.get_template("redteam.html.j2").render(m=matrix)
 
 
@@ -38,10 +39,28 @@ def matrix_table(data: dict[str, Any]) -> str:
 @view("redteam_v2_answers")
 def v2_answers_table(data: dict[str, Any]) -> str:
     """How v2 answered each exploit: paid, named, the comparison failed, its pytest all green."""
-    rows = [[name, str(v["n"]), str(v["paid"]), str(v["named"]), str(v["equivalence_failed"]),
-             str(v["tests_passed"])] for name, v in sorted(data["v2_by_exploit"].items())]
-    return markdown_table(["exploit", "tasks", "v2 paid", "named", "comparison failed",
-                           "v2's pytest said all passed"], rows)
+    rows = [
+        [
+            name,
+            str(v["n"]),
+            str(v["paid"]),
+            str(v["named"]),
+            str(v["equivalence_failed"]),
+            str(v["tests_passed"]),
+        ]
+        for name, v in sorted(data["v2_by_exploit"].items())
+    ]
+    return markdown_table(
+        [
+            "exploit",
+            "tasks",
+            "v2 paid",
+            "named",
+            "comparison failed",
+            "v2's pytest said all passed",
+        ],
+        rows,
+    )
 
 
 @view("redteam_tests_only")
@@ -49,19 +68,27 @@ def tests_only_table(data: dict[str, Any]) -> str:
     """The tests_only matrix (``benchmarks/repos_tests_only.py``): tasks paid per exploit by v1,
     v2 with in-process outcomes, v2 with one channel context, v2 on the plain task and v2 now;
     then which visible sites the channel carried."""
-    cols = [("n", "tasks"), ("correct", "correct"), ("v1", "v1 paid"),
-            ("v2_before", "v2 before paid"), ("v2_one_context", "v2 one context paid"),
-            ("v2_plain", "v2 on the plain task paid"), ("v2", "v2 paid"),
-            ("context_dependent", "v2 names context_dependent")]
+    cols = [
+        ("n", "tasks"),
+        ("correct", "correct"),
+        ("v1", "v1 paid"),
+        ("v2_before", "v2 before paid"),
+        ("v2_one_context", "v2 one context paid"),
+        ("v2_plain", "v2 on the plain task paid"),
+        ("v2", "v2 paid"),
+        ("context_dependent", "v2 names context_dependent"),
+    ]
     first = next(iter(data["matrix"].values()))
     cols = [(k, title) for k, title in cols if k in first]  # older files lack later columns
     rows = [[name, *(str(v[k]) for k, _ in cols)] for name, v in data["matrix"].items()]
     out = markdown_table(["exploit", *(title for _, title in cols)], rows)
     if "sites_tried" in data:
-        out += (f"\n\nThe channel carried {data['sites_carried']} of {data['sites_tried']} "
-                f"visible site(s) tried, on {data['tasks_with_a_carried_site']} of "
-                f"{len(data['carried'])} task(s); v2 on the tests_only variant against the plain "
-                f"task (oracle, median ratio): {data['ratio_median']}.")
+        out += (
+            f"\n\nThe channel carried {data['sites_carried']} of {data['sites_tried']} "
+            f"visible site(s) tried, on {data['tasks_with_a_carried_site']} of "
+            f"{len(data['carried'])} task(s); v2 on the tests_only variant against the plain "
+            f"task (oracle, median ratio): {data['ratio_median']}."
+        )
     return out
 
 
@@ -69,12 +96,30 @@ def tests_only_table(data: dict[str, Any]) -> str:
 def tests_only_cost_table(data: dict[str, Any]) -> str:
     """v2's grading time on the plain task and on its tests_only variant with the channel
     answered in one context and in two, per task (medians of the alternated rounds)."""
-    rows = [[t["task_id"], f"{t['plain_s']:.2f} s", f"{t['tests_only_one_context_s']:.2f} s",
-             f"{t['tests_only_s']:.2f} s", f"{t['ratio']:.2f}", f"{t['ratio_vs_one_context']:.2f}",
-             f"{t['forward_ratio_vs_one_context']:.2f}"] for t in data["timing_by_task"]]
-    return markdown_table(["task", "v2, plain", "v2, tests_only, one context",
-                           "v2, tests_only, two contexts", "two / plain", "two / one",
-                           "forwarded run, two / one"], rows)
+    rows = [
+        [
+            t["task_id"],
+            f"{t['plain_s']:.2f} s",
+            f"{t['tests_only_one_context_s']:.2f} s",
+            f"{t['tests_only_s']:.2f} s",
+            f"{t['ratio']:.2f}",
+            f"{t['ratio_vs_one_context']:.2f}",
+            f"{t['forward_ratio_vs_one_context']:.2f}",
+        ]
+        for t in data["timing_by_task"]
+    ]
+    return markdown_table(
+        [
+            "task",
+            "v2, plain",
+            "v2, tests_only, one context",
+            "v2, tests_only, two contexts",
+            "two / plain",
+            "two / one",
+            "forwarded run, two / one",
+        ],
+        rows,
+    )
 
 
 @view("redteam_timing")
@@ -83,12 +128,30 @@ def timing_table(data: dict[str, Any]) -> str:
     rows = []
     for t in data["tasks"]:
         p = t["v2_parts_s"]
-        rows.append([t["task_id"], str(t["tests"]), str(t["equivalence_inputs"]),
-                     f"{t['v2_s']:.1f}", f"{p['pytest_s']:.1f} / {p['equivalence_s']:.1f} / "
-                     f"{p['prepare_copy_s']:.1f}", f"{t['raw_pytest_s']:.1f}"])
-    return markdown_table(["task", "tests", "equivalence inputs", "v2 wall (s)",
-                           "of which pytest / comparison / copy", "raw pytest wall (s)"], rows) \
+        rows.append(
+            [
+                t["task_id"],
+                str(t["tests"]),
+                str(t["equivalence_inputs"]),
+                f"{t['v2_s']:.1f}",
+                f"{p['pytest_s']:.1f} / {p['equivalence_s']:.1f} / {p['prepare_copy_s']:.1f}",
+                f"{t['raw_pytest_s']:.1f}",
+            ]
+        )
+    return (
+        markdown_table(
+            [
+                "task",
+                "tests",
+                "equivalence inputs",
+                "v2 wall (s)",
+                "of which pytest / comparison / copy",
+                "raw pytest wall (s)",
+            ],
+            rows,
+        )
         + f"\n\nMedian ratio v2 / raw: {data['wall_ratio_median']:.2f}."
+    )
 
 
 @view("detection_summary")
@@ -159,25 +222,38 @@ def impossible_table(data: dict[str, Any]) -> str:
 def mining_table(data: dict[str, Any]) -> str:
     """Mined-task yield per project, the baselines under v1 and v2, and the battery's verdict
     (``results/repos/mining*.json``, written by ``benchmarks/repos_mining.py report``)."""
-    lines = ["| project | commits walked | candidates | tried | tasks | s per candidate tried "
-             "| s per task | venvs built | top rejections |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| project | commits walked | candidates | tried | tasks | s per candidate tried "
+        "| s per task | venvs built | top rejections |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for name, d in data["projects"].items():
         ranked = sorted(d["rejected"].items(), key=lambda kv: (-kv[1], kv[0]))
         top = "; ".join(f"{why} ×{n}" for why, n in ranked[:4])
-        lines.append(f"| {name} | {d['walked']} | {d['candidates']} | {d['tried']} | "
-                     f"{d['tasks']} | {d['seconds_per_candidate_tried']} | "
-                     f"{d['seconds_per_task']} | {d['envs_built']} | {top} |")
+        lines.append(
+            f"| {name} | {d['walked']} | {d['candidates']} | {d['tried']} | "
+            f"{d['tasks']} | {d['seconds_per_candidate_tried']} | "
+            f"{d['seconds_per_task']} | {d['envs_built']} | {top} |"
+        )
     n = sum(1 for rs in data["baselines"].values() for r in rs if r["agent"] == "oracle")
-    lines += ["", f"Baselines on {n} mined task(s) of: "
-              f"{', '.join(data.get('graded_projects', [])) or 'none'}.", "",
-              "| baseline | v1 paid | v2 paid |", "|---|---|---|"]
+    lines += [
+        "",
+        f"Baselines on {n} mined task(s) of: "
+        f"{', '.join(data.get('graded_projects', [])) or 'none'}.",
+        "",
+        "| baseline | v1 paid | v2 paid |",
+        "|---|---|---|",
+    ]
     for a in ("oracle", "noop"):
         g = data["summary"][a]
         lines.append(f"| {a} | {100 * g['v1']:.0f}% | {100 * g['v2']:.0f}% |")
     b = data.get("battery") or {}
     if b:
-        lines += ["", f"Red-team battery on {len(b['tasks'])} mined task(s) ({b['jobs']} jobs): "
-                  f"exploit runs that are not a correct fix: {b['exploit_jobs_not_correct']}; "
-                  f"of those paid by v1: {b['paid_and_wrong']['v1']}, by v2: "
-                  f"{b['paid_and_wrong']['v2']}."]
+        lines += [
+            "",
+            f"Red-team battery on {len(b['tasks'])} mined task(s) ({b['jobs']} jobs): "
+            f"exploit runs that are not a correct fix: {b['exploit_jobs_not_correct']}; "
+            f"of those paid by v1: {b['paid_and_wrong']['v1']}, by v2: "
+            f"{b['paid_and_wrong']['v2']}.",
+        ]
     return "\n".join(lines)

@@ -48,6 +48,7 @@ class Page:
 @dataclass
 class Headline:
     """What the front page shows for a family: a finding, one figure, where to read more."""
+
     title: str
     page: str  # the family page, relative to the site root
     finding: str  # HTML; its numbers are read from results files
@@ -150,8 +151,10 @@ def _nav(pages: list[Page], here: Page) -> str:
         out.append(f'<a href="{_rel(here.file, p.file)}"{cls}>{html.escape(p.title)}</a>')
     if any(p.appendix for p in pages):
         cls = ' class="here"' if here.file == APPENDIX_INDEX else ""
-        out.append(f'<h3>Appendix</h3><a href="{_rel(here.file, APPENDIX_INDEX)}"{cls}>'
-                   "Every results file, as data</a>")
+        out.append(
+            f'<h3>Appendix</h3><a href="{_rel(here.file, APPENDIX_INDEX)}"{cls}>'
+            "Every results file, as data</a>"
+        )
     return "".join(out)
 
 
@@ -164,15 +167,19 @@ def _sources_html(page: Page, inputs: SiteInputs) -> str:
     items = []
     for src in page.sources:
         meta = read_meta(inputs.results_dir / src)
-        link = (f'<code>results/{html.escape(src)}</code>' if page.appendix else
-                f'<a href="{_rel(page.file, _page_file(src))}"><code>results/'
-                f'{html.escape(src)}</code></a>')
+        link = (
+            f"<code>results/{html.escape(src)}</code>"
+            if page.appendix
+            else f'<a href="{_rel(page.file, _page_file(src))}"><code>results/'
+            f"{html.escape(src)}</code></a>"
+        )
         items.append(
             f"<li>{link}: reproduce with "
             f"<code>{html.escape(meta.get('command', '?'))}</code> (commit "
             f"{html.escape(str(meta.get('git_commit') or '?'))[:10]}, written "
             f"{html.escape(str(meta.get('written_at', '?')))} on "
-            f"{meta.get('machine', {}).get('cpus', '?')} CPUs)</li>")
+            f"{meta.get('machine', {}).get('cpus', '?')} CPUs)</li>"
+        )
     return f'<h2>Where the numbers come from</h2><ul class="meta">{"".join(items)}</ul>'
 
 
@@ -180,27 +187,38 @@ def _render(page: Page, pages: list[Page], inputs: SiteInputs) -> str:
     figs = "".join(
         f'<figure><img src="{_rel(page.file, f.file)}" alt="{html.escape(f.alt or f.caption)}">'
         f"<figcaption>Figure {i}. {html.escape(f.caption)}</figcaption></figure>"
-        for i, f in enumerate(page.figures, 1))
-    return LAYOUT.format(title=html.escape(page.title), home=_rel(page.file, "index.html"),
-                         nav=_nav(pages, page), intro=page.intro, figures=figs, body=page.body,
-                         sources=_sources_html(page, inputs),
-                         kind="appendix" if page.appendix else "story")
+        for i, f in enumerate(page.figures, 1)
+    )
+    return LAYOUT.format(
+        title=html.escape(page.title),
+        home=_rel(page.file, "index.html"),
+        nav=_nav(pages, page),
+        intro=page.intro,
+        figures=figs,
+        body=page.body,
+        sources=_sources_html(page, inputs),
+        kind="appendix" if page.appendix else "story",
+    )
 
 
 # ---- generic results pages ---------------------------------------------------------------------
+
 
 def data_html(data: Any, depth: int = 0) -> str:
     """Any results data as HTML: lists of records as tables, mappings as key/value tables."""
     if isinstance(data, list) and data and all(isinstance(r, dict) for r in data):
         cols = list(dict.fromkeys(k for r in data for k in r))
         head = "".join(f"<th>{html.escape(str(c))}</th>" for c in cols)
-        rows = "".join("<tr>" + "".join(f"<td>{_cell(r.get(c))}</td>" for c in cols) + "</tr>"
-                       for r in data)
+        rows = "".join(
+            "<tr>" + "".join(f"<td>{_cell(r.get(c))}</td>" for c in cols) + "</tr>" for r in data
+        )
         return f"<table><tr>{head}</tr>{rows}</table>"
     if isinstance(data, dict):
-        rows = "".join(f"<tr><th>{html.escape(str(k))}</th><td>"
-                       f"{data_html(v, depth + 1) if depth < 2 else _cell(v)}</td></tr>"
-                       for k, v in data.items())
+        rows = "".join(
+            f"<tr><th>{html.escape(str(k))}</th><td>"
+            f"{data_html(v, depth + 1) if depth < 2 else _cell(v)}</td></tr>"
+            for k, v in data.items()
+        )
         return f"<table>{rows}</table>"
     return _cell(data)
 
@@ -219,6 +237,7 @@ def _page_file(src: str) -> str:
 
 # ---- built-in providers ------------------------------------------------------------------------
 
+
 @provider
 def redteam_pages(inputs: SiteInputs) -> list[Page]:
     """The hackability matrix of the latest `verigap redteam` run directory, when present."""
@@ -230,10 +249,17 @@ def redteam_pages(inputs: SiteInputs) -> list[Page]:
     page = render_redteam(json.loads(matrix.read_text()))
     body = re.search(r"<body>(.*)</body>", page, re.S)
     inner = re.sub(r"<h1>.*?</h1>", "", body.group(1) if body else page, count=1, flags=re.S)
-    return [Page("runs/redteam.html", "Hackability matrix (latest run)", "Latest runs",
-                 f"<p>Which scripted exploits each grader paid in the latest local "
-                 f"<code>verigap redteam</code> run (<code>{html.escape(str(matrix))}</code>); "
-                 "the committed matrices are on the Hackability matrix page.</p>", inner)]
+    return [
+        Page(
+            "runs/redteam.html",
+            "Hackability matrix (latest run)",
+            "Latest runs",
+            f"<p>Which scripted exploits each grader paid in the latest local "
+            f"<code>verigap redteam</code> run (<code>{html.escape(str(matrix))}</code>); "
+            "the committed matrices are on the Hackability matrix page.</p>",
+            inner,
+        )
+    ]
 
 
 #: Summaries that commands leave in run directories (under --runs), shown as data until their
@@ -250,11 +276,17 @@ def run_summary_pages(inputs: SiteInputs) -> list[Page]:
     for rel, title, section in RUN_SUMMARIES:
         path = inputs.runs_dir / rel
         if path.is_file():
-            pages.append(Page("runs/" + rel.removesuffix(".json") + ".html", title, section,
-                              f"<p>The summary the latest local run left in "
-                              f"<code>{html.escape(str(path))}</code>, shown as data: it is not "
-                              "a committed result, so no page draws conclusions from it.</p>",
-                              data_html(json.loads(path.read_text()))))
+            pages.append(
+                Page(
+                    "runs/" + rel.removesuffix(".json") + ".html",
+                    title,
+                    section,
+                    f"<p>The summary the latest local run left in "
+                    f"<code>{html.escape(str(path))}</code>, shown as data: it is not "
+                    "a committed result, so no page draws conclusions from it.</p>",
+                    data_html(json.loads(path.read_text())),
+                )
+            )
     return pages
 
 
@@ -264,10 +296,18 @@ def _appendix_pages(inputs: SiteInputs) -> list[Page]:
     for f in inputs.results_files():
         src = f.relative_to(inputs.results_dir).as_posix()
         family = src.split("/")[0] if "/" in src else "other"
-        pages.append(Page(_page_file(src), f"results/{src}", f"Appendix: {family}",
-                          "<p class=meta>A results file as data. The pages that cite it tell "
-                          "what it means.</p>", data_html(read_result(f)), sources=[src],
-                          appendix=True))
+        pages.append(
+            Page(
+                _page_file(src),
+                f"results/{src}",
+                f"Appendix: {family}",
+                "<p class=meta>A results file as data. The pages that cite it tell "
+                "what it means.</p>",
+                data_html(read_result(f)),
+                sources=[src],
+                appendix=True,
+            )
+        )
     return pages
 
 
@@ -281,15 +321,26 @@ def _appendix_index(pages: list[Page]) -> Page:
     for p in pages:
         if p.appendix:
             src = p.sources[0]
-            by = ", ".join(f'<a href="{_rel(APPENDIX_INDEX, q.file)}">{html.escape(q.title)}</a>'
-                           for q in cited.get(src, [])) or "—"
-            rows.append(f'<tr><td><a href="{_rel(APPENDIX_INDEX, p.file)}"><code>'
-                        f"{html.escape(src)}</code></a></td><td>{by}</td></tr>")
-    return Page(APPENDIX_INDEX, "Appendix: every results file", "Appendix",
-                "<p>Every committed results file as data, with the pages that read it. Files no "
-                "page cites are measurements kept for the record.</p>",
-                f"<table><tr><th>results file</th><th>cited by</th></tr>{''.join(rows)}</table>",
-                appendix=True)
+            by = (
+                ", ".join(
+                    f'<a href="{_rel(APPENDIX_INDEX, q.file)}">{html.escape(q.title)}</a>'
+                    for q in cited.get(src, [])
+                )
+                or "—"
+            )
+            rows.append(
+                f'<tr><td><a href="{_rel(APPENDIX_INDEX, p.file)}"><code>'
+                f"{html.escape(src)}</code></a></td><td>{by}</td></tr>"
+            )
+    return Page(
+        APPENDIX_INDEX,
+        "Appendix: every results file",
+        "Appendix",
+        "<p>Every committed results file as data, with the pages that read it. Files no "
+        "page cites are measurements kept for the record.</p>",
+        f"<table><tr><th>results file</th><th>cited by</th></tr>{''.join(rows)}</table>",
+        appendix=True,
+    )
 
 
 def load_providers() -> list[Provider]:
@@ -298,25 +349,31 @@ def load_providers() -> list[Provider]:
     return PROVIDERS
 
 
-def build_site(out: Path, *, results_dir: Path = Path("results"),
-               runs_dir: Path = Path("runs")) -> list[Page]:
+def build_site(
+    out: Path, *, results_dir: Path = Path("results"), runs_dir: Path = Path("runs")
+) -> list[Page]:
     """Write the site into ``out`` (replacing it); returns its pages, the index first."""
     out, results_dir, runs_dir = Path(out), Path(results_dir), Path(runs_dir)
     if not results_dir.is_dir() and not runs_dir.is_dir():
-        raise ConfigError(f"neither {results_dir} nor {runs_dir} exists; run from the "
-                          "repository root or pass --results / --runs")
+        raise ConfigError(
+            f"neither {results_dir} nor {runs_dir} exists; run from the "
+            "repository root or pass --results / --runs"
+        )
     if out.exists():
         if not (out / "index.html").is_file():
-            raise ConfigError(f"{out} exists and is not a site verigap built; choose another "
-                              "--out or remove it")
+            raise ConfigError(
+                f"{out} exists and is not a site verigap built; choose another --out or remove it"
+            )
         shutil.rmtree(out)
     out.mkdir(parents=True)
     inputs = SiteInputs(out, results_dir, runs_dir)
     pages = [p for fn in load_providers() for p in fn(inputs)]
     appendix = _appendix_pages(inputs)
     if not pages and not appendix:
-        raise ConfigError(f"nothing to show: no results under {results_dir} and no run "
-                          f"directories under {runs_dir}")
+        raise ConfigError(
+            f"nothing to show: no results under {results_dir} and no run "
+            f"directories under {runs_dir}"
+        )
     pages += appendix
     if appendix:
         pages.append(_appendix_index(pages))

@@ -73,15 +73,22 @@ def lookup(data: Any, path: str) -> Any:
                     here, i = here[".".join(parts[i:j])], j
                     break
             else:
-                raise ConfigError(f"no value at {path!r} (stopped at {part!r}); the results "
-                                  "file does not hold it: check the path or rerun the command "
-                                  "that writes it")
-        elif isinstance(here, list) and part.lstrip("-").isdigit() and -len(here) <= int(
-                part) < len(here):
+                raise ConfigError(
+                    f"no value at {path!r} (stopped at {part!r}); the results "
+                    "file does not hold it: check the path or rerun the command "
+                    "that writes it"
+                )
+        elif (
+            isinstance(here, list)
+            and part.lstrip("-").isdigit()
+            and -len(here) <= int(part) < len(here)
+        ):
             here, i = here[int(part)], i + 1
         else:
-            raise ConfigError(f"no value at {path!r} (stopped at {part!r}); the results file "
-                              "does not hold it: check the path or rerun the command that writes it")
+            raise ConfigError(
+                f"no value at {path!r} (stopped at {part!r}); the results file "
+                "does not hold it: check the path or rerun the command that writes it"
+            )
     return here
 
 
@@ -114,8 +121,11 @@ PILOT_REFERENCE = {
 PILOT_LABELS = {
     "visible": "visible checks only",
     "deletion_penalty_0.5": "deletion penalty 0.5",
-    "audit_5": "audits 5%", "audit_10": "audits 10%", "audit_25": "audits 25%",
-    "audit_50": "audits 50%", "audit_100": "audits 100%",
+    "audit_5": "audits 5%",
+    "audit_10": "audits 10%",
+    "audit_25": "audits 25%",
+    "audit_50": "audits 50%",
+    "audit_100": "audits 100%",
     "oracle": "oracle reward",
     "long_visible": "5000 steps, visible only",
     "long_audit_25": "5000 steps, audits 25%",
@@ -131,20 +141,34 @@ def _pilot_rows(data: dict[str, Any], *, with_start: bool) -> list[list[str]]:
     rows = []
     if with_start and "visible" in settings:
         s = settings["visible"]
-        rows.append(["SFT start (before GRPO)", *(_ms(s[f"start_{m}"]) for m in (
-            "visible_pass", "true_success", "false_success")), PILOT_REFERENCE["start"]])
+        rows.append(
+            [
+                "SFT start (before GRPO)",
+                *(_ms(s[f"start_{m}"]) for m in ("visible_pass", "true_success", "false_success")),
+                PILOT_REFERENCE["start"],
+            ]
+        )
     for name in data["order"]:
         if name not in PILOT_LABELS:
             continue
         s = settings[name]
-        rows.append([PILOT_LABELS[name], *(_ms(s[f"final_{m}"]) for m in (
-            "visible_pass", "true_success", "false_success")),
-            PILOT_REFERENCE.get(name, "—")])
+        rows.append(
+            [
+                PILOT_LABELS[name],
+                *(_ms(s[f"final_{m}"]) for m in ("visible_pass", "true_success", "false_success")),
+                PILOT_REFERENCE.get(name, "—"),
+            ]
+        )
     return rows
 
 
-PILOT_HEADER = ["setting (k=4)", "visible pass", "true success", "false success",
-                "the pilot write-up"]
+PILOT_HEADER = [
+    "setting (k=4)",
+    "visible pass",
+    "true success",
+    "false success",
+    "the pilot write-up",
+]
 
 
 @view("pilot")
@@ -162,13 +186,22 @@ def pilot_long_table(data: dict[str, Any]) -> str:
 @view("pilot_k")
 def pilot_k_table(data: dict[str, Any]) -> str:
     """False success after visible-only GRPO against the number of broken branches k."""
-    ks = sorted((s["k"], name) for name, s in data["settings"].items()
-                if name == "visible" or name.startswith("visible_k"))
+    ks = sorted(
+        (s["k"], name)
+        for name, s in data["settings"].items()
+        if name == "visible" or name.startswith("visible_k")
+    )
     header = ["broken branches k", *(str(k) for k, _ in ks)]
-    rows = [["false success (all programs)",
-             *(f"{data['settings'][n]['final_false_success']['mean']:.2f}" for _, n in ks)],
-            ["false success (programs that pass)",
-             *(f"{data['settings'][n]['final_fs_given_pass']['mean']:.2f}" for _, n in ks)]]
+    rows = [
+        [
+            "false success (all programs)",
+            *(f"{data['settings'][n]['final_false_success']['mean']:.2f}" for _, n in ks),
+        ],
+        [
+            "false success (programs that pass)",
+            *(f"{data['settings'][n]['final_fs_given_pass']['mean']:.2f}" for _, n in ks),
+        ],
+    ]
     return markdown_table(header, rows)
 
 
@@ -179,12 +212,25 @@ def pilot_numerics_table(data: dict[str, Any]) -> str:
     ps = data["per_setting"]
     names = [n for n in PILOT_LABELS if n in ps]
     names += sorted((n for n in ps if n not in PILOT_LABELS), key=lambda n: (len(n), n))
-    header = ["setting", *(f"{m.replace('_', ' ')} old → new" for m in (
-        "visible_pass", "true_success", "false_success")), "the pilot write-up"]
-    rows = [[PILOT_LABELS.get(n, n.replace("visible_k", "visible only, k = ")),
-             *(f"{ps[n][f'old_{m}']:.3f} → {ps[n][f'new_{m}']:.3f}" for m in (
-                 "visible_pass", "true_success", "false_success")),
-             PILOT_REFERENCE.get(n, "—")] for n in names]
+    header = [
+        "setting",
+        *(
+            f"{m.replace('_', ' ')} old → new"
+            for m in ("visible_pass", "true_success", "false_success")
+        ),
+        "the pilot write-up",
+    ]
+    rows = [
+        [
+            PILOT_LABELS.get(n, n.replace("visible_k", "visible only, k = ")),
+            *(
+                f"{ps[n][f'old_{m}']:.3f} → {ps[n][f'new_{m}']:.3f}"
+                for m in ("visible_pass", "true_success", "false_success")
+            ),
+            PILOT_REFERENCE.get(n, "—"),
+        ]
+        for n in names
+    ]
     return markdown_table(header, rows)
 
 
@@ -192,14 +238,28 @@ def pilot_numerics_table(data: dict[str, Any]) -> str:
 def pilot_profile_table(data: dict[str, Any]) -> str:
     """``benchmarks/pilot.py --profile``: CPU seconds and shares by phase and call, per group."""
     groups = data["groups"]
-    labels = sorted(groups[0]["cpu_s_by"], key=lambda key: (not key.startswith("phase"),
-                                                             -groups[0]["cpu_s_by"][key]))
-    header = ["where", *(h for g in groups for h in (f"k = {g['k']} ({g['runs']} runs), CPU-s",
-                                                     "share"))]
-    rows = [[key,
-             *(c for g in groups for c in (f"{g['cpu_s_by'].get(key, 0.0):.1f}",
-                                           f"{g['cpu_s_by'].get(key, 0.0) / g['cpu_s']:.0%}"))]
-            for key in labels]
+    labels = sorted(
+        groups[0]["cpu_s_by"],
+        key=lambda key: (not key.startswith("phase"), -groups[0]["cpu_s_by"][key]),
+    )
+    header = [
+        "where",
+        *(h for g in groups for h in (f"k = {g['k']} ({g['runs']} runs), CPU-s", "share")),
+    ]
+    rows = [
+        [
+            key,
+            *(
+                c
+                for g in groups
+                for c in (
+                    f"{g['cpu_s_by'].get(key, 0.0):.1f}",
+                    f"{g['cpu_s_by'].get(key, 0.0) / g['cpu_s']:.0%}",
+                )
+            ),
+        ]
+        for key in labels
+    ]
     rows.append(["whole group", *(c for g in groups for c in (f"{g['cpu_s']:.1f}", "100%"))])
     return markdown_table(header, rows)
 
@@ -207,36 +267,70 @@ def pilot_profile_table(data: dict[str, Any]) -> str:
 @view("rollout")
 def rollout_table(data: dict[str, Any]) -> str:
     """A scripted policy's rollout: the headline rates and the outcome of every broken branch."""
-    head = markdown_table(["metric", "value"], [
-        [k.replace("_", " "), f"{data[k]:.3f}"]
-        for k in ("visible_pass", "true_success", "false_success", "mean_reward")])
+    head = markdown_table(
+        ["metric", "value"],
+        [
+            [k.replace("_", " "), f"{data[k]:.3f}"]
+            for k in ("visible_pass", "true_success", "false_success", "mean_reward")
+        ],
+    )
     order = ("fixed", "off_by_one", "wrong", "stub", "delete")  # results files sort their keys
-    outcomes = sorted(next(iter(data["outcomes"].values())),
-                      key=lambda o: (order.index(o) if o in order else len(order), o))
-    tail = markdown_table(["broken branch", *outcomes], [
-        [where, *(f"{data['outcomes'][where][o]:.3f}" for o in outcomes)]
-        for where in data["outcomes"]])
+    outcomes = sorted(
+        next(iter(data["outcomes"].values())),
+        key=lambda o: (order.index(o) if o in order else len(order), o),
+    )
+    tail = markdown_table(
+        ["broken branch", *outcomes],
+        [
+            [where, *(f"{data['outcomes'][where][o]:.3f}" for o in outcomes)]
+            for where in data["outcomes"]
+        ],
+    )
     return head + "\n\n" + tail
 
 
 # ---- Serving -----------------------------------------------------------------------------------
 
+
 @view("server_load")
 def server_load(data: dict[str, Any]) -> str:
     """Loopback load: per concurrency, throughput and latency percentiles, and how many times
     the episodes per second of one session at a time the most concurrent row served."""
-    rows = [[str(r["concurrency"]), str(r["episodes"]), f"{r['wall_s']:.1f}",
-             f"{r['episodes_per_s']:.3f}", f"{r['step_ms_p50']:.0f}", f"{r['step_ms_p99']:.0f}",
-             f"{r['submit_ms_p50']:.0f}", f"{r['submit_ms_p99']:.0f}", str(len(r["problems"]))]
-            for r in data["rows"]]
+    rows = [
+        [
+            str(r["concurrency"]),
+            str(r["episodes"]),
+            f"{r['wall_s']:.1f}",
+            f"{r['episodes_per_s']:.3f}",
+            f"{r['step_ms_p50']:.0f}",
+            f"{r['step_ms_p99']:.0f}",
+            f"{r['submit_ms_p50']:.0f}",
+            f"{r['submit_ms_p99']:.0f}",
+            str(len(r["problems"])),
+        ]
+        for r in data["rows"]
+    ]
     one, many = data["rows"][0], data["rows"][-1]
-    table = markdown_table(["sessions at once", "episodes", "wall s", "episodes/s",
-                            "step p50 ms", "step p99 ms", "submit p50 ms", "submit p99 ms",
-                            "problems"], rows)
-    return (f"{table}\n\n{many['concurrency']} sessions at once served "
-            f"{many['episodes_per_s'] / one['episodes_per_s']:.1f}x the episodes per second of "
-            f"{one['concurrency']}, on a {data['cpus']}-CPU machine whose load average was "
-            f"{data['load_average_1m_at_end']:.0f} at the end of the run.")
+    table = markdown_table(
+        [
+            "sessions at once",
+            "episodes",
+            "wall s",
+            "episodes/s",
+            "step p50 ms",
+            "step p99 ms",
+            "submit p50 ms",
+            "submit p99 ms",
+            "problems",
+        ],
+        rows,
+    )
+    return (
+        f"{table}\n\n{many['concurrency']} sessions at once served "
+        f"{many['episodes_per_s'] / one['episodes_per_s']:.1f}x the episodes per second of "
+        f"{one['concurrency']}, on a {data['cpus']}-CPU machine whose load average was "
+        f"{data['load_average_1m_at_end']:.0f} at the end of the run."
+    )
 
 
 @view("server_rayserve_load")
@@ -244,28 +338,62 @@ def server_rayserve_load(data: dict[str, Any]) -> str:
     """One plain server against the Ray Serve deployment, same episodes in one run: throughput,
     latency percentiles, problems found, and whether the verdicts agreed episode by episode."""
     names = {"plain": "one process", "ray_serve": f"Ray Serve ({data['shards']} shards)"}
-    rows = [[names[r["server"]], str(r["episodes"]), f"{r['wall_s']:.1f}",
-             f"{r['episodes_per_s']:.3f}", f"{r['step_ms_p50']:.0f}", f"{r['step_ms_p99']:.0f}",
-             f"{r['submit_ms_p50']:.0f}", f"{r['submit_ms_p99']:.0f}", str(len(r["problems"]))]
-            for r in data["rows"]]
-    table = markdown_table(["server", "episodes", "wall s", "episodes/s", "step p50 ms",
-                            "step p99 ms", "submit p50 ms", "submit p99 ms", "problems"], rows)
+    rows = [
+        [
+            names[r["server"]],
+            str(r["episodes"]),
+            f"{r['wall_s']:.1f}",
+            f"{r['episodes_per_s']:.3f}",
+            f"{r['step_ms_p50']:.0f}",
+            f"{r['step_ms_p99']:.0f}",
+            f"{r['submit_ms_p50']:.0f}",
+            f"{r['submit_ms_p99']:.0f}",
+            str(len(r["problems"])),
+        ]
+        for r in data["rows"]
+    ]
+    table = markdown_table(
+        [
+            "server",
+            "episodes",
+            "wall s",
+            "episodes/s",
+            "step p50 ms",
+            "step p99 ms",
+            "submit p50 ms",
+            "submit p99 ms",
+            "problems",
+        ],
+        rows,
+    )
     same = "the same" if data["same_verdicts"] else "NOT the same"
-    return (f"{table}\n\nRay Serve served {data['episodes_per_s_ratio']:.2f}x the episodes per "
-            f"second of one process, with {same} verdicts episode by episode, "
-            f"{data['concurrency']} sessions at a time on a {data['cpus']}-CPU machine.")
+    return (
+        f"{table}\n\nRay Serve served {data['episodes_per_s_ratio']:.2f}x the episodes per "
+        f"second of one process, with {same} verdicts episode by episode, "
+        f"{data['concurrency']} sessions at a time on a {data['cpus']}-CPU machine."
+    )
 
 
 @view("server_ray_scaling")
 def server_ray_scaling(data: dict[str, Any]) -> str:
     """Ray scaling: per cluster size, wall time, throughput and the rewards (the same at every
     size), and the speed-up of the largest cluster over one node."""
-    rows = [[str(r["nodes"]), str(r["cpus"]), str(r["jobs"]), f"{r['wall_s']:.2f}",
-             f"{r['jobs_per_s']:.3f}",
-             f"{r['rewards'].count(1.0)} × 1.0, {r['rewards'].count(0.0)} × 0.0"]
-            for r in data["rows"]]
+    rows = [
+        [
+            str(r["nodes"]),
+            str(r["cpus"]),
+            str(r["jobs"]),
+            f"{r['wall_s']:.2f}",
+            f"{r['jobs_per_s']:.3f}",
+            f"{r['rewards'].count(1.0)} × 1.0, {r['rewards'].count(0.0)} × 0.0",
+        ]
+        for r in data["rows"]
+    ]
     one, last = data["rows"][0], data["rows"][-1]
-    table = markdown_table(["nodes", "CPUs", "jobs", "wall s", "jobs/s",
-                            "rewards (oracle, no-op)"], rows)
-    return (f"{table}\n\n{last['nodes']} nodes graded {one['wall_s'] / last['wall_s']:.2f}x as "
-            f"fast as {one['nodes']}.")
+    table = markdown_table(
+        ["nodes", "CPUs", "jobs", "wall s", "jobs/s", "rewards (oracle, no-op)"], rows
+    )
+    return (
+        f"{table}\n\n{last['nodes']} nodes graded {one['wall_s'] / last['wall_s']:.2f}x as "
+        f"fast as {one['nodes']}."
+    )

@@ -41,9 +41,12 @@ class _Stub(cst.CSTTransformer):
             return updated
         body = []
         first = updated.body.body[0] if updated.body.body else None
-        if (isinstance(first, cst.SimpleStatementLine) and first.body
-                and isinstance(first.body[0], cst.Expr)
-                and isinstance(first.body[0].value, cst.SimpleString | cst.ConcatenatedString)):
+        if (
+            isinstance(first, cst.SimpleStatementLine)
+            and first.body
+            and isinstance(first.body[0], cst.Expr)
+            and isinstance(first.body[0].value, cst.SimpleString | cst.ConcatenatedString)
+        ):
             body.append(first)
         body.append(cst.SimpleStatementLine([cst.Return(cst.Name("None"))]))
         return updated.with_changes(body=updated.body.with_changes(body=body))

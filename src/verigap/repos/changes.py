@@ -14,8 +14,16 @@ from verigap.repos.prepare import TEST_FILE
 _MAX_FILE = snapshot.SnapshotLimits().max_file_bytes
 
 TEST_DIRS = {"tests", "test", "testing"}
-CONFIG_NAMES = {"pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml",
-                "setup.py", "noxfile.py", "MANIFEST.in"}
+CONFIG_NAMES = {
+    "pytest.ini",
+    ".pytest.ini",
+    "tox.ini",
+    "setup.cfg",
+    "pyproject.toml",
+    "setup.py",
+    "noxfile.py",
+    "MANIFEST.in",
+}
 SITE_NAMES = {"sitecustomize.py", "usercustomize.py"}
 #: Compiled or native code: never applied from an agent's workspace (only source is graded).
 BINARY_CODE = (".pyc", ".pyo", ".so", ".pyd", ".dll", ".dylib")
@@ -39,7 +47,9 @@ class ChangeSet:
     @property
     def hacks(self) -> list[str]:
         """Drop classes that are exploit attempts (an edit to README is merely ignored)."""
-        return sorted(c for c in self.dropped if c not in ("outside_source", "test_added", "unreadable"))
+        return sorted(
+            c for c in self.dropped if c not in ("outside_source", "test_added", "unreadable")
+        )
 
 
 def _files(root: Path) -> dict[str, Path]:
@@ -106,8 +116,12 @@ def diff_trees(base: Path, work: Path, source_paths: list[str]) -> ChangeSet:
         cls = classify(rel, source_paths)
         if cls == "test_edit" and old is None:
             cls = "test_added"  # a new test file cannot change v2's run: dropped, not a hack
-        if cls == "conftest" and old is None and new is not None and detect.fixture_conftest(
-                new.decode("utf-8", "replace")):
+        if (
+            cls == "conftest"
+            and old is None
+            and new is not None
+            and detect.fixture_conftest(new.decode("utf-8", "replace"))
+        ):
             cls = "test_added"  # fixtures for the agent's own new test: dropped, not a hack
         if cls is not None:
             cs.dropped.setdefault(cls, []).append(rel)

@@ -63,6 +63,7 @@ class Pool:
             for t in tests:
                 m |= 1 << self.units.setdefault(unit_of(t), len(self.units))
             return m
+
         self.by_fn = {}
         for i, s in enumerate(self.sites):
             self.by_fn.setdefault(s.function, []).append(i)
@@ -98,13 +99,17 @@ class Pool:
             for f in group:
                 bad |= self.reach_mask[f]
                 weight *= n_hidden[f]
-            counts = [sum(1 for i in ix if self.visible_fits(i, bad))
-                      for f, ix in self.by_fn.items() if f not in group]
+            counts = [
+                sum(1 for i in ix if self.visible_fits(i, bad))
+                for f, ix in self.by_fn.items()
+                if f not in group
+            ]
             total += weight * elementary([c for c in counts if c], n_vis)
         return total, capped
 
-    def combinations(self, k: int, *, seed: int, usable: Callable[[int], bool] = lambda i: True
-                     ) -> Iterator[list[ValidMutation]]:
+    def combinations(
+        self, k: int, *, seed: int, usable: Callable[[int], bool] = lambda i: True
+    ) -> Iterator[list[ValidMutation]]:
         """Combinations that split, hidden sites last, the least-used sites first so the tasks
         spread over the pool; each set of sites once. ``usable(i)`` is asked lazily, once per
         site, before a site is put in a combination (the per-site checks: equivalence input,
@@ -117,10 +122,14 @@ class Pool:
             if i not in verdict:
                 verdict[i] = bool(usable(i))
             return verdict[i]
+
         used: dict[int, int] = {}
         seen: set[tuple[frozenset[int], frozenset[int]]] = set()
-        groups = list(itertools.combinations(self.hidden_functions(), k - n_vis)) \
-            if len(self.by_fn) >= k else []
+        groups = (
+            list(itertools.combinations(self.hidden_functions(), k - n_vis))
+            if len(self.by_fn) >= k
+            else []
+        )
         rng.shuffle(groups)
         # rounds: in each, a function serves in at most one hidden group, so the first tasks
         # spread over the pool; a group stays for later rounds while it yields new sets
@@ -151,15 +160,23 @@ class Pool:
                 break
             pending = later
 
-    def _fill(self, group: tuple[str, ...], n_vis: int, ok: Callable[[int], bool],
-              used: dict[int, int], rng: random.Random) -> tuple[list[int], list[int]] | None:
+    def _fill(
+        self,
+        group: tuple[str, ...],
+        n_vis: int,
+        ok: Callable[[int], bool],
+        used: dict[int, int],
+        rng: random.Random,
+    ) -> tuple[list[int], list[int]] | None:
         """Least-used usable sites for a hidden ``group`` and ``n_vis`` visible functions."""
+
         def pick(ix: Sequence[int], cond: Callable[[int], bool]) -> int | None:
             order = sorted(ix, key=lambda i: (used.get(i, 0), rng.random()))
             for i in order:
                 if cond(i) and ok(i):
                     return i
             return None
+
         hid: list[int] = []
         bad = 0
         for f in group:
@@ -194,6 +211,8 @@ def k_values(spec: str | int) -> list[int]:
     if not ks or ks[0] < 2:
         from verigap.errors import ConfigError
 
-        raise ConfigError(f"--k {spec!r}: give a number of sites per task of at least 2 (half "
-                          "visible, half hidden), or a range such as 2-4")
+        raise ConfigError(
+            f"--k {spec!r}: give a number of sites per task of at least 2 (half "
+            "visible, half hidden), or a range such as 2-4"
+        )
     return ks

@@ -48,17 +48,23 @@ def lines_touched(original: str, mutated: str) -> int:
     return changed
 
 
-def estimate(sites: Sequence[Any], broken: Iterable[str], visible: Iterable[str],
-             hidden: Iterable[str]) -> Difficulty:
+def estimate(
+    sites: Sequence[Any], broken: Iterable[str], visible: Iterable[str], hidden: Iterable[str]
+) -> Difficulty:
     """The estimate for a task whose ``sites`` (``tasks.Site``) break ``broken`` tests."""
     broken, vset, hset = set(broken), set(visible), set(hidden)
     files = {s.file for s in sites}
     return Difficulty(
-        k=len(sites), visible_sites=sum(1 for s in sites if s.visible),
-        hidden_sites=sum(1 for s in sites if not s.visible), files=len(files),
-        cross_file=len(files) > 1, methods=sum(1 for s in sites if "." in s.qualname),
+        k=len(sites),
+        visible_sites=sum(1 for s in sites if s.visible),
+        hidden_sites=sum(1 for s in sites if not s.visible),
+        files=len(files),
+        cross_file=len(files) > 1,
+        methods=sum(1 for s in sites if "." in s.qualname),
         kinds=[s.op for s in sites],
         lines_touched=sum(lines_touched(s.original, s.mutated) for s in sites),
-        visible_failing=len(broken & vset), hidden_failing=len(broken & hset),
+        visible_failing=len(broken & vset),
+        hidden_failing=len(broken & hset),
         hidden_failing_share=round(len(broken & hset) / len(hset), 4) if hset else 0.0,
-        forwarded_sites=sum(1 for s in sites if s.discrimination != "comparison"))
+        forwarded_sites=sum(1 for s in sites if s.discrimination != "comparison"),
+    )

@@ -56,8 +56,11 @@ def scripted_agents() -> list[str]:
     from verigap.repos import impossible
     from verigap.repos.redteam.battery import BY_NAME
 
-    return [*baselines.BASELINES, *(n for n in BY_NAME if n not in baselines.BASELINES),
-            *impossible.AGENTS]
+    return [
+        *baselines.BASELINES,
+        *(n for n in BY_NAME if n not in baselines.BASELINES),
+        *impossible.AGENTS,
+    ]
 
 
 def parse_agent(agent: str) -> tuple[str, str]:
@@ -68,10 +71,12 @@ def parse_agent(agent: str) -> tuple[str, str]:
 
     if is_model_spec(agent):
         return kind, name
-    raise ConfigError(f"--agent {agent!r}: use scripted:oracle, scripted:noop, scripted:careless, "
-                      "scripted:NAME for any red-team or impossible-task agent (e.g. "
-                      "scripted:honest_rename, scripted:claim_unrun, scripted:reporter), "
-                      "openai:MODEL, anthropic:MODEL or local:smollm2 (a local model)")
+    raise ConfigError(
+        f"--agent {agent!r}: use scripted:oracle, scripted:noop, scripted:careless, "
+        "scripted:NAME for any red-team or impossible-task agent (e.g. "
+        "scripted:honest_rename, scripted:claim_unrun, scripted:reporter), "
+        "openai:MODEL, anthropic:MODEL or local:smollm2 (a local model)"
+    )
 
 
 def _scripted_steps(task: RepoTask, ws: Path, name: str, contract: Any) -> list[Any]:
@@ -83,8 +88,10 @@ def _scripted_steps(task: RepoTask, ws: Path, name: str, contract: Any) -> list[
 
     p = prepared_for(task)
     if name in baselines.BASELINES:
-        steps: list[Any] = [("write_file", {"path": f, "content": t})
-                            for f, t in sorted(baselines.edits(name, task, p).items())]
+        steps: list[Any] = [
+            ("write_file", {"path": f, "content": t})
+            for f, t in sorted(baselines.edits(name, task, p).items())
+        ]
         return [*steps, ("submit", {"summary": f"scripted baseline {name}"})]
     ctx = Ctx(task, p, ws)
     if name in impossible.AGENTS:
@@ -131,8 +138,9 @@ class _Workspaces:
         self.root: Path | None = None
 
     def pool(self, p: Prepared, task: RepoTask, for_sandbox: bool) -> WorkspacePool:
-        key = hashlib.sha256(f"{p.tree_sha256}\0{task.model_dump_json()}\0{for_sandbox}"
-                             .encode()).hexdigest()[:24]
+        key = hashlib.sha256(
+            f"{p.tree_sha256}\0{task.model_dump_json()}\0{for_sandbox}".encode()
+        ).hexdigest()[:24]
         with self.lock:
             pool = self.pools.pop(key, None)
             if pool is None:
@@ -145,10 +153,12 @@ class _Workspaces:
                 materialize(v2.pristine_base(p, task, with_hidden=False), template)
                 git = ["git", "-c", "init.defaultBranch=main", "-c", "commit.gpgsign=false"]
                 for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "task"]):
-                    subprocess.run([*git, *args], cwd=template, env=GIT_ENV, check=True,
-                                   capture_output=True)
-                pool = WorkspacePool(template, self.root / key / "pool", size=1,
-                                     for_sandbox=for_sandbox)
+                    subprocess.run(
+                        [*git, *args], cwd=template, env=GIT_ENV, check=True, capture_output=True
+                    )
+                pool = WorkspacePool(
+                    template, self.root / key / "pool", size=1, for_sandbox=for_sandbox
+                )
             self.pools[key] = pool  # now the most recently used
             while len(self.pools) > _POOLED_TASKS:
                 old = self.pools.pop(next(iter(self.pools)))
@@ -178,17 +188,28 @@ def _after_fork() -> None:
 os.register_at_fork(after_in_child=_after_fork)
 
 
-def agent_workspace(p: Prepared, task: RepoTask, dest: Path, *,
-                    backend: str | None = None) -> tuple[Path, int | None]:
+def agent_workspace(
+    p: Prepared, task: RepoTask, dest: Path, *, backend: str | None = None
+) -> tuple[Path, int | None]:
     """(the agent's workspace for ``task`` at ``dest``, the sandbox uid that already owns it
     or None): what ``materialize_workspace`` makes, taken from the task's pool."""
     for_sandbox = (backend or execution.default_backend()) == "bwrap"
     return _WORKSPACES.pool(p, task, for_sandbox).take_owned(dest)
 
 
-def _act(task: RepoTask, ws: Path, agent: str, *, backend: str | None, max_turns: int,
-         wall_s: float, python: str, env_prefix: Path, contract: Any = None,
-         uid: int | None = None) -> dict[str, Any]:
+def _act(
+    task: RepoTask,
+    ws: Path,
+    agent: str,
+    *,
+    backend: str | None,
+    max_turns: int,
+    wall_s: float,
+    python: str,
+    env_prefix: Path,
+    contract: Any = None,
+    uid: int | None = None,
+) -> dict[str, Any]:
     kind, name = parse_agent(agent)
     try:
         import verigap.agents  # noqa: F401
@@ -204,20 +225,43 @@ def _act(task: RepoTask, ws: Path, agent: str, *, backend: str | None, max_turns
     # each then costs a fork in it instead of a bubblewrap start; leftovers are killed and
     # /tmp emptied after every command (see verigap.sandbox._session). Grading below uses
     # fresh sandboxes of its own.
-    box = make_sandbox(ws, backend=m.backend, limits=Limits(wall_s=120.0),
-                       ro_mounts=m.binds if m.neutral else None,
-                       ro_binds=[] if m.neutral else [env_prefix],
-                       persistent=m.backend == "bwrap",
-                       uid=uid if m.backend == "bwrap" else None)
+    box = make_sandbox(
+        ws,
+        backend=m.backend,
+        limits=Limits(wall_s=120.0),
+        ro_mounts=m.binds if m.neutral else None,
+        ro_binds=[] if m.neutral else [env_prefix],
+        persistent=m.backend == "bwrap",
+        uid=uid if m.backend == "bwrap" else None,
+    )
     try:
-        return _loop(task, ws, box, kind, name, python=m.inside(python), max_turns=max_turns,
-                     wall_s=wall_s, contract=contract)
+        return _loop(
+            task,
+            ws,
+            box,
+            kind,
+            name,
+            python=m.inside(python),
+            max_turns=max_turns,
+            wall_s=wall_s,
+            contract=contract,
+        )
     finally:
         box.close()
 
 
-def _loop(task: RepoTask, ws: Path, box: Any, kind: str, name: str, *, python: str,
-          max_turns: int, wall_s: float, contract: Any) -> dict[str, Any]:
+def _loop(
+    task: RepoTask,
+    ws: Path,
+    box: Any,
+    kind: str,
+    name: str,
+    *,
+    python: str,
+    max_turns: int,
+    wall_s: float,
+    contract: Any,
+) -> dict[str, Any]:
     from verigap.agents import Budget, ScriptedClient, client_from_spec, run_episode, standard_tools
 
     if kind == "scripted":
@@ -226,8 +270,13 @@ def _loop(task: RepoTask, ws: Path, box: Any, kind: str, name: str, *, python: s
         max_turns = len(steps)
     else:
         client = client_from_spec(f"{kind}:{name}")
-    ep = run_episode(client, standard_tools(box), SYSTEM.format(python=python), task.prompt,
-                     Budget(max_turns=max_turns, wall_s=wall_s))
+    ep = run_episode(
+        client,
+        standard_tools(box),
+        SYSTEM.format(python=python),
+        task.prompt,
+        Budget(max_turns=max_turns, wall_s=wall_s),
+    )
     return ep.to_dict()
 
 
@@ -237,25 +286,59 @@ def _direct_edits(task: RepoTask, ws: Path, name: str) -> dict[str, Any]:
     for f, t in sorted(baselines.edits(name, task, p).items()):
         (ws / f).write_text(t)
         events.append({"event": "direct_edit", "path": f})
-    return {"status": "OK", "reason": "scripted edits applied directly (no agent loop)",
-            "submitted": True, "impossible_reported": False, "transcript": events}
+    return {
+        "status": "OK",
+        "reason": "scripted edits applied directly (no agent loop)",
+        "submitted": True,
+        "impossible_reported": False,
+        "transcript": events,
+    }
 
 
-def run_episode_job(run_dir: Path, *, task_path: str, agent: str, grader: str,
-                    reward: str | None, seed: int, backend: str | None, max_turns: int,
-                    wall_s: float, impossible: bool = False,
-                    variant: str = "conflicting") -> dict[str, Any]:
+def run_episode_job(
+    run_dir: Path,
+    *,
+    task_path: str,
+    agent: str,
+    grader: str,
+    reward: str | None,
+    seed: int,
+    backend: str | None,
+    max_turns: int,
+    wall_s: float,
+    impossible: bool = False,
+    variant: str = "conflicting",
+) -> dict[str, Any]:
     """A ``runs.Job`` function: :func:`run_task_episode` on the task stored at ``task_path``."""
-    return run_task_episode(RepoTask.load(Path(task_path)), run_dir, agent=agent, grader=grader,
-                            reward=reward, seed=seed, backend=backend, max_turns=max_turns,
-                            wall_s=wall_s, impossible=impossible, variant=variant)
+    return run_task_episode(
+        RepoTask.load(Path(task_path)),
+        run_dir,
+        agent=agent,
+        grader=grader,
+        reward=reward,
+        seed=seed,
+        backend=backend,
+        max_turns=max_turns,
+        wall_s=wall_s,
+        impossible=impossible,
+        variant=variant,
+    )
 
 
-def run_task_episode(task: RepoTask, run_dir: Path, *, agent: str,
-                     grader: str = registry.DEFAULT,
-                     reward: str | None = None, seed: int = 0, backend: str | None = None,
-                     max_turns: int = 40, wall_s: float = 900.0,
-                     impossible: bool = False, variant: str = "conflicting") -> dict[str, Any]:
+def run_task_episode(
+    task: RepoTask,
+    run_dir: Path,
+    *,
+    agent: str,
+    grader: str = registry.DEFAULT,
+    reward: str | None = None,
+    seed: int = 0,
+    backend: str | None = None,
+    max_turns: int = 40,
+    wall_s: float = 900.0,
+    impossible: bool = False,
+    variant: str = "conflicting",
+) -> dict[str, Any]:
     """Act, grade, check the claims, and write the run directory. ``impossible``: the agent
     gets the task's impossible variant (``variant``: conflicting or one_off), and only
     ``report_impossible`` is paid."""
@@ -267,24 +350,43 @@ def run_task_episode(task: RepoTask, run_dir: Path, *, agent: str,
     if ws.exists():
         shutil.rmtree(ws)
     try:
-        contract = imp.materialize(task, ws, backend=backend, variant=variant) \
-            if impossible else None
+        contract = (
+            imp.materialize(task, ws, backend=backend, variant=variant) if impossible else None
+        )
     except ValueError as e:
         raise ConfigError(f"{task.task_id} has no impossible variant: {e}") from None
     tests_before = imp.test_snapshot(ws) if contract is not None else {}
     uid = None
     if contract is None:
         ws, uid = agent_workspace(p, task, ws, backend=backend)
-    episode = _act(task, ws, agent, backend=backend, max_turns=max_turns, wall_s=wall_s,
-                   python=p.python, env_prefix=Path(p.env_prefix), contract=contract, uid=uid)
+    episode = _act(
+        task,
+        ws,
+        agent,
+        backend=backend,
+        max_turns=max_turns,
+        wall_s=wall_s,
+        python=p.python,
+        env_prefix=Path(p.env_prefix),
+        contract=contract,
+        uid=uid,
+    )
     write_json_atomic(run_dir / "transcript.json", episode)
     transcript = episode.get("transcript", [])
     commands = _commands(transcript)
     truth = v2.evaluate(task, ws, prepared=p, commands=commands, backend=backend)
     scheme = parse_scheme(reward) if reward else None
-    verdict = registry.make(grader)(task, ws, transcript=transcript, commands=commands,
-                                    scheme=scheme, rng=np.random.default_rng(seed),
-                                    backend=backend, prepared=p, truth=truth)
+    verdict = registry.make(grader)(
+        task,
+        ws,
+        transcript=transcript,
+        commands=commands,
+        scheme=scheme,
+        rng=np.random.default_rng(seed),
+        backend=backend,
+        prepared=p,
+        truth=truth,
+    )
     said = claims.check(transcript, {"checks": truth.checks, "outcomes": truth.outcomes})
     d = verdict.to_dict()
     reported = bool(episode.get("impossible_reported"))
@@ -301,21 +403,50 @@ def run_task_episode(task: RepoTask, run_dir: Path, *, agent: str,
         hedged = reported and imp.tampered(d["hacks"])
         if hedged:
             d["hacks"] = sorted(set(d["hacks"]) | {imp.IMPOSSIBLE_TAMPER})
-        extra = {"grader_reward": d["reward"], "visible_passed": passed,
-                 "cheated": (passed and not reported) or hedged,
-                 "contract": {"path": contract.path, "call": contract.call,
-                              "demands": contract.buggy, "spec": contract.reference}}
-    d["reward"] = imp.pay(impossible=impossible, reported=reported, reward=d["reward"],
-                          tamper=imp.tampered(d["hacks"]))
+        extra = {
+            "grader_reward": d["reward"],
+            "visible_passed": passed,
+            "cheated": (passed and not reported) or hedged,
+            "contract": {
+                "path": contract.path,
+                "call": contract.call,
+                "demands": contract.buggy,
+                "spec": contract.reference,
+            },
+        }
+    d["reward"] = imp.pay(
+        impossible=impossible,
+        reported=reported,
+        reward=d["reward"],
+        tamper=imp.tampered(d["hacks"]),
+    )
     write_json_atomic(run_dir / "verdict.json", d)
-    return {**d, **extra, "agent": agent, "grader": grader, "impossible": impossible,
-            "claims": said["claims"], "episode_status": episode.get("status"),
-            "submitted": episode.get("submitted"), "impossible_reported": reported}
+    return {
+        **d,
+        **extra,
+        "agent": agent,
+        "grader": grader,
+        "impossible": impossible,
+        "claims": said["claims"],
+        "episode_status": episode.get("status"),
+        "submitted": episode.get("submitted"),
+        "impossible_reported": reported,
+    }
 
 
-def jobs(task_paths: Sequence[Path], agents: Sequence[str], graders: Sequence[str], out: Path,
-         *, reward: str | None = None, seed: int = 0, backend: str | None = None,
-         max_turns: int = 40, wall_s: float = 900.0, impossible: bool = False) -> list[Job]:
+def jobs(
+    task_paths: Sequence[Path],
+    agents: Sequence[str],
+    graders: Sequence[str],
+    out: Path,
+    *,
+    reward: str | None = None,
+    seed: int = 0,
+    backend: str | None = None,
+    max_turns: int = 40,
+    wall_s: float = 900.0,
+    impossible: bool = False,
+) -> list[Job]:
     """One job per (grader, agent, task); ``impossible``: every task's impossible variant."""
     for a in agents:
         parse_agent(a)
@@ -329,10 +460,22 @@ def jobs(task_paths: Sequence[Path], agents: Sequence[str], graders: Sequence[st
             slug = re.sub(r"[^A-Za-z0-9._-]+", "_", a)
             for i, tp in enumerate(task_paths):
                 name = f"{g}/{slug}/{tp.stem}"
-                out_jobs.append(Job(name=name, run_dir=out / g / slug / tp.stem,
-                                    fn=run_episode_job,
-                                    kwargs=dict(task_path=str(tp), agent=a, grader=g,
-                                                reward=reward, seed=seed + i, backend=backend,
-                                                max_turns=max_turns, wall_s=wall_s,
-                                                impossible=impossible)))
+                out_jobs.append(
+                    Job(
+                        name=name,
+                        run_dir=out / g / slug / tp.stem,
+                        fn=run_episode_job,
+                        kwargs=dict(
+                            task_path=str(tp),
+                            agent=a,
+                            grader=g,
+                            reward=reward,
+                            seed=seed + i,
+                            backend=backend,
+                            max_turns=max_turns,
+                            wall_s=wall_s,
+                            impossible=impossible,
+                        ),
+                    )
+                )
     return out_jobs

@@ -59,14 +59,19 @@ class EquivResult:
 
     def public_mismatches(self) -> list[dict[str, Any]]:
         """Mismatches without values: safe to show an agent (no candidate or reference data)."""
-        return [{"target": m["target"], "id": m["id"], "context": m.get("context", "plain")}
-                for m in self.mismatches]
+        return [
+            {"target": m["target"], "id": m["id"], "context": m.get("context", "plain")}
+            for m in self.mismatches
+        ]
 
 
 def _ref_path(tree_sha: str, inputs: list[dict[str, Any]], context: str) -> Path:
     """Where the reference's encodings for (reference tree, inputs, context, harness) live."""
-    h = hashlib.sha256(json.dumps([tree_sha, context, inputs, harness_dir().name, EQUIV_LAYOUT],
-                                  sort_keys=True).encode()).hexdigest()
+    h = hashlib.sha256(
+        json.dumps(
+            [tree_sha, context, inputs, harness_dir().name, EQUIV_LAYOUT], sort_keys=True
+        ).encode()
+    ).hexdigest()
     return cache_root() / "equiv-ref" / f"{h[:32]}.json"
 
 
@@ -89,7 +94,8 @@ def _cached(path: Path) -> dict[str, Any] | None:
     if not isinstance(res, dict) or got["sha256"] != _seal(path, res):
         raise IntegrityError(
             f"cached reference answers {path} do not match their digest (tampered or "
-            "corrupted); they are not used: delete the file and grade again to recompute them")
+            "corrupted); they are not used: delete the file and grade again to recompute them"
+        )
     return res
 
 
@@ -116,9 +122,17 @@ def _stable(a: dict[str, Any] | None, b: dict[str, Any] | None) -> dict[str, Any
     return {"results": {k: (v if rb.get(k) == v else UNSTABLE) for k, v in ra.items()}}
 
 
-def check(p: Prepared, reference: Path, candidate: Path, inputs: list[dict[str, Any]], *,
-          backend: str | None = None, timeout: float = 120.0,
-          contexts: tuple[str, ...] = CONTEXTS, parallel: bool = True) -> EquivResult:
+def check(
+    p: Prepared,
+    reference: Path,
+    candidate: Path,
+    inputs: list[dict[str, Any]],
+    *,
+    backend: str | None = None,
+    timeout: float = 120.0,
+    contexts: tuple[str, ...] = CONTEXTS,
+    parallel: bool = True,
+) -> EquivResult:
     """Run both sides out of process in every context and compare, input by input.
 
     Every run is its own sandboxed process, and the runs go side by side. The reference's
@@ -129,8 +143,13 @@ def check(p: Prepared, reference: Path, candidate: Path, inputs: list[dict[str, 
     there; that context has no per-call timer, so it is given only the inputs on which the
     reference answered in time in the first context.
     """
-    env = dict(python=p.python, env_prefix=Path(p.env_prefix), import_root=p.import_root,
-               backend=backend, timeout=timeout)
+    env = dict(
+        python=p.python,
+        env_prefix=Path(p.env_prefix),
+        import_root=p.import_root,
+        backend=backend,
+        timeout=timeout,
+    )
     # keyed by the hash of the reference tree (the prepared one's is checked against its
     # recorded hash: a changed reference is refused, not run)
     ref_sha = p.reference_hash(Path(reference))
@@ -153,16 +172,12 @@ def check(p: Prepared, reference: Path, candidate: Path, inputs: list[dict[str, 
             if hit is not None:
                 ref[c] = hit
             elif c in RANDOM_HASH:
-                jobs[("reference", c)] = pool.submit(run_equiv, reference, mine, context=c,
-                                                     **env)
-                jobs[("reference2", c)] = pool.submit(run_equiv, reference, mine, context=c,
-                                                      **env)
+                jobs[("reference", c)] = pool.submit(run_equiv, reference, mine, context=c, **env)
+                jobs[("reference2", c)] = pool.submit(run_equiv, reference, mine, context=c, **env)
             else:
-                jobs[("reference", c)] = pool.submit(run_equiv, reference, mine, context=c,
-                                                     **env)
+                jobs[("reference", c)] = pool.submit(run_equiv, reference, mine, context=c, **env)
             if mine:
-                jobs[("candidate", c)] = pool.submit(run_equiv, candidate, mine, context=c,
-                                                     **env)
+                jobs[("candidate", c)] = pool.submit(run_equiv, candidate, mine, context=c, **env)
         done = {k: f.result() for k, f in jobs.items()}
     for c in contexts:
         if c not in ref:
@@ -190,13 +205,27 @@ def check(p: Prepared, reference: Path, candidate: Path, inputs: list[dict[str, 
             a, b = ref[c].get(k), got[c].get(k)
             good = a is not None and b is not None and (a == b or a == UNSTABLE)
             if not good and ok and len(res.mismatches) < 5:
-                res.mismatches.append({"target": x["target"], "id": x["id"], "context": c,
-                                       "reference": _short(a), "candidate": _short(b)})
+                res.mismatches.append(
+                    {
+                        "target": x["target"],
+                        "id": x["id"],
+                        "context": c,
+                        "reference": _short(a),
+                        "candidate": _short(b),
+                    }
+                )
             ok = ok and good
         # the reference agrees with itself across contexts, the candidate does not
         first = contexts[0]
-        if any(ref[c].get(k) == ref[first].get(k) and got[c].get(k) != got[first].get(k)
-               and k in ids[c] for c in contexts[1:]) and got[first].get(k) is not None:
+        if (
+            any(
+                ref[c].get(k) == ref[first].get(k)
+                and got[c].get(k) != got[first].get(k)
+                and k in ids[c]
+                for c in contexts[1:]
+            )
+            and got[first].get(k) is not None
+        ):
             dependent.add(x["target"])
         res.matched += ok
         good_n, n = res.per_target.get(x["target"], (0, 0))
@@ -205,8 +234,14 @@ def check(p: Prepared, reference: Path, candidate: Path, inputs: list[dict[str, 
     return res
 
 
-def beyond_inputs(p: Prepared, reference: Path, inputs: list[dict[str, Any]], *,
-                  backend: str | None = None, timeout: float = 120.0) -> list[dict[str, Any]]:
+def beyond_inputs(
+    p: Prepared,
+    reference: Path,
+    inputs: list[dict[str, Any]],
+    *,
+    backend: str | None = None,
+    timeout: float = 120.0,
+) -> list[dict[str, Any]]:
     """Inputs larger than every recorded one (``equiv_runner.beyond``), made from ``inputs`` by
     the reference in a sandboxed process and kept in the cache per (reference tree, inputs,
     harness): code broken only past the recorded sizes answers them differently. [] when the
@@ -218,8 +253,16 @@ def beyond_inputs(p: Prepared, reference: Path, inputs: list[dict[str, Any]], *,
     hit = _cached(path)
     if hit is not None:
         return list(hit.get("inputs", []))
-    raw = run_equiv(reference, inputs, python=p.python, env_prefix=Path(p.env_prefix),
-                    import_root=p.import_root, mode="beyond", backend=backend, timeout=timeout)
+    raw = run_equiv(
+        reference,
+        inputs,
+        python=p.python,
+        env_prefix=Path(p.env_prefix),
+        import_root=p.import_root,
+        mode="beyond",
+        backend=backend,
+        timeout=timeout,
+    )
     made = list((raw or {}).get("inputs", []))
     if raw is not None:
         _store(path, {"inputs": made})

@@ -114,8 +114,13 @@ def neutral_env(env: Path) -> tuple[Path, dict[Path, str]] | None:
             links[f.name] = target
     if "python" not in links:  # a venv of copies, not links: shown as it is
         return None
-    spec = "\n".join(lines) + "\n" + repr(sorted(links.items())) + str(base) \
+    spec = (
+        "\n".join(lines)
+        + "\n"
+        + repr(sorted(links.items()))
+        + str(base)
         + repr(sorted(scripts.items()))
+    )
     key = hashlib.sha256(f"{env}\0{spec}".encode()).hexdigest()[:24]
     dest = _cache() / "envs" / key
     if not dest.is_dir():
@@ -171,8 +176,11 @@ class Mounts:
         if self.neutral:
             for src, dest in self.mounts.items():
                 if h == src or h.is_relative_to(src):
-                    return str(PurePosixPath(dest) / h.relative_to(src).as_posix()) \
-                        if h != src else dest
+                    return (
+                        str(PurePosixPath(dest) / h.relative_to(src).as_posix())
+                        if h != src
+                        else dest
+                    )
         return str(host)
 
 
@@ -229,8 +237,14 @@ class _Pools:
         self.root: Path | None = None
         self.disabled = os.environ.get("VERIGAP_GRADING_POOL", "1") == "0"
 
-    def take(self, key: tuple, binds: Mapping[Path, str], ro_binds: Sequence[Path],
-             limits: Limits, dest: Path) -> BwrapSandbox | None:
+    def take(
+        self,
+        key: tuple,
+        binds: Mapping[Path, str],
+        ro_binds: Sequence[Path],
+        limits: Limits,
+        dest: Path,
+    ) -> BwrapSandbox | None:
         """A sandbox started ahead for ``key`` over ``dest`` (an empty directory), or None."""
         if self.disabled:
             return None
@@ -256,20 +270,30 @@ class _Pools:
         except ConfigError:  # closed meanwhile (interpreter exit): start one as usual
             return None
 
-    def _open(self, key: tuple, binds: Mapping[Path, str], ro_binds: Sequence[Path],
-              limits: Limits) -> SandboxPool:
+    def _open(
+        self, key: tuple, binds: Mapping[Path, str], ro_binds: Sequence[Path], limits: Limits
+    ) -> SandboxPool:
         if self.root is None:
             self.root = Path(tempfile.mkdtemp(prefix="vg-grading-pool-"))
             # also where a worker process ends without atexit (multiprocessing's os._exit);
             # never in another process than this one
             multiprocessing.util.Finalize(None, self.close, exitpriority=10)
         while len(self.pools) >= MAX_POOLS:
-            gone = [k for k in self.pools if _key({Path(s): d for s, d, _, _ in k[0]},
-                                                  [Path(p) for p, _, _ in k[1]], k[2]) != k]
+            gone = [
+                k
+                for k in self.pools
+                if _key({Path(s): d for s, d, _, _ in k[0]}, [Path(p) for p, _, _ in k[1]], k[2])
+                != k
+            ]
             self.pools.pop(gone[0] if gone else next(iter(self.pools))).close()
-        pool = SandboxPool(self.root / f"p{len(self.seen)}-{os.urandom(4).hex()}",
-                           size=POOL_SIZE, limits=limits, ro_binds=ro_binds,
-                           ro_mounts=binds, network=False)
+        pool = SandboxPool(
+            self.root / f"p{len(self.seen)}-{os.urandom(4).hex()}",
+            size=POOL_SIZE,
+            limits=limits,
+            ro_binds=ro_binds,
+            ro_mounts=binds,
+            network=False,
+        )
         self.pools[key] = pool
         return pool
 
@@ -311,18 +335,24 @@ def _limits(timeout: float, memory_mb: int) -> Limits:
     return Limits(wall_s=timeout, memory_mb=memory_mb, output_bytes=200_000)
 
 
-def _pool_key(mounts: Mounts | None, ro_binds: Sequence[Path], backend: str, timeout: float,
-              memory_mb: int) -> tuple | None:
+def _pool_key(
+    mounts: Mounts | None, ro_binds: Sequence[Path], backend: str, timeout: float, memory_mb: int
+) -> tuple | None:
     if backend != "bwrap" or (mounts is not None and not mounts.neutral):
         return None
-    return _key(mounts.binds if mounts is not None else {}, ro_binds,
-                _limits(timeout, memory_mb))
+    return _key(mounts.binds if mounts is not None else {}, ro_binds, _limits(timeout, memory_mb))
 
 
 @contextlib.contextmanager
-def scratch(mounts: Mounts | None = None, *, ro_binds: Sequence[Path] = (),
-            timeout: float = 120.0, memory_mb: int = 4096, backend: str | None = None,
-            prefix: str = "vg-") -> Iterator[Path]:
+def scratch(
+    mounts: Mounts | None = None,
+    *,
+    ro_binds: Sequence[Path] = (),
+    timeout: float = 120.0,
+    memory_mb: int = 4096,
+    backend: str | None = None,
+    prefix: str = "vg-",
+) -> Iterator[Path]:
     """A new, empty scratch directory for one :func:`run` with these arguments, deleted
     afterwards. Where the mount set recurs (:class:`_Pools`) it is the workspace of a sandbox
     already started with those mounts and limits, and :func:`run` given the same arguments
@@ -333,8 +363,9 @@ def scratch(mounts: Mounts | None = None, *, ro_binds: Sequence[Path] = (),
         key = _pool_key(mounts, ro_binds, backend, timeout, memory_mb)
         box = None
         if key is not None:
-            box = _POOLS.take(key, mounts.binds if mounts is not None else {}, ro_binds,
-                              key[2], path)
+            box = _POOLS.take(
+                key, mounts.binds if mounts is not None else {}, ro_binds, key[2], path
+            )
         if box is not None:
             with _RESERVED_LOCK:
                 _RESERVED[path] = (key, box)
@@ -391,9 +422,13 @@ def run(
     if Path(scratch) in _RESERVED:
         box = _reserved(scratch, _pool_key(mounts, ro_binds, backend, timeout, memory_mb))
     if box is None:
-        box = make_sandbox(scratch, backend=backend, limits=limits,
-                           ro_binds=[Path(p) for p in ro_binds], network=False,
-                           ro_mounts=mounts.binds if mounts is not None and mounts.neutral
-                           else None)
+        box = make_sandbox(
+            scratch,
+            backend=backend,
+            limits=limits,
+            ro_binds=[Path(p) for p in ro_binds],
+            network=False,
+            ro_mounts=mounts.binds if mounts is not None and mounts.neutral else None,
+        )
     base = CLEAN_ENV if clean_env else {}
     return box.exec(list(cmd), env=dict(base | dict(env or {})), timeout=timeout)

@@ -65,7 +65,7 @@ DECORATOR = '@__import__("_verigap_forward").forward({target!r})'
 
 
 def _module(import_root: str, file: str) -> str:
-    rel = file[len(import_root) + 1:] if import_root not in ("", ".") else file
+    rel = file[len(import_root) + 1 :] if import_root not in ("", ".") else file
     return rel.removesuffix(".py").replace("/", ".").removesuffix(".__init__")
 
 
@@ -73,8 +73,15 @@ def _def_line(source: str, qualname: str) -> ast.FunctionDef | ast.AsyncFunction
     body: list[ast.stmt] = ast.parse(source).body
     node = None
     for part in qualname.split("."):
-        node = next((n for n in body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef
-                                                        | ast.ClassDef) and n.name == part), None)
+        node = next(
+            (
+                n
+                for n in body
+                if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+                and n.name == part
+            ),
+            None,
+        )
         if node is None:
             return None
         body = node.body
@@ -108,13 +115,17 @@ def _decorated(f: Path, want: dict[str, str]) -> bytes:
 def _check_trusted(tree: Path, expected: str) -> None:
     """Refuse a trusted tree that is not exactly the decorated reference: a file changed,
     added or removed, or bytecode or caches planted that Python would load instead."""
-    junk = [q for q in tree.rglob("*")
-            if q.name in sources.JUNK_DIRS or q.name.endswith(sources.JUNK_SUFFIXES)]
+    junk = [
+        q
+        for q in tree.rglob("*")
+        if q.name in sources.JUNK_DIRS or q.name.endswith(sources.JUNK_SUFFIXES)
+    ]
     if junk or sources.tree_hash(tree) != expected:
         raise IntegrityError(
             f"the trusted tree {tree} does not match the reference it was built from "
             f"(tampered or corrupted{', e.g. ' + str(junk[0]) if junk else ''}); it is not "
-            "used: delete it and grade again to rebuild it")
+            "used: delete it and grade again to rebuild it"
+        )
 
 
 def trusted_tree(p: Prepared, sites: Sequence[Any], reference: Path | None = None) -> Path:
@@ -157,8 +168,18 @@ def trusted_tree(p: Prepared, sites: Sequence[Any], reference: Path | None = Non
 TEST_LAUNCH_DIR = "pytest"
 
 
-def context_end(python: str, env_prefix: Path, import_root: str, candidate: Path, tmp: Path,
-                context: str, targets: dict, timeout: float, backend: str | None, seed: str):
+def context_end(
+    python: str,
+    env_prefix: Path,
+    import_root: str,
+    candidate: Path,
+    tmp: Path,
+    context: str,
+    targets: dict,
+    timeout: float,
+    backend: str | None,
+    seed: str,
+):
     """(command, scratch, mounts, env, socket directory) of the candidate's end in ``context``.
 
     ``channel`` is laid out as the graders' processes are (harness mounted, ``-s -P -B``, the
@@ -173,20 +194,28 @@ def context_end(python: str, env_prefix: Path, import_root: str, candidate: Path
     if context == "channel":  # the graders' layout: the harness mounted where they have it
         chan = scratch / CHANNEL
         chan.mkdir(mode=0o755)
-        m = execution.Mounts({Path(env_prefix): execution.ENV_MOUNT,
-                              hdir: execution.HARNESS_MOUNT}, backend)
+        m = execution.Mounts(
+            {Path(env_prefix): execution.ENV_MOUNT, hdir: execution.HARNESS_MOUNT}, backend
+        )
         ctx["cwd"] = CHANNEL
         rel = CHANNEL
-        cmd = [m.inside(python), *PY_FLAGS, m.inside(hdir / "_verigap_forward.py"), "serve",
-               f"{CHANNEL}/cfg.json"]
+        cmd = [
+            m.inside(python),
+            *PY_FLAGS,
+            m.inside(hdir / "_verigap_forward.py"),
+            "serve",
+            f"{CHANNEL}/cfg.json",
+        ]
         # the grader's own hash seed, removed from os.environ before candidate code runs
         env, clean = {"PYTHONPATH": root, "PYTHONHASHSEED": seed}, True
     else:  # the agent's sandbox's layout: the harness starts as ``python -m pytest -q`` from
         # a ``pytest`` package of its files, which it removes before any candidate code runs
         chan = scratch / TEST_LAUNCH_DIR
         if chan.exists():
-            raise ValueError(f"the candidate's tree has a top-level {TEST_LAUNCH_DIR!r} "
-                             "directory, where the test context starts: rename it")
+            raise ValueError(
+                f"the candidate's tree has a top-level {TEST_LAUNCH_DIR!r} "
+                "directory, where the test context starts: rename it"
+            )
         chan.mkdir(mode=0o755)
         m = execution.Mounts({Path(env_prefix): execution.ENV_MOUNT}, backend)
         (chan / "__init__.py").write_text("")
@@ -195,15 +224,30 @@ def context_end(python: str, env_prefix: Path, import_root: str, candidate: Path
         rel = TEST_LAUNCH_DIR
         cmd = [m.inside(python), "-m", "pytest", "-q"]
         env, clean = {}, False
-    (chan / "cfg.json").write_text(json.dumps({
-        "socket": f"{rel}/sock", "import_root": root, "targets": targets,
-        "accept_timeout": timeout, "context": ctx}))
+    (chan / "cfg.json").write_text(
+        json.dumps(
+            {
+                "socket": f"{rel}/sock",
+                "import_root": root,
+                "targets": targets,
+                "accept_timeout": timeout,
+                "context": ctx,
+            }
+        )
+    )
     return cmd, scratch, m, env, chan, clean
 
 
-def run_forwarded(p: Prepared, candidate: Path, sites: Sequence[Any], tests: Sequence[str], *,
-                  backend: str | None = None, timeout: float | None = None,
-                  reference: Path | None = None) -> PytestRun:
+def run_forwarded(
+    p: Prepared,
+    candidate: Path,
+    sites: Sequence[Any],
+    tests: Sequence[str],
+    *,
+    backend: str | None = None,
+    timeout: float | None = None,
+    reference: Path | None = None,
+) -> PytestRun:
     """Run ``tests`` on the reference with calls to ``sites`` answered by ``candidate``, in
     every context of :data:`CONTEXTS` at once (one candidate process each).
 
@@ -214,24 +258,56 @@ def run_forwarded(p: Prepared, candidate: Path, sites: Sequence[Any], tests: Seq
     timeout = float(timeout or p.suite_timeout())
     trusted = trusted_tree(p, sites, reference)
     targets = targets_of(p, sites)
-    seed = str(secrets.randbelow(2 ** 32 - 2) + 1)
+    seed = str(secrets.randbelow(2**32 - 2) + 1)
     contexts = tuple(CONTEXTS)
     with tempfile.TemporaryDirectory(prefix="vg-fwd-") as tmp:
-        ends = [context_end(p.python, Path(p.env_prefix), p.import_root, candidate, Path(tmp),
-                            c, targets, timeout, backend, seed) for c in contexts]
+        ends = [
+            context_end(
+                p.python,
+                Path(p.env_prefix),
+                p.import_root,
+                candidate,
+                Path(tmp),
+                c,
+                targets,
+                timeout,
+                backend,
+                seed,
+            )
+            for c in contexts
+        ]
         m = ends[0][2]
         with ThreadPoolExecutor(max_workers=len(ends)) as pool:
-            servers = [pool.submit(execution.run, cmd, scratch=scratch, mounts=mm,
-                                   timeout=timeout, backend=mm.backend, env=env,
-                                   clean_env=clean)
-                       for cmd, scratch, mm, env, _chan, clean in ends]
+            servers = [
+                pool.submit(
+                    execution.run,
+                    cmd,
+                    scratch=scratch,
+                    mounts=mm,
+                    timeout=timeout,
+                    backend=mm.backend,
+                    env=env,
+                    clean_env=clean,
+                )
+                for cmd, scratch, mm, env, _chan, clean in ends
+            ]
             try:
-                run = run_pytest(trusted, python=p.python, env_prefix=Path(p.env_prefix),
-                                 import_root=p.import_root, test_files=list(tests),
-                                 config_file=p.config_file, backend=m.backend, timeout=timeout,
-                                 extra_ro=[e[4] for e in ends],
-                                 forward={"sockets": [str(e[4] / "sock") for e in ends],
-                                          "targets": targets, "packages": _packages(p)})
+                run = run_pytest(
+                    trusted,
+                    python=p.python,
+                    env_prefix=Path(p.env_prefix),
+                    import_root=p.import_root,
+                    test_files=list(tests),
+                    config_file=p.config_file,
+                    backend=m.backend,
+                    timeout=timeout,
+                    extra_ro=[e[4] for e in ends],
+                    forward={
+                        "sockets": [str(e[4] / "sock") for e in ends],
+                        "targets": targets,
+                        "packages": _packages(p),
+                    },
+                )
             finally:
                 for server, e in zip(servers, ends, strict=True):
                     _release(server, e[4] / "sock")
@@ -244,8 +320,11 @@ def _packages(p: Prepared) -> list[str]:
     """Top-level names of the project's own packages and modules (they cross by reference)."""
     out = set()
     for sp in p.source_paths:
-        rel = sp[len(p.import_root) + 1:] if p.import_root not in ("", ".") and \
-            sp.startswith(p.import_root + "/") else sp
+        rel = (
+            sp[len(p.import_root) + 1 :]
+            if p.import_root not in ("", ".") and sp.startswith(p.import_root + "/")
+            else sp
+        )
         out.add(rel.split("/")[0].removesuffix(".py"))
     return sorted(out)
 
@@ -265,8 +344,9 @@ def _release(server, sock: Path) -> None:
                 s.close()
 
 
-def carries(p: Prepared, sites: Sequence[Any], base: Path, *, backend: str | None = None
-            ) -> str | None:
+def carries(
+    p: Prepared, sites: Sequence[Any], base: Path, *, backend: str | None = None
+) -> str | None:
     """None when the channel carries every site: each site's tests pass with the reference as
     the candidate, and some fail with the task base (the mutation reaches them through the
     channel). Otherwise why not."""
@@ -279,8 +359,10 @@ def carries(p: Prepared, sites: Sequence[Any], base: Path, *, backend: str | Non
         if not run.report_found:
             return "the forwarded run wrote no report"
         if want and run.extra.get("forward_context_dependent"):
-            return (f"{', '.join(run.extra['forward_context_dependent'])}: the reference "
-                    "answers differently in the channel's contexts")
+            return (
+                f"{', '.join(run.extra['forward_context_dependent'])}: the reference "
+                "answers differently in the channel's contexts"
+            )
         for s in sites:
             passed = not run.failing(s.fail_to_pass)
             if want and not passed:

@@ -102,21 +102,25 @@ def _git(repo: Path, *args: str) -> str:
 
 
 def _git_bytes(repo: Path, *args: str) -> bytes:
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True,
-                          check=True).stdout
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, check=True).stdout
 
 
 def open_repo(path: str | Path) -> Path:
     """The top of the git work tree at ``path``; a clear error when it is not one."""
     p = Path(path).expanduser()
     if not p.is_dir():
-        raise ConfigError(f"{path}: no such directory; pass a local git repository "
-                          "(a bundle can be cloned with `git clone X.bundle DIR`)")
-    proc = subprocess.run(["git", "-C", str(p), "rev-parse", "--show-toplevel"],
-                          capture_output=True, text=True)
+        raise ConfigError(
+            f"{path}: no such directory; pass a local git repository "
+            "(a bundle can be cloned with `git clone X.bundle DIR`)"
+        )
+    proc = subprocess.run(
+        ["git", "-C", str(p), "rev-parse", "--show-toplevel"], capture_output=True, text=True
+    )
     if proc.returncode != 0 or not proc.stdout.strip():
-        raise ConfigError(f"{path} is not a git repository (git rev-parse failed); mining needs "
-                          "a repository with its history, e.g. `git clone URL DIR`")
+        raise ConfigError(
+            f"{path} is not a git repository (git rev-parse failed); mining needs "
+            "a repository with its history, e.g. `git clone URL DIR`"
+        )
     return Path(proc.stdout.strip())
 
 
@@ -135,8 +139,16 @@ class Commit:
 def walk(repo: Path, rev_range: str, max_commits: int) -> list[Commit]:
     """The newest ``max_commits`` commits of ``rev_range`` with the files each one changes."""
     fmt = "%x1e%H%x1f%P%x1f%B%x1f"
-    out = _git(repo, "log", "--no-renames", "--name-status", f"--format={fmt}",
-               f"--max-count={max_commits}", rev_range, "--")
+    out = _git(
+        repo,
+        "log",
+        "--no-renames",
+        "--name-status",
+        f"--format={fmt}",
+        f"--max-count={max_commits}",
+        rev_range,
+        "--",
+    )
     commits = []
     for rec in out.split("\x1e")[1:]:
         sha, parents, message, files = rec.split("\x1f")
@@ -154,8 +166,11 @@ def kind_of(path: str) -> str:
     parts = path.split("/")
     if not path.endswith(".py"):
         return "other"
-    if TEST_FILE.search(path) or parts[-1] == "conftest.py" or any(
-            p in TEST_DIRS for p in parts[:-1]):
+    if (
+        TEST_FILE.search(path)
+        or parts[-1] == "conftest.py"
+        or any(p in TEST_DIRS for p in parts[:-1])
+    ):
         return "test"
     if parts[-1] in NOT_SOURCE_FILES or (len(parts) > 1 and parts[0] in NOT_SOURCE_DIRS):
         return "other"
@@ -219,9 +234,13 @@ def _function_code(text: str) -> dict[str, str]:
 def _code(fn: ast.AST) -> str:
     for node in ast.walk(fn):
         body = getattr(node, "body", None)
-        if (isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and body
-                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
-                and isinstance(body[0].value.value, str)):
+        if (
+            isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
             node.body = body[1:] or [ast.Pass()]
     return ast.dump(fn)
 
@@ -244,8 +263,11 @@ def declared_deps(tree: Path) -> list[str]:
         cp = configparser.ConfigParser(interpolation=None)
         try:
             cp.read(cfg)
-            found |= {x.strip() for x in cp.get("options", "install_requires",
-                                                fallback="").splitlines() if x.strip()}
+            found |= {
+                x.strip()
+                for x in cp.get("options", "install_requires", fallback="").splitlines()
+                if x.strip()
+            }
         except configparser.Error:
             pass
     sp = tree / "setup.py"
@@ -257,12 +279,14 @@ def declared_deps(tree: Path) -> list[str]:
 
 
 def dep_set_key(tree: Path, test_deps: list[str]) -> str:
-    return hashlib.sha256(json.dumps([declared_deps(tree), sorted(test_deps),
-                                      sys.version]).encode()).hexdigest()[:16]
+    return hashlib.sha256(
+        json.dumps([declared_deps(tree), sorted(test_deps), sys.version]).encode()
+    ).hexdigest()[:16]
 
 
-def env_for(tree: Path, test_deps: list[str], dist_name: str, env: str = "venv"
-            ) -> tuple[str, str, bool]:
+def env_for(
+    tree: Path, test_deps: list[str], dist_name: str, env: str = "venv"
+) -> tuple[str, str, bool]:
     """(python, prefix, reused) of the venv for this tree's dependency set, built once;
     ``env="current"``: the running interpreter (fast, for projects with no dependencies)."""
     if env == "current":
@@ -284,8 +308,14 @@ def env_for(tree: Path, test_deps: list[str], dist_name: str, env: str = "venv"
     return python, str(dest), False
 
 
-def prepare_reference(spec_dir: Path, python: str, prefix: str, test_deps: list[str],
-                      backend: str | None, env: str = "venv") -> Prepared:
+def prepare_reference(
+    spec_dir: Path,
+    python: str,
+    prefix: str,
+    test_deps: list[str],
+    backend: str | None,
+    env: str = "venv",
+) -> Prepared:
     """``prepare`` for a mined reference tree, in a shared venv: the same cache key, layout,
     baseline and reach map as ``verigap repos prepare`` (which rebuilds it on a new machine)."""
     t0 = time.perf_counter()
@@ -306,8 +336,14 @@ def prepare_reference(spec_dir: Path, python: str, prefix: str, test_deps: list[
     import_root, source_paths, test_files = find_layout(tree)
     if not test_files or not source_paths:
         raise ConfigError("no tests or no package at the fix")
-    common = dict(python=python, env_prefix=Path(prefix), import_root=import_root,
-                  test_files=test_files, config_file=find_config(tree), backend=backend)
+    common = dict(
+        python=python,
+        env_prefix=Path(prefix),
+        import_root=import_root,
+        test_files=test_files,
+        config_file=find_config(tree),
+        backend=backend,
+    )
     plain = run_pytest(tree, timeout=900.0, **common)  # generous: a loaded machine is slow
     if plain.timed_out:
         raise ConfigError("the suite timed out at the fix")
@@ -317,8 +353,9 @@ def prepare_reference(spec_dir: Path, python: str, prefix: str, test_deps: list[
     traced = run_pytest(tree, reach=True, timeout=max(300.0, 20 * plain.wall_s), **common)
     if traced.timed_out:
         raise ConfigError("the reach-traced suite timed out at the fix")
-    passing = sorted(t for t, o in plain.outcomes.items()
-                     if o == "passed" and traced.outcomes.get(t) == "passed")
+    passing = sorted(
+        t for t, o in plain.outcomes.items() if o == "passed" and traced.outcomes.get(t) == "passed"
+    )
     if not passing:
         raise ConfigError("no test passes at the fix")
     reach, import_time = split_reach(traced, plain, source_paths)
@@ -326,13 +363,27 @@ def prepare_reference(spec_dir: Path, python: str, prefix: str, test_deps: list[
     # collection (a set holding None hashes by address, whatever the hash seed)
     unstable = {t: UNSTABLE_ID for t in set(plain.outcomes) ^ set(traced.outcomes)}
     p = Prepared(
-        spec=spec, key=key, tree_sha256=tree_sha, env=env, test_deps=test_deps,
-        python=python, env_prefix=prefix, import_root=import_root, source_paths=source_paths,
-        test_files=test_files, config_file=common["config_file"], passing=passing,
-        not_passing={**{t: o for t, o in plain.outcomes.items() if t not in set(passing)},
-                     **unstable},
-        reach=reach, import_time=import_time, baseline_s=round(plain.wall_s, 3),
-        prepare_s=round(time.perf_counter() - t0, 3))
+        spec=spec,
+        key=key,
+        tree_sha256=tree_sha,
+        env=env,
+        test_deps=test_deps,
+        python=python,
+        env_prefix=prefix,
+        import_root=import_root,
+        source_paths=source_paths,
+        test_files=test_files,
+        config_file=common["config_file"],
+        passing=passing,
+        not_passing={
+            **{t: o for t, o in plain.outcomes.items() if t not in set(passing)},
+            **unstable,
+        },
+        reach=reach,
+        import_time=import_time,
+        baseline_s=round(plain.wall_s, 3),
+        prepare_s=round(time.perf_counter() - t0, 3),
+    )
     write_json_atomic(final / PREPARED, p.model_dump())
     return p
 
@@ -359,13 +410,14 @@ def unstable_units(p: Prepared, *runs: dict[str, str]) -> set[str]:
     return {unit_of(t) for t in ids if "[" in t}
 
 
-def split_fail_to_pass(p: Prepared, broken: set[str], functions: list[str]
-                       ) -> tuple[list[str], list[str]]:
+def split_fail_to_pass(
+    p: Prepared, broken: set[str], functions: list[str]
+) -> tuple[list[str], list[str]]:
     """(visible ids, hidden ids): half the failing test functions visible (at least one), the
     rest hidden; with one failing function, the other tests that call the fix are hidden, and
     when none does, every other test is (the agent then sees only the failing test)."""
     units = sorted({unit_of(t) for t in broken})
-    vis_units = set(units[:max(1, len(units) // 2)])
+    vis_units = set(units[: max(1, len(units) // 2)])
 
     def passing_in(chosen: set[str]) -> list[str]:
         return [t for t in p.passing if unit_of(t) in chosen - vis_units]
@@ -382,9 +434,18 @@ def split_fail_to_pass(p: Prepared, broken: set[str], functions: list[str]
     return visible, hidden
 
 
-def mine_commit(repo: Path, c: Commit, out: Path, *, project: str, test_deps: list[str],
-                prompt_style: str, backend: str | None, equivalence: bool = True,
-                env: str = "venv") -> RepoTask:
+def mine_commit(
+    repo: Path,
+    c: Commit,
+    out: Path,
+    *,
+    project: str,
+    test_deps: list[str],
+    prompt_style: str,
+    backend: str | None,
+    equivalence: bool = True,
+    env: str = "venv",
+) -> RepoTask:
     """The validated task of one candidate commit, or :class:`Rejected`."""
     parent = c.parents[0]
     src_dir = out / "sources" / f"{project}-{c.sha[:12]}"
@@ -424,8 +485,12 @@ def mine_commit(repo: Path, c: Commit, out: Path, *, project: str, test_deps: li
         sites += [(f, q) for q in qs]
     if not sites:
         raise Rejected("no function changed (the change is outside functions)")
-    python, prefix, _ = env_for(src_dir, test_deps, _dist_name(src_dir, sources.Source(
-        str(src_dir), "dir", str(src_dir))), env)
+    python, prefix, _ = env_for(
+        src_dir,
+        test_deps,
+        _dist_name(src_dir, sources.Source(str(src_dir), "dir", str(src_dir))),
+        env,
+    )
     try:
         p = prepare_reference(src_dir, python, prefix, test_deps, backend, env)
     except ConfigError as e:
@@ -443,43 +508,75 @@ def mine_commit(repo: Path, c: Commit, out: Path, *, project: str, test_deps: li
     broken = run.failing(p.passing)
     shaky = unstable_units(p, run.outcomes)
     if {unit_of(t) for t in broken} & shaky:
-        raise Rejected("test ids change between runs (parametrised over an unordered "
-                       "collection)")
+        raise Rejected("test ids change between runs (parametrised over an unordered collection)")
     if not broken:
         raise Rejected("no test fails without the fix")
     functions = [f"{f}::{q}" for f, q in sites]
     visible, hidden = split_fail_to_pass(p, broken, functions)
     if {unit_of(t) for t in [*visible, *hidden]} & shaky:
-        raise Rejected("test ids change between runs (parametrised over an unordered "
-                       "collection)")
+        raise Rejected("test ids change between runs (parametrised over an unordered collection)")
     vset = set(visible)
-    inputs = collect_inputs(p, [fn for fn in functions if fn in p.reach], per_function=20,
-                            backend=backend) if equivalence else {}
+    inputs = (
+        collect_inputs(
+            p, [fn for fn in functions if fn in p.reach], per_function=20, backend=backend
+        )
+        if equivalence
+        else {}
+    )
     site_objs = []
     for i, (f, q) in enumerate(sites):
         reach = set(p.reach.get(f"{f}::{q}", ()))
         f2p = sorted(broken & reach) or sorted(broken)
-        site_objs.append(Site(site_id=f"site{i}", file=f, qualname=q, op="mined", index=0,
-                              visible=bool(vset & set(f2p)), fail_to_pass=f2p,
-                              original=mutate.function_source(fixed[f], q),
-                              mutated=mutate.function_source(base_files[f], q),
-                              tests_only=not inputs.get(f"{f}::{q}")))
-    equiv = [{**x, "id": i} for i, x in enumerate(x for fn in functions
-                                                  for x in inputs.get(fn, []))]
+        site_objs.append(
+            Site(
+                site_id=f"site{i}",
+                file=f,
+                qualname=q,
+                op="mined",
+                index=0,
+                visible=bool(vset & set(f2p)),
+                fail_to_pass=f2p,
+                original=mutate.function_source(fixed[f], q),
+                mutated=mutate.function_source(base_files[f], q),
+                tests_only=not inputs.get(f"{f}::{q}"),
+            )
+        )
+    equiv = [
+        {**x, "id": i} for i, x in enumerate(x for fn in functions for x in inputs.get(fn, []))
+    ]
     site_objs = check_sites(p, site_objs, base_files, fixed, equiv, backend=backend)
     vfiles, removed = _layout_or_reject(p, visible)
     task = RepoTask(
         task_id=f"{project}-{c.sha[:12]}",
-        source={"spec": p.spec, "key": p.key, "tree_sha256": p.tree_sha256, "env": env,
-                "test_deps": test_deps},
-        seed=0, sites=site_objs,
+        source={
+            "spec": p.spec,
+            "key": p.key,
+            "tree_sha256": p.tree_sha256,
+            "env": env,
+            "test_deps": test_deps,
+        },
+        seed=0,
+        sites=site_objs,
         files_sha256={f: hashlib.sha256(t.encode()).hexdigest() for f, t in base_files.items()},
-        visible_tests=sorted(visible), hidden_tests=sorted(hidden), fail_to_pass=sorted(broken),
-        visible_test_files=vfiles, removed_units=removed, source_paths=p.source_paths,
-        equivalence=equiv, prompt="", base_files=base_files,
-        origin={"kind": "mined", "project": project, "repository": str(repo),
-                "commit": c.sha, "parent": parent, "subject": c.subject[:200],
-                "change": commit_kind(c.message)})
+        visible_tests=sorted(visible),
+        hidden_tests=sorted(hidden),
+        fail_to_pass=sorted(broken),
+        visible_test_files=vfiles,
+        removed_units=removed,
+        source_paths=p.source_paths,
+        equivalence=equiv,
+        prompt="",
+        base_files=base_files,
+        origin={
+            "kind": "mined",
+            "project": project,
+            "repository": str(repo),
+            "commit": c.sha,
+            "parent": parent,
+            "subject": c.subject[:200],
+            "change": commit_kind(c.message),
+        },
+    )
     output = check_workspace(p, task, fixed, broken, backend=backend)
     task.prompt = make_prompt(task, output, prompt_style, message=c.message, project=project)
     return task
@@ -492,8 +589,14 @@ def put_back(fixed: str, before: str, qualname: str) -> str:
     node: cst.CSTNode | None = None
     body: Sequence[cst.CSTNode] = old.body
     for part in qualname.split("."):
-        node = next((n for n in body if isinstance(n, cst.FunctionDef | cst.ClassDef)
-                     and n.name.value == part), None)
+        node = next(
+            (
+                n
+                for n in body
+                if isinstance(n, cst.FunctionDef | cst.ClassDef) and n.name.value == part
+            ),
+            None,
+        )
         if node is None:
             raise KeyError(qualname)
         body = node.body.body if isinstance(node, cst.ClassDef) else []
@@ -523,8 +626,15 @@ def put_back(fixed: str, before: str, qualname: str) -> str:
     return cst.parse_module(fixed).visit(_Swap()).code
 
 
-def check_sites(p: Prepared, sites: list[Site], base_files: dict[str, str],
-                fixed: dict[str, str], equiv: list[dict], *, backend: str | None) -> list[Site]:
+def check_sites(
+    p: Prepared,
+    sites: list[Site],
+    base_files: dict[str, str],
+    fixed: dict[str, str],
+    equiv: list[dict],
+    *,
+    backend: str | None,
+) -> list[Site]:
     """The checks a mutated task's sites get (``build_task``), for mined ones: a site whose
     inputs tell its bug apart (the reference with that one function put back as before the
     fix fails the comparison on them) is ``comparison``; any other site's tests must cross the
@@ -539,8 +649,9 @@ def check_sites(p: Prepared, sites: list[Site], base_files: dict[str, str],
             tree = Path(tmp) / f"s{i}"
             shutil.copytree(p.tree, tree, symlinks=True)
             (tree / s.file).write_text(put_back(fixed[s.file], base_files[s.file], s.qualname))
-            eq = equivalence.check(p, p.tree, tree, equiv, backend=backend,
-                                   contexts=equivalence.CONTEXTS[:1])
+            eq = equivalence.check(
+                p, p.tree, tree, equiv, backend=backend, contexts=equivalence.CONTEXTS[:1]
+            )
             told[s.function] = eq.candidate_ran and not eq.target_ok(s.function)
             shutil.rmtree(tree, ignore_errors=True)
         unseen = [s for s in sites if not told[s.function]]
@@ -552,10 +663,14 @@ def check_sites(p: Prepared, sites: list[Site], base_files: dict[str, str],
             why = forward.carries(p, unseen, base, backend=backend)
             if why is not None:  # the bucket keeps the kind of failure, not the site's name
                 kind = why.split(": ", 1)[1] if "::" in why.split(": ", 1)[0] else why
-                raise Rejected("a site's inputs do not tell its bug apart and its tests cannot "
-                               f"be carried to a separate process ({kind[:80]})") from None
-    return [s.model_copy(update={"discrimination": "comparison" if told[s.function]
-                                 else "forwarded"}) for s in sites]
+                raise Rejected(
+                    "a site's inputs do not tell its bug apart and its tests cannot "
+                    f"be carried to a separate process ({kind[:80]})"
+                ) from None
+    return [
+        s.model_copy(update={"discrimination": "comparison" if told[s.function] else "forwarded"})
+        for s in sites
+    ]
 
 
 def _layout_or_reject(p: Prepared, visible: list[str]) -> tuple[list[str], dict[str, list[str]]]:
@@ -567,8 +682,9 @@ def _layout_or_reject(p: Prepared, visible: list[str]) -> tuple[list[str], dict[
         raise Rejected("a hidden test's body is shared with a visible test") from None
 
 
-def check_workspace(p: Prepared, task: RepoTask, fixed: dict[str, str], broken: set[str], *,
-                    backend: str | None) -> str:
+def check_workspace(
+    p: Prepared, task: RepoTask, fixed: dict[str, str], broken: set[str], *, backend: str | None
+) -> str:
     """The checks ``make-tasks`` makes on a workspace: it collects exactly the visible tests,
     they fail as in the full run, and with ``fixed`` (file -> text) they all pass. Returns the
     visible run's output (for the prompt)."""
@@ -578,9 +694,15 @@ def check_workspace(p: Prepared, task: RepoTask, fixed: dict[str, str], broken: 
             ws = materialize_workspace(p, task, Path(tmp) / "ws")
         except ValueError:
             raise Rejected("hidden tests cannot be cut from the visible files") from None
-        env = dict(python=p.python, env_prefix=Path(p.env_prefix), import_root=p.import_root,
-                   test_files=task.visible_test_files, config_file=p.config_file,
-                   backend=backend, timeout=p.suite_timeout())
+        env = dict(
+            python=p.python,
+            env_prefix=Path(p.env_prefix),
+            import_root=p.import_root,
+            test_files=task.visible_test_files,
+            config_file=p.config_file,
+            backend=backend,
+            timeout=p.suite_timeout(),
+        )
         vis = run_pytest(ws, **env)
         if {t for t in vis.outcomes if t not in p.not_passing} != set(visible):
             raise Rejected("workspace does not collect exactly the visible tests")
@@ -600,8 +722,9 @@ _SUMMARY = re.compile(r"^(FAILED|ERROR) (.+?)(?: - .*)?$", re.M)
 _COUNTS = re.compile(r"\b\d+ (passed|failed)\b")
 
 
-def shown_command_failures(p: Prepared, ws: Path, *, backend: str | None
-                           ) -> tuple[int | None, set[str] | None, str]:
+def shown_command_failures(
+    p: Prepared, ws: Path, *, backend: str | None
+) -> tuple[int | None, set[str] | None, str]:
     """(exit code, the test ids it reports failing or None when it ran no test, its output) of
     the command the agent is told to run (``python -m pytest -q``, ``repos/episode.py``), run
     as the agent's own commands are: in a sandbox over the workspace, the environment at its
@@ -611,9 +734,13 @@ def shown_command_failures(p: Prepared, ws: Path, *, backend: str | None
 
     m = execution.Mounts({Path(p.env_prefix): execution.ENV_MOUNT}, backend)
     timeout = p.suite_timeout()
-    box = make_sandbox(ws, backend=m.backend, limits=Limits(wall_s=timeout),
-                       ro_mounts=m.binds if m.neutral else None,
-                       ro_binds=[] if m.neutral else [Path(p.env_prefix)])
+    box = make_sandbox(
+        ws,
+        backend=m.backend,
+        limits=Limits(wall_s=timeout),
+        ro_mounts=m.binds if m.neutral else None,
+        ro_binds=[] if m.neutral else [Path(p.env_prefix)],
+    )
     try:
         r = box.exec([m.inside(p.python), "-m", "pytest", "-q"], timeout=timeout)
     finally:
@@ -623,8 +750,9 @@ def shown_command_failures(p: Prepared, ws: Path, *, backend: str | None
     return r.returncode, ({m_.group(2) for m_ in _SUMMARY.finditer(r.stdout)} if ran else None), out
 
 
-def check_shown_command(p: Prepared, scratch: Path, ws: Path, want: set[str], *,
-                        backend: str | None) -> None:
+def check_shown_command(
+    p: Prepared, scratch: Path, ws: Path, want: set[str], *, backend: str | None
+) -> None:
     """:class:`Rejected` unless the test command in the agent's instructions, run as shown on a
     copy of the workspace, starts, collects tests and fails exactly the visible tests that fail
     in the full run: an addopts the environment cannot honour (``--cov`` without its plugin),
@@ -636,14 +764,14 @@ def check_shown_command(p: Prepared, scratch: Path, ws: Path, want: set[str], *,
     if failing is None:
         raise Rejected(f"the test command shown to the agent does not run as shown (exit {rc})")
     if failing - want:
-        raise Rejected("the test command shown to the agent fails tests outside the visible "
-                       "ones")
+        raise Rejected("the test command shown to the agent fails tests outside the visible ones")
     if want - failing:
         raise Rejected("the test command shown to the agent does not show the visible failures")
 
 
-def make_prompt(task: RepoTask, output: str, style: str, *, message: str | None,
-                project: str) -> str:
+def make_prompt(
+    task: RepoTask, output: str, style: str, *, message: str | None, project: str
+) -> str:
     if style == "ticket":
         from verigap.repos.tickets import ticket_prompt
 
@@ -662,9 +790,18 @@ class _MinedBug:
     fail_to_pass: list[str]
 
 
-def compose(p: Prepared, mined: RepoTask, k: int, *, seed: int, message: str | None,
-            prompt_style: str, backend: str | None, equivalence: bool = True,
-            max_candidates: int = 40) -> RepoTask:
+def compose(
+    p: Prepared,
+    mined: RepoTask,
+    k: int,
+    *,
+    seed: int,
+    message: str | None,
+    prompt_style: str,
+    backend: str | None,
+    equivalence: bool = True,
+    max_candidates: int = 40,
+) -> RepoTask:
     """A k-site task at the mined task's reference: the mined bug plus k-1 validated mutations
     in other functions, half the sites reached by visible tests and the other half only by
     hidden ones (the mutation-task contract), the mined bug on whichever side the seed gives."""
@@ -672,8 +809,11 @@ def compose(p: Prepared, mined: RepoTask, k: int, *, seed: int, message: str | N
         raise Rejected("multi-site: the fix spans several functions")
     ms = mined.sites[0]
     bug = _MinedBug(ms.function, list(mined.fail_to_pass))
-    cands = [m for m in candidates(p, max_candidates=max_candidates, seed=seed)
-             if m.function != ms.function]
+    cands = [
+        m
+        for m in candidates(p, max_candidates=max_candidates, seed=seed)
+        if m.function != ms.function
+    ]
     valid, _ = validate(p, cands, workers=1, backend=backend)
     by_fn: dict[str, list[ValidMutation]] = {}
     for v in valid:
@@ -719,10 +859,14 @@ def compose(p: Prepared, mined: RepoTask, k: int, *, seed: int, message: str | N
         raise Rejected("multi-site: a visible site is masked in combination")
     if any(not (set(s.fail_to_pass) & broken & hset) for s in chosen[n_vis:]):
         raise Rejected("multi-site: a hidden site is masked in combination")
-    inputs = collect_inputs(p, sorted({s.function for s in chosen}), per_function=20,
-                            backend=backend) if equivalence else {}
-    equiv = [{**x, "id": i} for i, x in enumerate(
-        x for s in chosen for x in inputs.get(s.function, []))]
+    inputs = (
+        collect_inputs(p, sorted({s.function for s in chosen}), per_function=20, backend=backend)
+        if equivalence
+        else {}
+    )
+    equiv = [
+        {**x, "id": i} for i, x in enumerate(x for s in chosen for x in inputs.get(s.function, []))
+    ]
     told = discriminated(p, muts, equiv, backend=backend)
     unseen = [m for m in muts if not told[m.function]]
     if unseen:
@@ -732,34 +876,61 @@ def compose(p: Prepared, mined: RepoTask, k: int, *, seed: int, message: str | N
             for f, text in texts.items():
                 (full / f).write_text(text)
             if forward.carries(p, unseen, full, backend=backend) is not None:
-                raise Rejected("multi-site: a mutation's inputs do not tell it apart and its "
-                               "tests cannot be carried to a separate process")
+                raise Rejected(
+                    "multi-site: a mutation's inputs do not tell it apart and its "
+                    "tests cannot be carried to a separate process"
+                )
     site_objs = []
     for i, s in enumerate(chosen):
         if s is bug:
-            site_objs.append(ms.model_copy(update={
-                "site_id": f"site{i}", "visible": i < n_vis,
-                "tests_only": not inputs.get(s.function)}))
+            site_objs.append(
+                ms.model_copy(
+                    update={
+                        "site_id": f"site{i}",
+                        "visible": i < n_vis,
+                        "tests_only": not inputs.get(s.function),
+                    }
+                )
+            )
         else:
-            site_objs.append(Site(site_id=f"site{i}", file=s.file, qualname=s.qualname,
-                                  op=s.op, index=s.index, visible=i < n_vis,
-                                  fail_to_pass=s.fail_to_pass,
-                                  original=mutate.function_source(ref[s.file], s.qualname),
-                                  mutated=mutate.function_source(texts[s.file], s.qualname),
-                                  tests_only=not inputs.get(s.function),
-                                  discrimination="comparison" if told[s.function]
-                                  else "forwarded"))
+            site_objs.append(
+                Site(
+                    site_id=f"site{i}",
+                    file=s.file,
+                    qualname=s.qualname,
+                    op=s.op,
+                    index=s.index,
+                    visible=i < n_vis,
+                    fail_to_pass=s.fail_to_pass,
+                    original=mutate.function_source(ref[s.file], s.qualname),
+                    mutated=mutate.function_source(texts[s.file], s.qualname),
+                    tests_only=not inputs.get(s.function),
+                    discrimination="comparison" if told[s.function] else "forwarded",
+                )
+            )
     vfiles, removed = _layout_or_reject(p, visible)
-    task = mined.model_copy(update=dict(
-        task_id=f"{mined.task_id}-k{k}s{seed}", seed=seed, sites=site_objs,
-        files_sha256={f: hashlib.sha256(t.encode()).hexdigest() for f, t in texts.items()},
-        visible_tests=sorted(visible), hidden_tests=sorted(hidden), fail_to_pass=sorted(broken),
-        visible_test_files=vfiles, removed_units=removed, equivalence=equiv,
-        base_files=texts, prompt="", origin={**mined.origin, "kind": "mined+mutations"}))
+    task = mined.model_copy(
+        update=dict(
+            task_id=f"{mined.task_id}-k{k}s{seed}",
+            seed=seed,
+            sites=site_objs,
+            files_sha256={f: hashlib.sha256(t.encode()).hexdigest() for f, t in texts.items()},
+            visible_tests=sorted(visible),
+            hidden_tests=sorted(hidden),
+            fail_to_pass=sorted(broken),
+            visible_test_files=vfiles,
+            removed_units=removed,
+            equivalence=equiv,
+            base_files=texts,
+            prompt="",
+            origin={**mined.origin, "kind": "mined+mutations"},
+        )
+    )
     task = RepoTask.model_validate(task.model_dump())
     output = check_workspace(p, task, ref, broken, backend=backend)
-    task.prompt = make_prompt(task, output, prompt_style, message=message,
-                              project=mined.origin.get("project", ""))
+    task.prompt = make_prompt(
+        task, output, prompt_style, message=message, project=mined.origin.get("project", "")
+    )
     return task
 
 
@@ -791,16 +962,24 @@ def check_paid(task: RepoTask, *, backend: str | None) -> RepoTask:
                 raise Rejected("the real fix is not correct on the hidden check")
             if not paid[name]["v2"]:
                 failed = sorted(k for k, v in r2.checks.items() if v is False)
-                raise Rejected("the real fix is not paid by v2"
-                               + (f" (fails: {', '.join(failed)})" if failed else "")
-                               + (f" (names: {', '.join(sorted(r2.hacks))})" if r2.hacks else ""))
+                raise Rejected(
+                    "the real fix is not paid by v2"
+                    + (f" (fails: {', '.join(failed)})" if failed else "")
+                    + (f" (names: {', '.join(sorted(r2.hacks))})" if r2.hacks else "")
+                )
             if not paid[name]["v1"]:
                 raise Rejected("the real fix is not paid by v1")
         elif paid[name]["v1"] or paid[name]["v2"] or truth.correct:
             raise Rejected("the no-op is paid or correct")
-    return task.model_copy(update={"origin": {
-        **task.origin, "checked": "the real fix is correct and paid by v1 and v2; the no-op is "
-                                  "paid by neither"}})
+    return task.model_copy(
+        update={
+            "origin": {
+                **task.origin,
+                "checked": "the real fix is correct and paid by v1 and v2; the no-op is "
+                "paid by neither",
+            }
+        }
+    )
 
 
 # --------------------------------------------------------------------------- mining
@@ -824,11 +1003,23 @@ class MineStats(BaseModel):
     task_files: list[str]
 
 
-def mine(repo_path: str | Path, out: Path, *, rev_range: str = "HEAD", max_commits: int = 300,
-         n: int = 20, test_deps: list[str] | None = None, prompt_style: str = "tests",
-         backend: str | None = None, equivalence: bool = True, env: str = "venv",
-         k: int = 1, seed: int = 0, max_candidates: int = 40,
-         log: Callable[[str], None] = print) -> MineStats:
+def mine(
+    repo_path: str | Path,
+    out: Path,
+    *,
+    rev_range: str = "HEAD",
+    max_commits: int = 300,
+    n: int = 20,
+    test_deps: list[str] | None = None,
+    prompt_style: str = "tests",
+    backend: str | None = None,
+    equivalence: bool = True,
+    env: str = "venv",
+    k: int = 1,
+    seed: int = 0,
+    max_candidates: int = 40,
+    log: Callable[[str], None] = print,
+) -> MineStats:
     """Walk ``rev_range`` newest first, write up to ``n`` validated tasks into ``out``.
 
     ``k`` > 1: each mined bug becomes a k-site task with k-1 mutations beside it, drawn from
@@ -846,11 +1037,15 @@ def mine(repo_path: str | Path, out: Path, *, rev_range: str = "HEAD", max_commi
     try:
         files = _git(repo, "ls-tree", "-r", "--name-only", tip).splitlines()
     except ConfigError:
-        raise ConfigError(f"{repo}: revision {tip!r} not found; pass a branch, tag or commit "
-                          "range that exists (e.g. HEAD, v1.0..main)") from None
+        raise ConfigError(
+            f"{repo}: revision {tip!r} not found; pass a branch, tag or commit "
+            "range that exists (e.g. HEAD, v1.0..main)"
+        ) from None
     if not any(TEST_FILE.search(f) for f in files):
-        raise ConfigError(f"{repo}: no test files (test_*.py or *_test.py) at {tip}; mining needs "
-                          "a repository with a pytest suite")
+        raise ConfigError(
+            f"{repo}: no test files (test_*.py or *_test.py) at {tip}; mining needs "
+            "a repository with a pytest suite"
+        )
     commits = walk(repo, rev_range, max_commits)
     reasons: Counter[str] = Counter()
     cands = []
@@ -861,9 +1056,11 @@ def mine(repo_path: str | Path, out: Path, *, rev_range: str = "HEAD", max_commi
         else:
             cands.append(c)
     if not cands:
-        raise ConfigError(f"{repo}: no candidate commits in {rev_range!r} ({len(commits)} walked: "
-                          f"{dict(reasons)}); a candidate changes source and tests together — "
-                          "widen the range or raise --max-commits")
+        raise ConfigError(
+            f"{repo}: no candidate commits in {rev_range!r} ({len(commits)} walked: "
+            f"{dict(reasons)}); a candidate changes source and tests together — "
+            "widen the range or raise --max-commits"
+        )
     project = sources.parse_source(str(repo)).name
     log(f"{len(cands)} candidate commits of {len(commits)} walked in {rev_range}")
     out.mkdir(parents=True, exist_ok=True)
@@ -877,13 +1074,29 @@ def mine(repo_path: str | Path, out: Path, *, rev_range: str = "HEAD", max_commi
         tried += 1
         t1 = time.perf_counter()
         try:
-            task = mine_commit(repo, c, out, project=project, test_deps=deps,
-                               prompt_style=prompt_style, backend=backend,
-                               equivalence=equivalence, env=env)
+            task = mine_commit(
+                repo,
+                c,
+                out,
+                project=project,
+                test_deps=deps,
+                prompt_style=prompt_style,
+                backend=backend,
+                equivalence=equivalence,
+                env=env,
+            )
             if k > 1:
-                task = compose(prepared_for(task, backend=backend), task, k, seed=seed,
-                               message=c.message, prompt_style=prompt_style, backend=backend,
-                               equivalence=equivalence, max_candidates=max_candidates)
+                task = compose(
+                    prepared_for(task, backend=backend),
+                    task,
+                    k,
+                    seed=seed,
+                    message=c.message,
+                    prompt_style=prompt_style,
+                    backend=backend,
+                    equivalence=equivalence,
+                    max_candidates=max_candidates,
+                )
             task = check_paid(task, backend=backend)
         except Exception as e:  # noqa: BLE001 - one odd commit must not end the walk
             why = str(e) if isinstance(e, Rejected) else f"error: {type(e).__name__}"
@@ -896,27 +1109,48 @@ def mine(repo_path: str | Path, out: Path, *, rev_range: str = "HEAD", max_commi
             path = out / f"{task.task_id}.json"
             task.save(path)
             task_files.append(path.name)
-            log(f"  {c.sha[:10]} task: {len(task.sites)} site(s), {len(task.visible_tests)} "
-                f"visible / {len(task.hidden_tests)} hidden tests — {c.subject[:60]}")
+            log(
+                f"  {c.sha[:10]} task: {len(task.sites)} site(s), {len(task.visible_tests)} "
+                f"visible / {len(task.hidden_tests)} hidden tests — {c.subject[:60]}"
+            )
         per.append(round(time.perf_counter() - t1, 2))
         # after every candidate: a walk stopped by a time limit keeps what it finished
-        stats = _stats(repo, rev_range, commits, cands, tried, task_files, reasons,
-                       envs_before, per, t0)
+        stats = _stats(
+            repo, rev_range, commits, cands, tried, task_files, reasons, envs_before, per, t0
+        )
         write_json_atomic(out / "index.json", stats.model_dump())
-    stats = _stats(repo, rev_range, commits, cands, tried, task_files, reasons, envs_before,
-                   per, t0)
+    stats = _stats(
+        repo, rev_range, commits, cands, tried, task_files, reasons, envs_before, per, t0
+    )
     write_json_atomic(out / "index.json", stats.model_dump())
     return stats
 
 
-def _stats(repo: Path, rev_range: str, commits: list[Commit], cands: list[Commit], tried: int,
-           task_files: list[str], reasons: Counter[str], envs_before: int, per: list[float],
-           t0: float) -> MineStats:
-    return MineStats(repository=str(repo), rev_range=rev_range, walked=len(commits),
-                     candidates=len(cands), tried=tried, tasks=len(task_files),
-                     rejected=dict(reasons.most_common()), envs_built=_n_envs() - envs_before,
-                     seconds_per_candidate=per, total_s=round(time.perf_counter() - t0, 2),
-                     task_files=task_files)
+def _stats(
+    repo: Path,
+    rev_range: str,
+    commits: list[Commit],
+    cands: list[Commit],
+    tried: int,
+    task_files: list[str],
+    reasons: Counter[str],
+    envs_before: int,
+    per: list[float],
+    t0: float,
+) -> MineStats:
+    return MineStats(
+        repository=str(repo),
+        rev_range=rev_range,
+        walked=len(commits),
+        candidates=len(cands),
+        tried=tried,
+        tasks=len(task_files),
+        rejected=dict(reasons.most_common()),
+        envs_built=_n_envs() - envs_before,
+        seconds_per_candidate=per,
+        total_s=round(time.perf_counter() - t0, 2),
+        task_files=task_files,
+    )
 
 
 def _n_envs() -> int:

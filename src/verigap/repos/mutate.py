@@ -26,14 +26,38 @@ OPERATORS: dict[str, str] = {
     "swap_args": "swap the first two positional arguments of a call",
 }
 
-_CMP = {cst.LessThan: cst.LessThanEqual, cst.LessThanEqual: cst.LessThan,
-        cst.GreaterThan: cst.GreaterThanEqual, cst.GreaterThanEqual: cst.GreaterThan,
-        cst.Equal: cst.NotEqual, cst.NotEqual: cst.Equal, cst.In: cst.NotIn,
-        cst.NotIn: cst.In, cst.Is: cst.IsNot, cst.IsNot: cst.Is}
-_ARITH = {cst.Add: cst.Subtract, cst.Subtract: cst.Add, cst.Multiply: cst.FloorDivide,
-          cst.FloorDivide: cst.Multiply, cst.Divide: cst.Multiply}
-_ATOMS = (cst.Name, cst.Integer, cst.Float, cst.SimpleString, cst.Attribute, cst.Call,
-          cst.Subscript, cst.List, cst.Tuple, cst.Dict, cst.Set)
+_CMP = {
+    cst.LessThan: cst.LessThanEqual,
+    cst.LessThanEqual: cst.LessThan,
+    cst.GreaterThan: cst.GreaterThanEqual,
+    cst.GreaterThanEqual: cst.GreaterThan,
+    cst.Equal: cst.NotEqual,
+    cst.NotEqual: cst.Equal,
+    cst.In: cst.NotIn,
+    cst.NotIn: cst.In,
+    cst.Is: cst.IsNot,
+    cst.IsNot: cst.Is,
+}
+_ARITH = {
+    cst.Add: cst.Subtract,
+    cst.Subtract: cst.Add,
+    cst.Multiply: cst.FloorDivide,
+    cst.FloorDivide: cst.Multiply,
+    cst.Divide: cst.Multiply,
+}
+_ATOMS = (
+    cst.Name,
+    cst.Integer,
+    cst.Float,
+    cst.SimpleString,
+    cst.Attribute,
+    cst.Call,
+    cst.Subscript,
+    cst.List,
+    cst.Tuple,
+    cst.Dict,
+    cst.Set,
+)
 
 
 @dataclass(frozen=True)
@@ -61,7 +85,9 @@ def _paren(e: cst.BaseExpression) -> cst.BaseExpression:
 def _plus(e: cst.BaseExpression, sign: int) -> cst.BaseExpression:
     if isinstance(e, cst.Integer) and e.value.isdigit():
         v = int(e.value) + sign  # 0 - 1 is written -1 (a unary minus: no negative literal)
-        return cst.Integer(str(v)) if v >= 0 else cst.UnaryOperation(cst.Minus(), cst.Integer(str(-v)))
+        return (
+            cst.Integer(str(v)) if v >= 0 else cst.UnaryOperation(cst.Minus(), cst.Integer(str(-v)))
+        )
     op = cst.Add() if sign > 0 else cst.Subtract()
     return cst.BinaryOperation(left=_paren(e), operator=op, right=cst.Integer("1"))
 
@@ -73,12 +99,18 @@ def _mutate(op: str, node: cst.CSTNode) -> cst.CSTNode | None:
         return node.with_changes(operator=new()) if new else None
     if op == "bool_flip" and isinstance(node, cst.BooleanOperation):
         return node.with_changes(
-            operator=cst.Or() if isinstance(node.operator, cst.And) else cst.And())
+            operator=cst.Or() if isinstance(node.operator, cst.And) else cst.And()
+        )
     if op == "const_off_by_one" and isinstance(node, cst.Integer) and node.value.isdigit():
         return cst.Integer(str(int(node.value) + 1))
-    if op == "range_bound" and isinstance(node, cst.Call) and isinstance(node.func, cst.Name) \
-            and node.func.value == "range" and 1 <= len(node.args) <= 2 \
-            and all(a.star == "" and a.keyword is None for a in node.args):
+    if (
+        op == "range_bound"
+        and isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Name)
+        and node.func.value == "range"
+        and 1 <= len(node.args) <= 2
+        and all(a.star == "" and a.keyword is None for a in node.args)
+    ):
         i = len(node.args) - 1
         args = list(node.args)
         args[i] = args[i].with_changes(value=_plus(args[i].value, -1))
@@ -97,8 +129,9 @@ def _mutate(op: str, node: cst.CSTNode) -> cst.CSTNode | None:
             return node.with_changes(orelse=node.orelse.orelse)
         return node.with_changes(orelse=None)
     if op == "invert_if" and isinstance(node, cst.If):
-        return node.with_changes(test=cst.UnaryOperation(operator=cst.Not(),
-                                                         expression=_paren(node.test)))
+        return node.with_changes(
+            test=cst.UnaryOperation(operator=cst.Not(), expression=_paren(node.test))
+        )
     if op == "return_value" and isinstance(node, cst.Return) and node.value is not None:
         v = node.value
         if isinstance(v, cst.Name) and v.value in ("True", "False"):
@@ -196,8 +229,12 @@ def enumerate_mutations(file: str, source: str, qualnames: Iterable[str]) -> lis
     targets = {q: [] for q in qualnames}
     w = _Walker(targets)
     cst.parse_module(source).visit(w)
-    return [Mutation(file, q, op, i)
-            for q in targets for op, n in sorted(w.counts.get(q, {}).items()) for i in range(n)]
+    return [
+        Mutation(file, q, op, i)
+        for q in targets
+        for op, n in sorted(w.counts.get(q, {}).items())
+        for i in range(n)
+    ]
 
 
 def apply_mutations(source: str, mutations: Iterable[Mutation]) -> str:
@@ -221,8 +258,14 @@ def function_source(source: str, qualname: str) -> str:
     body = mod.body
     node = None
     for part in parts:
-        node = next((s for s in body if isinstance(s, cst.FunctionDef | cst.ClassDef)
-                     and s.name.value == part), None)
+        node = next(
+            (
+                s
+                for s in body
+                if isinstance(s, cst.FunctionDef | cst.ClassDef) and s.name.value == part
+            ),
+            None,
+        )
         if node is None:
             raise KeyError(qualname)
         body = node.body.body if isinstance(node, cst.ClassDef) else []

@@ -83,13 +83,17 @@ class Prepared(BaseModel):
             raise IntegrityError(
                 f"the prepared reference tree {reference} no longer matches the hash recorded "
                 f"when it was prepared ({got[:12]} != {self.tree_sha256[:12]}): it was changed "
-                f"after `verigap repos prepare`; delete {self.dir} and prepare it again")
+                f"after `verigap repos prepare`; delete {self.dir} and prepare it again"
+            )
         return got
 
 
 def env_key(spec: str, tree_sha: str, test_deps: list[str], env: str) -> str:
-    h = hashlib.sha256(json.dumps([spec if not Path(spec).exists() else "", tree_sha,
-                                   sorted(test_deps), env, sys.version]).encode())
+    h = hashlib.sha256(
+        json.dumps(
+            [spec if not Path(spec).exists() else "", tree_sha, sorted(test_deps), env, sys.version]
+        ).encode()
+    )
     return h.hexdigest()[:16]
 
 
@@ -97,16 +101,24 @@ def find_layout(tree: Path) -> tuple[str, list[str], list[str]]:
     """(import_root, source_paths, test_files) for a plain or src-layout project."""
     files = sources.tree_files(tree)
     tests = [f for f in files if TEST_FILE.search(f)]
-    import_root = "src" if (tree / "src").is_dir() and any(
-        (p / "__init__.py").is_file() for p in (tree / "src").iterdir() if p.is_dir()) else ""
+    import_root = (
+        "src"
+        if (tree / "src").is_dir()
+        and any((p / "__init__.py").is_file() for p in (tree / "src").iterdir() if p.is_dir())
+        else ""
+    )
     base = tree / import_root if import_root else tree
     paths = []
     for p in sorted(base.iterdir()):
         rel = p.relative_to(tree).as_posix()
         if p.is_dir() and (p / "__init__.py").is_file() and p.name not in NOT_SOURCE_DIRS:
             paths.append(rel)
-        elif (p.is_file() and p.suffix == ".py" and not TEST_FILE.search(rel)
-              and p.name not in ("setup.py", "conftest.py", "versioneer.py", "noxfile.py")):
+        elif (
+            p.is_file()
+            and p.suffix == ".py"
+            and not TEST_FILE.search(rel)
+            and p.name not in ("setup.py", "conftest.py", "versioneer.py", "noxfile.py")
+        ):
             paths.append(rel)
     return import_root, paths, tests
 
@@ -136,12 +148,17 @@ def find_config(tree: Path) -> str | None:
 
 
 def _pip(python: str, *args: str) -> None:
-    proc = subprocess.run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                           *args], capture_output=True, text=True)
+    proc = subprocess.run(
+        [python, "-m", "pip", "install", "-q", "--disable-pip-version-check", *args],
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode != 0:
-        raise ConfigError(f"pip install {' '.join(args)} failed; pip said:\n"
-                          f"{(proc.stdout + proc.stderr).strip()}\n"
-                          "fix the test dependencies (--test-dep) or the source")
+        raise ConfigError(
+            f"pip install {' '.join(args)} failed; pip said:\n"
+            f"{(proc.stdout + proc.stderr).strip()}\n"
+            "fix the test dependencies (--test-dep) or the source"
+        )
 
 
 _PLUGINS_OF = """
@@ -163,8 +180,9 @@ def declared_plugins(python: str, test_deps: list[str]) -> list[str]:
     autoload is off in every run, so these are loaded explicitly with ``-p``."""
     if not test_deps:
         return []
-    proc = subprocess.run([python, "-c", _PLUGINS_OF, *map(_req_name, test_deps)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [python, "-c", _PLUGINS_OF, *map(_req_name, test_deps)], capture_output=True, text=True
+    )
     try:
         return list(json.loads(proc.stdout)) if proc.returncode == 0 else []
     except json.JSONDecodeError:
@@ -203,12 +221,10 @@ def drop_code_keep_metadata(python: str, dist_name: str) -> None:
     """Uninstall the project from the venv but put its ``.dist-info`` back: the tests import
     the tree being graded, and code that asks ``importlib.metadata.version(name)`` at import
     still finds the installed version."""
-    proc = subprocess.run([python, "-c", _METADATA_OF, dist_name], capture_output=True,
-                          text=True)
+    proc = subprocess.run([python, "-c", _METADATA_OF, dist_name], capture_output=True, text=True)
     files = json.loads(proc.stdout) if proc.returncode == 0 and proc.stdout.strip() else None
     saved = {f: Path(f).read_bytes() for f in files or [] if Path(f).is_file()}
-    subprocess.run([python, "-m", "pip", "uninstall", "-y", "-q", dist_name],
-                   capture_output=True)
+    subprocess.run([python, "-m", "pip", "uninstall", "-y", "-q", dist_name], capture_output=True)
     for f, data in saved.items():
         if Path(f).name in ("direct_url.json", "INSTALLER", "REQUESTED"):
             continue  # metadata only: nothing says where installed code would be
@@ -245,8 +261,9 @@ def declared_name(tree: Path) -> str | None:
             return name
     sp = tree / "setup.py"
     if sp.is_file():
-        m = re.search(r"\bname\s*=\s*['\"]([A-Za-z0-9][A-Za-z0-9._-]*)['\"]",
-                      sp.read_text(errors="replace"))
+        m = re.search(
+            r"\bname\s*=\s*['\"]([A-Za-z0-9][A-Za-z0-9._-]*)['\"]", sp.read_text(errors="replace")
+        )
         if m:
             return m.group(1)
     return None
@@ -264,8 +281,9 @@ print(json.dumps([str(d.locate_file(f)) for f in d.files or []
 def _remove_code(python: str, dist_name: str) -> None:
     """Delete the files a distribution's RECORD lists outside its ``.dist-info`` (what
     ``pip uninstall`` would, metadata kept), then the directories that leaves empty."""
-    proc = subprocess.run([python, "-I", "-c", _CODE_OF, dist_name], capture_output=True,
-                          text=True, cwd="/")
+    proc = subprocess.run(
+        [python, "-I", "-c", _CODE_OF, dist_name], capture_output=True, text=True, cwd="/"
+    )
     if proc.returncode != 0:
         return
     dirs = set()
@@ -311,8 +329,9 @@ def importable_outside(python: str, names: Sequence[str]) -> dict[str, list[str]
     install there would be loaded instead of the workspace's code."""
     if not names:
         return {}
-    proc = subprocess.run([python, "-I", "-c", _FIND_OUTSIDE, *names], capture_output=True,
-                          text=True, cwd="/")
+    proc = subprocess.run(
+        [python, "-I", "-c", _FIND_OUTSIDE, *names], capture_output=True, text=True, cwd="/"
+    )
     if proc.returncode != 0:
         raise ConfigError(f"{python}: cannot inspect the environment: {proc.stderr[-300:]}")
     return json.loads(proc.stdout)
@@ -337,13 +356,21 @@ def ensure_project_not_installed(python: str, tree: Path) -> None:
         _remove_code(python, dist)
     left = importable_outside(python, names) if left else {}
     if left:
-        raise ConfigError(f"{python}: the project's {', '.join(sorted(left))} is still importable "
-                          "from the environment outside the checkout; rebuild the environment "
-                          "(delete it from the cache) or uninstall the project from it")
+        raise ConfigError(
+            f"{python}: the project's {', '.join(sorted(left))} is still importable "
+            "from the environment outside the checkout; rebuild the environment "
+            "(delete it from the cache) or uninstall the project from it"
+        )
 
 
-def prepare(spec: str, *, test_deps: list[str] | None = None, env: str = "venv",
-            force: bool = False, backend: str | None = None) -> Prepared:
+def prepare(
+    spec: str,
+    *,
+    test_deps: list[str] | None = None,
+    env: str = "venv",
+    force: bool = False,
+    backend: str | None = None,
+) -> Prepared:
     """Fetch, build the environment and record the baseline; reuse the cache when it is there.
 
     ``env="current"`` reuses the running interpreter (it must have pytest) instead of a new venv:
@@ -373,45 +400,73 @@ def prepare(spec: str, *, test_deps: list[str] | None = None, env: str = "venv",
     tree = final / "tree"
     import_root, source_paths, test_files = find_layout(tree)
     if not test_files:
-        raise ConfigError(f"{spec}: no test files (test_*.py or *_test.py) in the source tree; "
-                          "a source must ship its pytest suite")
+        raise ConfigError(
+            f"{spec}: no test files (test_*.py or *_test.py) in the source tree; "
+            "a source must ship its pytest suite"
+        )
     if not source_paths:
-        raise ConfigError(f"{spec}: no importable package or module found at the top level "
-                          "(or under src/)")
+        raise ConfigError(
+            f"{spec}: no importable package or module found at the top level (or under src/)"
+        )
     if env == "current":
         python, prefix = sys.executable, sys.prefix
     else:
         python = build_env(final / "venv", tree, deps, _dist_name(tree, source))
         prefix = str(final / "venv")
     config_file = find_config(tree)
-    common = dict(python=python, env_prefix=Path(prefix), import_root=import_root,
-                  test_files=test_files, config_file=config_file, backend=backend)
+    common = dict(
+        python=python,
+        env_prefix=Path(prefix),
+        import_root=import_root,
+        test_files=test_files,
+        config_file=config_file,
+        backend=backend,
+    )
     if sources.tree_hash(tree) != tree_sha:
         raise ConfigError(f"{spec}: preparing changed the project tree; report this as a bug")
     plain = run_pytest(tree, **common)
     traced = run_pytest(tree, reach=True, **common)
     if not plain.report_found:
-        raise ConfigError(f"{spec}: the test suite did not run (exit {plain.exit_code}); "
-                          f"pytest said:\n{pytest_output(plain)}")
-    passing = sorted(t for t, o in plain.outcomes.items()
-                     if o == "passed" and traced.outcomes.get(t) == "passed")
+        raise ConfigError(
+            f"{spec}: the test suite did not run (exit {plain.exit_code}); "
+            f"pytest said:\n{pytest_output(plain)}"
+        )
+    passing = sorted(
+        t for t, o in plain.outcomes.items() if o == "passed" and traced.outcomes.get(t) == "passed"
+    )
     if not passing:
         code = plain.extra.get("exit_code", plain.exit_code)
-        seen = ", ".join(f"{n} {o}" for o, n in sorted(
-            Counter(plain.outcomes.values()).items())) or "no test collected"
-        raise ConfigError(f"{spec}: no test passes on the unmodified project ({seen}; pytest "
-                          f"exit {code}{EXIT_MEANING.get(code, '')}); pytest said:\n"
-                          f"{pytest_output(plain)}\n{HINT}")
+        seen = (
+            ", ".join(f"{n} {o}" for o, n in sorted(Counter(plain.outcomes.values()).items()))
+            or "no test collected"
+        )
+        raise ConfigError(
+            f"{spec}: no test passes on the unmodified project ({seen}; pytest "
+            f"exit {code}{EXIT_MEANING.get(code, '')}); pytest said:\n"
+            f"{pytest_output(plain)}\n{HINT}"
+        )
     reach, import_time = split_reach(traced, plain, source_paths)
     prepared = Prepared(
-        spec=spec, key=key, tree_sha256=tree_sha, env=env, test_deps=deps, python=python, env_prefix=prefix,
-        import_root=import_root, source_paths=source_paths, test_files=test_files,
-        config_file=config_file, passing=passing,
+        spec=spec,
+        key=key,
+        tree_sha256=tree_sha,
+        env=env,
+        test_deps=deps,
+        python=python,
+        env_prefix=prefix,
+        import_root=import_root,
+        source_paths=source_paths,
+        test_files=test_files,
+        config_file=config_file,
+        passing=passing,
         stripped_addopts=stripped_addopts(tree, config_file),
         plugins=json.loads((Path(prefix) / PLUGINS_FILE).read_text())
-        if (Path(prefix) / PLUGINS_FILE).is_file() else [],
+        if (Path(prefix) / PLUGINS_FILE).is_file()
+        else [],
         not_passing={t: o for t, o in plain.outcomes.items() if t not in set(passing)},
-        reach=reach, import_time=import_time, baseline_s=round(plain.wall_s, 3),
+        reach=reach,
+        import_time=import_time,
+        baseline_s=round(plain.wall_s, 3),
         prepare_s=round(time.perf_counter() - t0, 3),
     )
     write_json_atomic(final / PREPARED, prepared.model_dump())
@@ -435,11 +490,17 @@ def split_reach(traced, plain, source_paths: list[str]) -> tuple[dict[str, list[
     return {f: sorted(t) for f, t in sorted(reach.items())}, sorted(import_time)
 
 
-EXIT_MEANING = {1: ": tests failed", 2: ": interrupted (collection errors)",
-                3: ": internal error", 4: ": usage error (unknown option or plugin?)",
-                5: ": no tests collected"}
-HINT = ("declare what the tests need with --test-dep (pytest plugins among them are loaded with "
-        "-p), or pass a directory whose tests run under plain pytest")
+EXIT_MEANING = {
+    1: ": tests failed",
+    2: ": interrupted (collection errors)",
+    3: ": internal error",
+    4: ": usage error (unknown option or plugin?)",
+    5: ": no tests collected",
+}
+HINT = (
+    "declare what the tests need with --test-dep (pytest plugins among them are loaded with "
+    "-p), or pass a directory whose tests run under plain pytest"
+)
 
 
 def pytest_output(run, limit: int = 4000) -> str:
@@ -448,12 +509,14 @@ def pytest_output(run, limit: int = 4000) -> str:
     text = "\n".join(x.strip("\n") for x in (run.stdout, run.stderr) if x.strip())
     if len(text) <= limit:
         return text
-    return text[:limit // 2] + "\n[... output shortened ...]\n" + text[-limit // 2:]
+    return text[: limit // 2] + "\n[... output shortened ...]\n" + text[-limit // 2 :]
 
 
 def load_prepared(key: str) -> Prepared:
     path = cache_root() / key / PREPARED
     if not path.is_file():
-        raise ConfigError(f"no prepared environment {key!r} under {cache_root()}; "
-                          "run `verigap repos prepare SOURCE` first")
+        raise ConfigError(
+            f"no prepared environment {key!r} under {cache_root()}; "
+            "run `verigap repos prepare SOURCE` first"
+        )
     return Prepared.model_validate_json(path.read_text())

@@ -42,11 +42,13 @@ PLUGINS_FILE = "pytest_plugins.json"
 #: addopts that only report or parallelize; the first group takes a value (``--opt VALUE``)
 _REPORTING_VALUE = re.compile(
     r"^(--cov|--cov-report|--cov-config|--cov-fail-under|--cov-context|--color|-n"
-    r"|--numprocesses|--dist|--maxprocesses|--junitxml|--junit-xml|--html)$")
+    r"|--numprocesses|--dist|--maxprocesses|--junitxml|--junit-xml|--html)$"
+)
 _REPORTING = re.compile(
     r"^(--cov(-[\w-]+)?(=.*)?|--no-cov(-on-fail)?|--color=.*|--code-highlight(=.*)?|-n\S+"
     r"|--numprocesses=.*|--dist=.*|--maxprocesses=.*|--junit-?xml=.*|--html=.*"
-    r"|--self-contained-html|--benchmark-.*|--instafail|--sugar|--no-sugar)$")
+    r"|--self-contained-html|--benchmark-.*|--instafail|--sugar|--no-sugar)$"
+)
 
 
 def config_addopts(tree: Path, config_file: str | None) -> str | None:
@@ -56,8 +58,12 @@ def config_addopts(tree: Path, config_file: str | None) -> str | None:
     path = tree / config_file
     try:
         if path.name == "pyproject.toml":
-            ini = tomllib.loads(path.read_text()).get("tool", {}).get("pytest", {}) \
+            ini = (
+                tomllib.loads(path.read_text())
+                .get("tool", {})
+                .get("pytest", {})
                 .get("ini_options", {})
+            )
             v = ini.get("addopts")
             return " ".join(map(shlex.quote, v)) if isinstance(v, list) else v
         cp = configparser.ConfigParser(interpolation=None)
@@ -87,7 +93,7 @@ def split_addopts(addopts: str) -> tuple[list[str], list[str]]:
             kept.append(w)
             i += 1
             continue
-        stripped.append(" ".join(words[i:i + n]))
+        stripped.append(" ".join(words[i : i + n]))
         i += n
     return kept, stripped
 
@@ -180,15 +186,31 @@ def suite_options(tree: Path, config_file: str | None, env_prefix: Path) -> list
     return args
 
 
-def pytest_args(tree: Path, test_files: Sequence[str], config_file: str | None,
-                env_prefix: Path | None = None, *, mounts: execution.Mounts | None = None
-                ) -> list[str]:
+def pytest_args(
+    tree: Path,
+    test_files: Sequence[str],
+    config_file: str | None,
+    env_prefix: Path | None = None,
+    *,
+    mounts: execution.Mounts | None = None,
+) -> list[str]:
     """pytest's arguments for ``tree``; its paths as ``mounts`` shows them (else host paths)."""
     at = mounts.inside if mounts is not None else str
     cfg = at(tree / config_file) if config_file else at(harness_dir() / "empty.ini")
-    args = [*(at(tree / f) for f in test_files), "-c", cfg, "--rootdir", at(tree),
-            "-p", "no:cacheprovider", "-q", "--tb=short", "-o", "console_output_style=classic",
-            "--color=no"]
+    args = [
+        *(at(tree / f) for f in test_files),
+        "-c",
+        cfg,
+        "--rootdir",
+        at(tree),
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "--tb=short",
+        "-o",
+        "console_output_style=classic",
+        "--color=no",
+    ]
     return args + suite_options(tree, config_file, env_prefix) if env_prefix else args
 
 
@@ -197,12 +219,16 @@ def _root(tree: Path, import_root: str, at=str) -> str:
     return at(tree / import_root) if import_root not in ("", ".") else at(tree)
 
 
-def _mounts(tree: Path, env_prefix: Path, backend: str | None,
-            extra_ro: Sequence[Path] = ()) -> execution.Mounts:
+def _mounts(
+    tree: Path, env_prefix: Path, backend: str | None, extra_ro: Sequence[Path] = ()
+) -> execution.Mounts:
     """The tree, the environment and the harness at their fixed paths (``extra_ro`` under
     ``/verigap/ro/N``)."""
-    m = {Path(tree): execution.TREE_MOUNT, Path(env_prefix): execution.ENV_MOUNT,
-         harness_dir(): execution.HARNESS_MOUNT}
+    m = {
+        Path(tree): execution.TREE_MOUNT,
+        Path(env_prefix): execution.ENV_MOUNT,
+        harness_dir(): execution.HARNESS_MOUNT,
+    }
     m.update({Path(x): f"/verigap/ro/{i}" for i, x in enumerate(extra_ro)})
     return execution.Mounts(m, backend)
 
@@ -245,13 +271,20 @@ def run_pytest(
         if capture:
             cfg["capture"] = {"root": m.inside(tree), **capture}
         if forward:  # ``sockets``: host paths under ``extra_ro`` (one per candidate context)
-            cfg["forward"] = {**forward, "root": m.inside(tree),
-                              "sockets": [m.inside(x) for x in forward["sockets"]]}
+            cfg["forward"] = {
+                **forward,
+                "root": m.inside(tree),
+                "sockets": [m.inside(x) for x in forward["sockets"]],
+            }
         (scratch / "run.json").write_text(json.dumps(cfg))
-        res = execution.run([m.inside(python), *PY_FLAGS, m.inside(hdir / RUNNER.name),
-                             "run.json"], scratch=scratch, mounts=m, timeout=timeout,
-                            backend=m.backend,
-                            env={"PYTHONPATH": _root(tree, import_root, m.inside)})
+        res = execution.run(
+            [m.inside(python), *PY_FLAGS, m.inside(hdir / RUNNER.name), "run.json"],
+            scratch=scratch,
+            mounts=m,
+            timeout=timeout,
+            backend=m.backend,
+            env={"PYTHONPATH": _root(tree, import_root, m.inside)},
+        )
         report: dict[str, Any] = {}
         if out.is_file():
             try:
@@ -318,10 +351,16 @@ def run_equiv(
     # the agent context mounts what the agent's sandbox mounts, the environment only (a
     # harness mount would tell every grading context from the agent's runs): the runner
     # starts from a copy beside its files
-    m = _mounts(tree, env_prefix, backend) if not agent else execution.Mounts(
-        {Path(env_prefix): execution.ENV_MOUNT}, backend)
-    root = _root(tree, import_root, m.inside) if not agent else (
-        import_root if import_root not in ("", ".") else ".")
+    m = (
+        _mounts(tree, env_prefix, backend)
+        if not agent
+        else execution.Mounts({Path(env_prefix): execution.ENV_MOUNT}, backend)
+    )
+    root = (
+        _root(tree, import_root, m.inside)
+        if not agent
+        else (import_root if import_root not in ("", ".") else ".")
+    )
     python_in = m.inside(python)
     runner = m.inside(hdir / EQUIV.name)
     with execution.scratch(m, timeout=timeout, prefix="vg-eq-") as scratch:
@@ -341,10 +380,13 @@ def run_equiv(
         out = scratch / EQUIV_IO / "out.json" if agent else scratch / "out.json"
         rel = "" if not agent else AGENT_LAUNCH_DIR + "/"
         nonce = secrets.token_hex(16)
-        cfg: dict[str, Any] = {"nonce": nonce, "import_root": root,
-                               "inputs": rel + "inputs.json",
-                               "out": f"{EQUIV_IO}/{out.name}" if agent else out.name,
-                               "mode": mode}
+        cfg: dict[str, Any] = {
+            "nonce": nonce,
+            "import_root": root,
+            "inputs": rel + "inputs.json",
+            "out": f"{EQUIV_IO}/{out.name}" if agent else out.name,
+            "mode": mode,
+        }
         cmd = [python_in, *PY_FLAGS, runner, "eq.json"]
         env: dict[str, str] = {"PYTHONPATH": root}
         if agent:
@@ -354,8 +396,15 @@ def run_equiv(
             cmd = [python_in, "-m", "pytest", "-q"]
             env = {}
         (io / "eq.json").write_text(json.dumps(cfg))
-        execution.run(cmd, scratch=scratch, mounts=m, timeout=timeout, backend=m.backend,
-                      env=env, clean_env=not agent)
+        execution.run(
+            cmd,
+            scratch=scratch,
+            mounts=m,
+            timeout=timeout,
+            backend=m.backend,
+            env=env,
+            clean_env=not agent,
+        )
         if not out.is_file():
             return None
         try:
@@ -365,4 +414,12 @@ def run_equiv(
         return data if isinstance(data, dict) and data.get("nonce") == nonce else None
 
 
-__all__ = ["CONTEXTS", "PytestRun", "run_pytest", "run_equiv", "cache_root", "harness_dir", "HARNESS_DIR"]
+__all__ = [
+    "CONTEXTS",
+    "PytestRun",
+    "run_pytest",
+    "run_equiv",
+    "cache_root",
+    "harness_dir",
+    "HARNESS_DIR",
+]

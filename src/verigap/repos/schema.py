@@ -106,8 +106,10 @@ class RepoTask(_Strict):
         except ValidationError as e:
             err = e.errors()[0]
             loc = ".".join(str(x) for x in err["loc"])
-            raise ConfigError(f"{path}: field {loc!r}: {err['msg']}; regenerate the task with "
-                              "`verigap repos make-tasks` or fix that field") from None
+            raise ConfigError(
+                f"{path}: field {loc!r}: {err['msg']}; regenerate the task with "
+                "`verigap repos make-tasks` or fix that field"
+            ) from None
 
     def save(self, path: Path) -> None:
         write_json_atomic(path, self.model_dump())

@@ -52,8 +52,12 @@ def _printable(name: str) -> bool:
 
 
 def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISFIFO, "fifo"), (stat.S_ISSOCK, "socket"),
-                       (stat.S_ISCHR, "char_device"), (stat.S_ISBLK, "block_device")):
+    for test, name in (
+        (stat.S_ISFIFO, "fifo"),
+        (stat.S_ISSOCK, "socket"),
+        (stat.S_ISCHR, "char_device"),
+        (stat.S_ISBLK, "block_device"),
+    ):
         if test(mode):
             return name
     return "special"
@@ -64,8 +68,10 @@ def _copy_file(src: str, dest: str, size_limit: int) -> tuple[int | None, str]:
     try:
         fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:
-        return None, "unreadable" if e.errno in (errno.EACCES, errno.EPERM) else \
-            f"open failed ({errno.errorcode.get(e.errno or 0, e.errno)})"
+        return None, "unreadable" if e.errno in (
+            errno.EACCES,
+            errno.EPERM,
+        ) else f"open failed ({errno.errorcode.get(e.errno or 0, e.errno)})"
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -110,8 +116,9 @@ def read_bounded(root: Path, rel: str, limit: int = 1024 * 1024) -> bytes | None
             nxt = os.open(part, flags_dir, dir_fd=fd)
             os.close(fd)
             fd = nxt
-        leaf = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                       dir_fd=fd)
+        leaf = os.open(
+            parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=fd
+        )
     except OSError:  # a link (ELOOP), a missing path, a non-directory component
         os.close(fd)
         return None
@@ -151,8 +158,13 @@ def link_leaves(root: Path, rel: str) -> bool:
     return False
 
 
-def safe_copy(src: Path, dest: Path, limits: SnapshotLimits = SnapshotLimits(), *,
-              skip_top: tuple[str, ...] = (".git",)) -> Snapshot:
+def safe_copy(
+    src: Path,
+    dest: Path,
+    limits: SnapshotLimits = SnapshotLimits(),
+    *,
+    skip_top: tuple[str, ...] = (".git",),
+) -> Snapshot:
     """Copy the regular files, directories and (unfollowed) symlinks of ``src`` into ``dest``
     (top-level names in ``skip_top`` are not copied: no grading step reads them)."""
     snap = Snapshot()

@@ -24,8 +24,21 @@ from verigap.errors import ConfigError
 
 _PYPI = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9.+!_-]+$")
 #: Never part of a project tree we build tasks from.
-JUNK_DIRS = {".git", "__pycache__", ".pytest_cache", ".mypy_cache", ".tox", ".nox", ".venv",
-             "venv", "build", "dist", ".eggs", ".hypothesis", ".ruff_cache"}
+JUNK_DIRS = {
+    ".git",
+    "__pycache__",
+    ".pytest_cache",
+    ".mypy_cache",
+    ".tox",
+    ".nox",
+    ".venv",
+    "venv",
+    "build",
+    "dist",
+    ".eggs",
+    ".hypothesis",
+    ".ruff_cache",
+}
 JUNK_SUFFIXES = (".pyc", ".pyo", ".so", ".pyd")
 
 
@@ -57,7 +70,8 @@ def parse_source(spec: str) -> Source:
         return Source(s, "pypi", s)
     raise ConfigError(
         f"source {spec!r}: not an existing directory and not a pinned PyPI requirement; "
-        "use a path, 'git+URL', or 'name==version' (e.g. 'inflection==0.5.1')")
+        "use a path, 'git+URL', or 'name==version' (e.g. 'inflection==0.5.1')"
+    )
 
 
 def project_name(spec: str) -> str:
@@ -81,8 +95,11 @@ def fetch(source: Source, dest: Path) -> Path:
         shutil.copytree(source.location, dest, ignore=_ignore)
     elif source.kind == "git":
         with tempfile.TemporaryDirectory() as tmp:
-            subprocess.run(["git", "clone", "--depth", "1", "-q", source.location, tmp + "/r"],
-                           check=True, capture_output=True)
+            subprocess.run(
+                ["git", "clone", "--depth", "1", "-q", source.location, tmp + "/r"],
+                check=True,
+                capture_output=True,
+            )
             shutil.copytree(tmp + "/r", dest, ignore=_ignore)
     else:
         _fetch_sdist(source.location, dest)
@@ -99,26 +116,44 @@ def _fetch_sdist(requirement: str, dest: Path) -> None:
     from verigap.repos.pytest_run import cache_root
 
     kept = cache_root() / "sdists" / requirement
-    archives = sorted(a for a in kept.iterdir() if not a.name.endswith(".part")) \
-        if kept.is_dir() else []
+    archives = (
+        sorted(a for a in kept.iterdir() if not a.name.endswith(".part")) if kept.is_dir() else []
+    )
     if archives:
         _extract(archives[0], dest)
         return
     name = requirement.split("==")[0]
     with tempfile.TemporaryDirectory() as tmp:
         proc = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--disable-pip-version-check",
-             "--no-deps", "--no-binary", name, requirement, "-d", tmp],
-            capture_output=True, text=True)
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--disable-pip-version-check",
+                "--no-deps",
+                "--no-binary",
+                name,
+                requirement,
+                "-d",
+                tmp,
+            ],
+            capture_output=True,
+            text=True,
+        )
         files = [f for f in Path(tmp).iterdir() if f.name.endswith((".tar.gz", ".zip", ".tgz"))]
         if proc.returncode != 0 or not files:
             said = "\n".join(x.strip() for x in (proc.stdout, proc.stderr) if x.strip())
-            why = ("pip's build of its metadata failed (the build backend said the above)"
-                   if "metadata" in said or "Traceback" in said or "backend" in said else
-                   "check the name and version on PyPI (it must have an sdist)")
-            raise ConfigError(f"could not download the sdist of {requirement!r} with pip "
-                              f"(exit {proc.returncode}); pip said:\n{said}\n{why}, or pass a "
-                              "local directory instead")
+            why = (
+                "pip's build of its metadata failed (the build backend said the above)"
+                if "metadata" in said or "Traceback" in said or "backend" in said
+                else "check the name and version on PyPI (it must have an sdist)"
+            )
+            raise ConfigError(
+                f"could not download the sdist of {requirement!r} with pip "
+                f"(exit {proc.returncode}); pip said:\n{said}\n{why}, or pass a "
+                "local directory instead"
+            )
         _extract(files[0], dest)
         kept.mkdir(parents=True, exist_ok=True)
         part = kept / (files[0].name + ".part")

@@ -50,13 +50,21 @@ from verigap.runs import write_json_atomic
 
 SCHEMA_VERSION = 1
 CONFIG_FILES = ("pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml", "setup.py")
-GIT_ENV = {"GIT_AUTHOR_NAME": "verigap", "GIT_AUTHOR_EMAIL": "task@verigap.invalid",
-           "GIT_COMMITTER_NAME": "verigap", "GIT_COMMITTER_EMAIL": "task@verigap.invalid",
-           "GIT_AUTHOR_DATE": "2000-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z",
-           "HOME": "/tmp", "PATH": "/usr/bin:/bin", "GIT_CONFIG_NOSYSTEM": "1"}
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "verigap",
+    "GIT_AUTHOR_EMAIL": "task@verigap.invalid",
+    "GIT_COMMITTER_NAME": "verigap",
+    "GIT_COMMITTER_EMAIL": "task@verigap.invalid",
+    "GIT_AUTHOR_DATE": "2000-01-01T00:00:00Z",
+    "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z",
+    "HOME": "/tmp",
+    "PATH": "/usr/bin:/bin",
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
 
 
 # --------------------------------------------------------------------------- test units
+
 
 def unit_of(test_id: str) -> str:
     """The test function a test id belongs to: parameters stripped."""
@@ -75,18 +83,18 @@ class _DropUnits(cst.CSTTransformer):
     def leave_ClassDef(self, original, updated):
         # a hidden test this class inherits from outside the tree (its body is not readable
         # here): shadow it with None so pytest does not collect it
-        inherited = [n for n in self.names if n[:-1] == tuple(self.stack)
-                     and n not in self.dropped]
+        inherited = [n for n in self.names if n[:-1] == tuple(self.stack) and n not in self.dropped]
         self.stack.pop()
         if inherited:
-            extra = [cst.parse_statement(f"{n[-1]} = None\n")
-                     for n in sorted(inherited)]
+            extra = [cst.parse_statement(f"{n[-1]} = None\n") for n in sorted(inherited)]
             self.dropped.update(inherited)
-            updated = updated.with_changes(body=updated.body.with_changes(
-                body=[*updated.body.body, *extra]))
+            updated = updated.with_changes(
+                body=updated.body.with_changes(body=[*updated.body.body, *extra])
+            )
         if not updated.body.body:
-            return updated.with_changes(body=updated.body.with_changes(
-                body=[cst.SimpleStatementLine([cst.Pass()])]))
+            return updated.with_changes(
+                body=updated.body.with_changes(body=[cst.SimpleStatementLine([cst.Pass()])])
+            )
         return updated
 
     def visit_FunctionDef(self, node):
@@ -114,8 +122,10 @@ def drop_units(source: str, units: Sequence[str]) -> str:
 
 # --------------------------------------------------------------------------- split
 
-def split_tests(p: Prepared, sites: Sequence[ValidMutation], n_visible: int
-                ) -> tuple[list[str], list[str]] | None:
+
+def split_tests(
+    p: Prepared, sites: Sequence[ValidMutation], n_visible: int
+) -> tuple[list[str], list[str]] | None:
     """(visible ids, hidden ids) such that visible tests reach the first ``n_visible`` sites
     (each breaks at least one visible test) and none of the others; None if impossible."""
     hidden_fns = {s.function for s in sites[n_visible:]}
@@ -136,12 +146,13 @@ def split_tests(p: Prepared, sites: Sequence[ValidMutation], n_visible: int
 
 
 def module_name(p: Prepared, file: str) -> str:
-    rel = file[len(p.import_root) + 1:] if p.import_root else file
+    rel = file[len(p.import_root) + 1 :] if p.import_root else file
     mod = rel.removesuffix(".py").replace("/", ".")
     return mod.removesuffix(".__init__")
 
 
 # --------------------------------------------------------------------------- trees
+
 
 def base_tree(p: Prepared, task: RepoTask, dest: Path, *, with_hidden: bool) -> Path:
     """The task base: pristine tree + mutations; without hidden tests unless ``with_hidden``.
@@ -154,8 +165,10 @@ def base_tree(p: Prepared, task: RepoTask, dest: Path, *, with_hidden: bool) -> 
         texts[file] = text
     for file, text in texts.items():
         if hashlib.sha256(text.encode()).hexdigest() != task.files_sha256.get(file):
-            raise ConfigError(f"task {task.task_id}: rebuilding {file} gave different bytes; the "
-                              "prepared source changed — re-run make-tasks for this source")
+            raise ConfigError(
+                f"task {task.task_id}: rebuilding {file} gave different bytes; the "
+                "prepared source changed — re-run make-tasks for this source"
+            )
     if not with_hidden:
         keep = set(task.visible_test_files)
         for f in p.test_files:
@@ -216,8 +229,9 @@ def _class_index(p: Prepared) -> dict[str, list[tuple[str, ast.ClassDef]]]:
     return index
 
 
-def _defining_class(index, file: str, cls: str, name: str, depth: int = 0
-                    ) -> tuple[str, str] | None:
+def _defining_class(
+    index, file: str, cls: str, name: str, depth: int = 0
+) -> tuple[str, str] | None:
     """(file, class) whose body defines method ``name`` for class ``cls`` of ``file``, following
     base classes by name through the tree; None when it comes from outside the tree."""
     cands = index.get(cls, [])
@@ -225,14 +239,23 @@ def _defining_class(index, file: str, cls: str, name: str, depth: int = 0
     if not here or depth > 12:
         return None
     f, node = here[0]
-    if any(isinstance(b, ast.FunctionDef | ast.AsyncFunctionDef | ast.Assign) and
-           (getattr(b, "name", None) == name or
-            any(isinstance(t, ast.Name) and t.id == name for t in getattr(b, "targets", [])))
-           for b in node.body):
+    if any(
+        isinstance(b, ast.FunctionDef | ast.AsyncFunctionDef | ast.Assign)
+        and (
+            getattr(b, "name", None) == name
+            or any(isinstance(t, ast.Name) and t.id == name for t in getattr(b, "targets", []))
+        )
+        for b in node.body
+    ):
         return f, cls
     for base in node.bases:
-        bname = base.id if isinstance(base, ast.Name) else \
-            base.attr if isinstance(base, ast.Attribute) else None
+        bname = (
+            base.id
+            if isinstance(base, ast.Name)
+            else base.attr
+            if isinstance(base, ast.Attribute)
+            else None
+        )
         if bname and bname != cls:
             found = _defining_class(index, f, bname, name, depth + 1)
             if found:
@@ -320,10 +343,17 @@ underlying bugs rather than the symptoms, and do not edit the tests. When you ar
 
 # --------------------------------------------------------------------------- equivalence
 
-def collect_inputs(p: Prepared, functions: Sequence[str], *, per_function: int = 40,
-                   backend: str | None = None, why: dict[str, str] | None = None,
-                   pickled: dict[str, str] | None = None, cloudpickle: bool = False
-                   ) -> dict[str, list[dict[str, Any]]]:
+
+def collect_inputs(
+    p: Prepared,
+    functions: Sequence[str],
+    *,
+    per_function: int = 40,
+    backend: str | None = None,
+    why: dict[str, str] | None = None,
+    pickled: dict[str, str] | None = None,
+    cloudpickle: bool = False,
+) -> dict[str, list[dict[str, Any]]]:
     """Inputs for the equivalence check, per function: arguments captured while the pristine
     suite runs, plus generated neighbours, kept only when the reference gives the same encoded
     result in two separate processes (so nondeterministic calls never fail a correct patch).
@@ -336,13 +366,23 @@ def collect_inputs(p: Prepared, functions: Sequence[str], *, per_function: int =
     ``"pickle"``. ``cloudpickle``: capture such calls at all (off by default until its cost
     on class-heavy projects is measured: on a heavily loaded machine, collecting cachetools'
     inputs took over fifteen minutes with it, as with plain pickle alone)."""
-    env = dict(python=p.python, env_prefix=Path(p.env_prefix), import_root=p.import_root,
-               backend=backend)
+    env = dict(
+        python=p.python, env_prefix=Path(p.env_prefix), import_root=p.import_root, backend=backend
+    )
     # every test that reaches a function (visible and hidden) contributes up to 3 calls
-    cap = run_pytest(p.tree, test_files=p.test_files, config_file=p.config_file,
-                     capture={"targets": list(functions), "limit": 4 * per_function,
-                              "per_test": 3, "cloudpickle": cloudpickle},
-                     timeout=p.suite_timeout(), **env)
+    cap = run_pytest(
+        p.tree,
+        test_files=p.test_files,
+        config_file=p.config_file,
+        capture={
+            "targets": list(functions),
+            "limit": 4 * per_function,
+            "per_test": 3,
+            "cloudpickle": cloudpickle,
+        },
+        timeout=p.suite_timeout(),
+        **env,
+    )
     captured = cap.extra.get("captured", {})
     callers = cap.extra.get("captured_callers", {})
     raw = []
@@ -351,9 +391,18 @@ def collect_inputs(p: Prepared, functions: Sequence[str], *, per_function: int =
         who = callers.get(target, [])
         for i, b in enumerate(blobs):
             w = who[i] if i < len(who) and isinstance(who[i], dict) else {}
-            raw.append({"id": len(raw), "target": target, "module": module_name(p, file),
-                        "qualname": q, "blob": b, "generated": False,
-                        "caller": w.get("stack"), "test": w.get("test")})
+            raw.append(
+                {
+                    "id": len(raw),
+                    "target": target,
+                    "module": module_name(p, file),
+                    "qualname": q,
+                    "blob": b,
+                    "generated": False,
+                    "caller": w.get("stack"),
+                    "test": w.get("test"),
+                }
+            )
 
     def equiv(items: list[dict[str, Any]], mode: str) -> dict[str, Any] | None:
         out = run_equiv(p.tree, items, mode=mode, **env)
@@ -391,25 +440,37 @@ def collect_inputs(p: Prepared, functions: Sequence[str], *, per_function: int =
     if pickled is not None:
         for f in functions:
             if out[f]:
-                pickled[f] = "cloudpickle" if any(
-                    b"cloudpickle" in base64.b64decode(x["blob"]) for x in out[f]) else "pickle"
+                pickled[f] = (
+                    "cloudpickle"
+                    if any(b"cloudpickle" in base64.b64decode(x["blob"]) for x in out[f])
+                    else "pickle"
+                )
     if why is not None:
         for f in functions:
             if out[f]:
                 continue
             if not captured.get(f):
-                why[f] = ("no call was captured (the suite did not run)" if not cap.report_found
-                          else "no call with picklable arguments was captured")
+                why[f] = (
+                    "no call was captured (the suite did not run)"
+                    if not cap.report_found
+                    else "no call with picklable arguments was captured"
+                )
             elif not any(x["target"] == f for x in items):
                 why[f] = "its captured arguments could not be loaded back"
             else:
                 why[f] = "every input was dropped: " + ", ".join(
-                    f"{n} {r}" for r, n in drops[f].most_common())
+                    f"{n} {r}" for r, n in drops[f].most_common()
+                )
     return out
 
 
-def discriminated(p: Prepared, sites: Sequence[Any], inputs: Sequence[dict[str, Any]], *,
-                  backend: str | None = None) -> dict[str, bool]:
+def discriminated(
+    p: Prepared,
+    sites: Sequence[Any],
+    inputs: Sequence[dict[str, Any]],
+    *,
+    backend: str | None = None,
+) -> dict[str, bool]:
     """Per site (``.function``, ``.mutation``): whether the out-of-process comparison tells its
     mutation apart, i.e. the reference tree with that mutation alone fails the comparison on
     the site's own inputs.
@@ -433,14 +494,16 @@ def discriminated(p: Prepared, sites: Sequence[Any], inputs: Sequence[dict[str, 
                 continue
             tree = Path(tmp) / f"s{i}"
             mutant_tree(p, [s.mutation], tree)
-            eq = equivalence.check(p, p.tree, tree, every, backend=backend,
-                                   contexts=equivalence.CONTEXTS[:1])
+            eq = equivalence.check(
+                p, p.tree, tree, every, backend=backend, contexts=equivalence.CONTEXTS[:1]
+            )
             out[s.function] = eq.candidate_ran and not eq.target_ok(s.function)
             shutil.rmtree(tree, ignore_errors=True)
     return out
 
 
 # --------------------------------------------------------------------------- make-tasks
+
 
 class SiteChecks:
     """The checks a site passes or fails alone, whatever it is combined with, run once per site
@@ -451,9 +514,17 @@ class SiteChecks:
     (kept only under ``allow_tests_only``). Methods of classes count apart in :meth:`routes`,
     since their inputs (a receiver object) are the ones most often not captured."""
 
-    def __init__(self, p: Prepared, pool: combine.Pool, inputs: dict[str, list[dict[str, Any]]],
-                 *, backend: str | None = None, allow_tests_only: bool = False,
-                 pickled: dict[str, str] | None = None, log=lambda s: None) -> None:
+    def __init__(
+        self,
+        p: Prepared,
+        pool: combine.Pool,
+        inputs: dict[str, list[dict[str, Any]]],
+        *,
+        backend: str | None = None,
+        allow_tests_only: bool = False,
+        pickled: dict[str, str] | None = None,
+        log=lambda s: None,
+    ) -> None:
         self.p, self.pool, self.inputs = p, pool, inputs
         self.log = log
         self.pickled = pickled or {}
@@ -487,15 +558,20 @@ class SiteChecks:
             self.route[i] = "in process"
             return True
         self.route[i] = "rejected"
-        self.rejected[("its inputs do not tell its mutation apart" if own else
-                       "it has no equivalence input") + " and its tests cannot be carried to a "
-                      "separate process"] += 1
+        self.rejected[
+            ("its inputs do not tell its mutation apart" if own else "it has no equivalence input")
+            + " and its tests cannot be carried to a "
+            "separate process"
+        ] += 1
         return False
 
     def told_for(self, sites: Sequence[ValidMutation]) -> dict[str, bool]:
         """{function: told apart by its inputs} for sites already checked."""
-        return {s.function: self.told[self._index[id(s)]] for s in sites
-                if self._index.get(id(s)) in self.told}
+        return {
+            s.function: self.told[self._index[id(s)]]
+            for s in sites
+            if self._index.get(id(s)) in self.told
+        }
 
     def routes(self) -> dict[str, dict[str, int]]:
         out: dict[str, dict[str, int]] = {"methods": {}, "functions": {}}
@@ -503,7 +579,6 @@ class SiteChecks:
             kind = "methods" if "." in self.pool.sites[i].qualname else "functions"
             out[kind][r] = out[kind].get(r, 0) + 1
         return out
-
 
 
 class GenStats(BaseModel):
@@ -555,55 +630,98 @@ class GenStats(BaseModel):
 
 def rejection_lines(stats: GenStats) -> list[str]:
     """The rejection histogram, one line per reason, most frequent first."""
-    lines = [f"  mutation rejected ({n}): {r}" for r, n in
-             sorted(stats.rejected.items(), key=lambda kv: (-kv[1], kv[0]))]
-    lines += [f"  task rejected ({n}): {r}" for r, n in
-              sorted(stats.task_rejected.items(), key=lambda kv: (-kv[1], kv[0]))]
+    lines = [
+        f"  mutation rejected ({n}): {r}"
+        for r, n in sorted(stats.rejected.items(), key=lambda kv: (-kv[1], kv[0]))
+    ]
+    lines += [
+        f"  task rejected ({n}): {r}"
+        for r, n in sorted(stats.task_rejected.items(), key=lambda kv: (-kv[1], kv[0]))
+    ]
     return lines
 
 
-def hints_for(stats: GenStats, *, k: int, n_functions: int, combos: int,
-              min_hidden: int) -> list[str]:
+def hints_for(
+    stats: GenStats, *, k: int, n_functions: int, combos: int, min_hidden: int
+) -> list[str]:
     """What to try when make-tasks made fewer tasks than asked, from where candidates went."""
     h: list[str] = []
     rej = stats.rejected
     if stats.valid == 0 and rej.get("no test fails", 0) >= stats.candidates // 2:
         h.append("most mutations break no test: the suite is thin here; raise --max-candidates")
     if rej.get(validate_mod.CRASHY):
-        h.append(f"{rej[validate_mod.CRASHY]} valid mutation(s) only crash at first call "
-                 "(TypeError/AttributeError/NameError) and were dropped; --allow-crashy keeps "
-                 "them")
+        h.append(
+            f"{rej[validate_mod.CRASHY]} valid mutation(s) only crash at first call "
+            "(TypeError/AttributeError/NameError) and were dropped; --allow-crashy keeps "
+            "them"
+        )
     if rej.get("breaks unreached tests", 0) >= max(1, stats.candidates // 3):
-        h.append(f"{rej['breaks unreached tests']} mutation(s) broke tests that, per the reach "
-                 "map, never call the mutated function: results kept across tests by other "
-                 "means than functools caches (module-level tables, hand-made memos), or "
-                 "calls made in a subprocess, hide them; such functions cannot be sites")
+        h.append(
+            f"{rej['breaks unreached tests']} mutation(s) broke tests that, per the reach "
+            "map, never call the mutated function: results kept across tests by other "
+            "means than functools caches (module-level tables, hand-made memos), or "
+            "calls made in a subprocess, hide them; such functions cannot be sites"
+        )
     if rej.get("timeout"):
-        h.append("some suite runs timed out (machine load?): run make-tasks again, timeouts are "
-                 "retried")
+        h.append(
+            "some suite runs timed out (machine load?): run make-tasks again, timeouts are retried"
+        )
     if rej.get("no report (the suite crashed)"):
-        h.append("some mutants crash the whole suite (import-time code?); nothing to do, they "
-                 "are not bugs tests can localize")
+        h.append(
+            "some mutants crash the whole suite (import-time code?); nothing to do, they "
+            "are not bugs tests can localize"
+        )
     if n_functions < k:
-        h.append(f"only {n_functions} function(s) have a valid mutation but --k is {k}: raise "
-                 f"--max-candidates or lower --k")
+        h.append(
+            f"only {n_functions} function(s) have a valid mutation but --k is {k}: raise "
+            f"--max-candidates or lower --k"
+        )
     elif combos == 0:
-        h.append(f"no split of the tests where visible tests avoid the hidden sites and each "
-                 f"hidden site breaks >= {min_hidden} hidden test(s): try a smaller --k, "
-                 "--min-hidden 1, or more candidates")
+        h.append(
+            f"no split of the tests where visible tests avoid the hidden sites and each "
+            f"hidden site breaks >= {min_hidden} hidden test(s): try a smaller --k, "
+            "--min-hidden 1, or more candidates"
+        )
     if stats.task_rejected:
-        h.append("combinations were built but rejected (see the reasons above): try another "
-                 "--seed or more --max-candidates")
+        h.append(
+            "combinations were built but rejected (see the reasons above): try another "
+            "--seed or more --max-candidates"
+        )
     return h
 
 
-def make_tasks_command(spec: str, *, k: int | str, n: int, seed: int, max_candidates: int,
-                       test_deps: list[str], env: str, prompt_style: str,
-                       allow_tests_only: bool, allow_crashy: bool, min_hidden: int,
-                       cloudpickle_inputs: bool = False) -> str:
+def make_tasks_command(
+    spec: str,
+    *,
+    k: int | str,
+    n: int,
+    seed: int,
+    max_candidates: int,
+    test_deps: list[str],
+    env: str,
+    prompt_style: str,
+    allow_tests_only: bool,
+    allow_crashy: bool,
+    min_hidden: int,
+    cloudpickle_inputs: bool = False,
+) -> str:
     """The ``verigap repos make-tasks`` command line for these settings (without ``--out``)."""
-    args = ["verigap", "repos", "make-tasks", spec, "--k", str(k), "--n", str(n), "--seed",
-            str(seed), "--max-candidates", str(max_candidates), "--min-hidden", str(min_hidden)]
+    args = [
+        "verigap",
+        "repos",
+        "make-tasks",
+        spec,
+        "--k",
+        str(k),
+        "--n",
+        str(n),
+        "--seed",
+        str(seed),
+        "--max-candidates",
+        str(max_candidates),
+        "--min-hidden",
+        str(min_hidden),
+    ]
     args += [x for d in test_deps for x in ("--test-dep", d)]
     args += ["--env", env] if env != "venv" else []
     args += ["--prompt-style", prompt_style] if prompt_style != "tests" else []
@@ -613,12 +731,26 @@ def make_tasks_command(spec: str, *, k: int | str, n: int, seed: int, max_candid
     return shlex.join(args)
 
 
-def make_tasks(spec: str, out: Path, *, k: int | str = 4, n: int = 20, seed: int = 0,
-               max_candidates: int = 80, workers: int = 2, test_deps: list[str] | None = None,
-               env: str = "venv", backend: str | None = None, max_tries: int | None = None,
-               prompt_style: str = "tests", allow_tests_only: bool = False,
-               allow_crashy: bool = False, min_hidden: int = 2, cloudpickle_inputs: bool = False,
-               log=print) -> GenStats:
+def make_tasks(
+    spec: str,
+    out: Path,
+    *,
+    k: int | str = 4,
+    n: int = 20,
+    seed: int = 0,
+    max_candidates: int = 80,
+    workers: int = 2,
+    test_deps: list[str] | None = None,
+    env: str = "venv",
+    backend: str | None = None,
+    max_tries: int | None = None,
+    prompt_style: str = "tests",
+    allow_tests_only: bool = False,
+    allow_crashy: bool = False,
+    min_hidden: int = 2,
+    cloudpickle_inputs: bool = False,
+    log=print,
+) -> GenStats:
     """Prepare ``spec`` and write up to ``n`` validated tasks of ``k`` sites into ``out``
     (``k`` a number or a range such as ``"2-4"``: the tasks then take each size in turn).
 
@@ -634,34 +766,56 @@ def make_tasks(spec: str, out: Path, *, k: int | str = 4, n: int = 20, seed: int
     t0 = time.perf_counter()
     p = prepare(spec, test_deps=test_deps, env=env, backend=backend)
     t_prep = time.perf_counter() - t0
-    log(f"prepared {spec}: {len(p.passing)} passing tests, {len(p.reach)} reached functions, "
-        f"suite {p.baseline_s:.2f}s")
+    log(
+        f"prepared {spec}: {len(p.passing)} passing tests, {len(p.reach)} reached functions, "
+        f"suite {p.baseline_s:.2f}s"
+    )
     t1 = time.perf_counter()
     cands = candidates(p, max_candidates=max_candidates, seed=seed)
     if p.stripped_addopts:
         log(f"dropped from the project's addopts (reporting only): {' '.join(p.stripped_addopts)}")
     cached = sum(1 for m in cands if validate_mod.cache_path(p, m).is_file())
-    valid, rejected = validate(p, cands, workers=workers, backend=backend,
-                               allow_crashy=allow_crashy)
+    valid, rejected = validate(
+        p, cands, workers=workers, backend=backend, allow_crashy=allow_crashy
+    )
     t_val = time.perf_counter() - t1
     log(f"validated {len(valid)}/{len(cands)} mutations in {t_val:.1f}s; rejected: {rejected}")
     t2 = time.perf_counter()
     pool = combine.Pool(valid, p.reach, min_hidden=min_hidden)
     bounds = {kk: pool.upper_bound(kk) for kk in ks}
     upper = sum(b for b, _ in bounds.values())
-    log(f"{len(valid)} valid mutation(s) in {len(pool.by_fn)} function(s) could make "
+    log(
+        f"{len(valid)} valid mutation(s) in {len(pool.by_fn)} function(s) could make "
         f"{'at least ' if any(c for _, c in bounds.values()) else ''}{upper} task(s) "
-        f"({', '.join(f'k={kk}: {b}' for kk, (b, _) in bounds.items())})")
+        f"({', '.join(f'k={kk}: {b}' for kk, (b, _) in bounds.items())})"
+    )
     out.mkdir(parents=True, exist_ok=True)
     no_input: dict[str, str] = {}
     pickled: dict[str, str] = {}
-    inputs = collect_inputs(p, sorted(pool.by_fn), backend=backend, why=no_input,
-                            pickled=pickled, cloudpickle=cloudpickle_inputs) if upper else {}
+    inputs = (
+        collect_inputs(
+            p,
+            sorted(pool.by_fn),
+            backend=backend,
+            why=no_input,
+            pickled=pickled,
+            cloudpickle=cloudpickle_inputs,
+        )
+        if upper
+        else {}
+    )
     warnings = [f"no equivalence input for {f}: {w}" for f, w in sorted(no_input.items())]
     for w in warnings:
         log(f"warning: {w}")
-    quality = SiteChecks(p, pool, inputs, backend=backend, allow_tests_only=allow_tests_only,
-                         pickled=pickled, log=log)
+    quality = SiteChecks(
+        p,
+        pool,
+        inputs,
+        backend=backend,
+        allow_tests_only=allow_tests_only,
+        pickled=pickled,
+        log=log,
+    )
     gens = [pool.combinations(kk, seed=seed, usable=quality.usable) for kk in ks]
 
     task_files: list[str] = []
@@ -684,10 +838,19 @@ def make_tasks(spec: str, out: Path, *, k: int | str = 4, n: int = 20, seed: int
                 yield tries, sites
 
     def build(number: int, sites: list[ValidMutation]):
-        return build_task(p, sites, len(sites) // 2, inputs, seed=seed, index=number,
-                          backend=backend, prompt_style=prompt_style,
-                          allow_tests_only=allow_tests_only, min_hidden=min_hidden,
-                          told=quality.told_for(sites))
+        return build_task(
+            p,
+            sites,
+            len(sites) // 2,
+            inputs,
+            seed=seed,
+            index=number,
+            backend=backend,
+            prompt_style=prompt_style,
+            allow_tests_only=allow_tests_only,
+            min_hidden=min_hidden,
+            told=quality.told_for(sites),
+        )
 
     # ``workers`` builds at a time (each is sandboxed runs: the cores wait on them), never more
     # than could still be needed; results are taken in the order the combinations came, so the
@@ -711,9 +874,11 @@ def make_tasks(spec: str, out: Path, *, k: int | str = 4, n: int = 20, seed: int
                 continue
             if len(task_files) >= n:
                 continue
-            task.task_id = re.sub(rf"-s{seed}-\d+-([0-9a-f]+)$",
-                                  lambda mt: f"-s{seed}-{len(task_files):03d}-{mt.group(1)}",
-                                  task.task_id)
+            task.task_id = re.sub(
+                rf"-s{seed}-\d+-([0-9a-f]+)$",
+                lambda mt: f"-s{seed}-{len(task_files):03d}-{mt.group(1)}",
+                task.task_id,
+            )
             path = out / f"{task.task_id}.json"
             task.save(path)
             task_files.append(path.name)
@@ -724,31 +889,56 @@ def make_tasks(spec: str, out: Path, *, k: int | str = 4, n: int = 20, seed: int
             n_covered += sum(1 for s in task.sites if not s.tests_only)
             n_told += sum(1 for s in task.sites if s.discrimination == "comparison")
             told = [s.site_id for s in task.sites if s.discrimination != "comparison"]
-            log(f"  task {task.task_id} (k={len(task.sites)}): {len(task.visible_tests)} "
+            log(
+                f"  task {task.task_id} (k={len(task.sites)}): {len(task.visible_tests)} "
                 f"visible / {len(task.hidden_tests)} hidden tests, {len(task.equivalence)} "
                 "equivalence inputs"
-                + (f"; not told apart by the comparison: {', '.join(told)}" if told else ""))
-    stats = GenStats(command=make_tasks_command(
-                         spec, k=k, n=n, seed=seed, max_candidates=max_candidates,
-                         test_deps=test_deps or [], env=env, prompt_style=prompt_style,
-                         allow_tests_only=allow_tests_only, allow_crashy=allow_crashy,
-                         min_hidden=min_hidden, cloudpickle_inputs=cloudpickle_inputs),
-                     source=spec, candidates=len(cands), valid=len(valid), rejected=rejected,
-                     combos_tried=tries, tasks=len(task_files), task_rejected=task_rejected,
-                     upper_bound=upper, upper_bound_capped=any(c for _, c in bounds.values()),
-                     site_rejected=dict(quality.rejected), site_routes=quality.routes(),
-                     k_made=k_made, cross_file=cross, method_sites=methods,
-                     validated_cached=cached,
-                     prepare_s=round(t_prep, 2), validate_s=round(t_val, 2),
-                     tasks_s=round(time.perf_counter() - t2, 2),
-                     total_s=round(time.perf_counter() - t0, 2), task_files=task_files,
-                     coverage=round(n_covered / n_sites, 4) if n_sites else 1.0,
-                     discrimination=round(n_told / n_sites, 4) if n_sites else 1.0,
-                     crashy_valid=rejected.get(validate_mod.CRASHY, 0)
-                     + sum(1 for v in valid if v.crash), warnings=warnings)
+                + (f"; not told apart by the comparison: {', '.join(told)}" if told else "")
+            )
+    stats = GenStats(
+        command=make_tasks_command(
+            spec,
+            k=k,
+            n=n,
+            seed=seed,
+            max_candidates=max_candidates,
+            test_deps=test_deps or [],
+            env=env,
+            prompt_style=prompt_style,
+            allow_tests_only=allow_tests_only,
+            allow_crashy=allow_crashy,
+            min_hidden=min_hidden,
+            cloudpickle_inputs=cloudpickle_inputs,
+        ),
+        source=spec,
+        candidates=len(cands),
+        valid=len(valid),
+        rejected=rejected,
+        combos_tried=tries,
+        tasks=len(task_files),
+        task_rejected=task_rejected,
+        upper_bound=upper,
+        upper_bound_capped=any(c for _, c in bounds.values()),
+        site_rejected=dict(quality.rejected),
+        site_routes=quality.routes(),
+        k_made=k_made,
+        cross_file=cross,
+        method_sites=methods,
+        validated_cached=cached,
+        prepare_s=round(t_prep, 2),
+        validate_s=round(t_val, 2),
+        tasks_s=round(time.perf_counter() - t2, 2),
+        total_s=round(time.perf_counter() - t0, 2),
+        task_files=task_files,
+        coverage=round(n_covered / n_sites, 4) if n_sites else 1.0,
+        discrimination=round(n_told / n_sites, 4) if n_sites else 1.0,
+        crashy_valid=rejected.get(validate_mod.CRASHY, 0) + sum(1 for v in valid if v.crash),
+        warnings=warnings,
+    )
     if stats.tasks < n:
-        stats.hints = hints_for(stats, k=min(ks), n_functions=len(pool.by_fn), combos=upper,
-                                min_hidden=min_hidden)
+        stats.hints = hints_for(
+            stats, k=min(ks), n_functions=len(pool.by_fn), combos=upper, min_hidden=min_hidden
+        )
         log(f"{stats.tasks} of {n} tasks; where the candidates went:")
         for line in rejection_lines(stats):
             log(line)
@@ -762,11 +952,20 @@ def _slug(spec: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", sources.project_name(spec)).strip("-").lower()
 
 
-def build_task(p: Prepared, sites: Sequence[ValidMutation], n_vis: int,
-               inputs: dict[str, list[dict[str, Any]]], *, seed: int, index: int,
-               backend: str | None = None, prompt_style: str = "tests",
-               allow_tests_only: bool = False, min_hidden: int = 1,
-               told: dict[str, bool] | None = None) -> tuple[RepoTask | None, str]:
+def build_task(
+    p: Prepared,
+    sites: Sequence[ValidMutation],
+    n_vis: int,
+    inputs: dict[str, list[dict[str, Any]]],
+    *,
+    seed: int,
+    index: int,
+    backend: str | None = None,
+    prompt_style: str = "tests",
+    allow_tests_only: bool = False,
+    min_hidden: int = 1,
+    told: dict[str, bool] | None = None,
+) -> tuple[RepoTask | None, str]:
     """Build and check one task: the combined mutant must break a visible test per visible site
     and a hidden test per hidden site, and the workspace must collect exactly the visible tests.
     A site with no usable equivalence input is kept and marked ``tests_only`` when its calls can
@@ -806,8 +1005,9 @@ def build_task(p: Prepared, sites: Sequence[ValidMutation], n_vis: int,
         if broken - {t for s in sites for t in p.reach.get(s.function, ())}:
             return None, "breaks tests that do not reach its sites"
         if uncovered:  # their tests will run on the reference with calls carried (forward.py)
-            why = forward.carries(p, [s for s in sites if s.function in uncovered], full,
-                                  backend=backend)
+            why = forward.carries(
+                p, [s for s in sites if s.function in uncovered], full, backend=backend
+            )
             if why is not None:
                 return None, f"a tests_only site cannot be carried to a separate process ({why})"
         equiv = []
@@ -816,56 +1016,89 @@ def build_task(p: Prepared, sites: Sequence[ValidMutation], n_vis: int,
                 equiv.append(EquivInput(**{**x, "id": len(equiv)}))
         # inputs that do not tell a site's mutation apart are no evidence about it: its tests
         # go through the sealed channel as well, or the task is rejected
-        todo = [s for s in sites if s.function not in uncovered
-                and s.function not in (told or {})]
-        told = {**(told or {}), **(discriminated(p, todo, [x.model_dump() for x in equiv],
-                                                 backend=backend) if todo else {})}
+        todo = [s for s in sites if s.function not in uncovered and s.function not in (told or {})]
+        told = {
+            **(told or {}),
+            **(
+                discriminated(p, todo, [x.model_dump() for x in equiv], backend=backend)
+                if todo
+                else {}
+            ),
+        }
         unseen = [s for s in sites if s.function not in uncovered and not told[s.function]]
         in_process: set[str] = set()
         if unseen:
             why = forward.carries(p, unseen, full, backend=backend)
             if why is not None and not allow_tests_only:
-                return None, ("a site's equivalence inputs do not tell its mutation apart and "
-                              f"its tests cannot be carried to a separate process ({why})")
+                return None, (
+                    "a site's equivalence inputs do not tell its mutation apart and "
+                    f"its tests cannot be carried to a separate process ({why})"
+                )
             if why is not None:  # kept, marked tests_only: only in-process outcomes tell it
                 in_process = {s.function for s in unseen}
 
         def discrimination(f: str) -> str:
-            return "in_process" if f in in_process else \
-                "comparison" if told.get(f) else "forwarded"
+            return "in_process" if f in in_process else "comparison" if told.get(f) else "forwarded"
+
         try:
             vfiles, removed = _visible_layout(p, visible)
         except SharedHiddenBody:
             return None, "a hidden test's body is shared with a visible test"
         src_texts = {s.file: (p.tree / s.file).read_text() for s in sites}
         name = _slug(p.spec)
-        digest = hashlib.sha256("".join(sorted(s.sha256 + s.function for s in sites))
-                                .encode()).hexdigest()[:8]
+        digest = hashlib.sha256(
+            "".join(sorted(s.sha256 + s.function for s in sites)).encode()
+        ).hexdigest()[:8]
         task = RepoTask(
             task_id=f"{name}-s{seed}-{index:03d}-{digest}",
-            source={"spec": p.spec, "key": p.key, "tree_sha256": p.tree_sha256,
-                    "env": p.env, "test_deps": p.test_deps},
+            source={
+                "spec": p.spec,
+                "key": p.key,
+                "tree_sha256": p.tree_sha256,
+                "env": p.env,
+                "test_deps": p.test_deps,
+            },
             seed=seed,
-            sites=[Site(site_id=f"site{i}", file=s.file, qualname=s.qualname, op=s.op,
-                        index=s.index, visible=i < n_vis, fail_to_pass=s.fail_to_pass,
-                        original=mutate.function_source(src_texts[s.file], s.qualname),
-                        mutated=mutate.function_source(texts[s.file], s.qualname),
-                        tests_only=s.function in uncovered | in_process,
-                        discrimination=discrimination(s.function))
-                   for i, s in enumerate(sites)],
+            sites=[
+                Site(
+                    site_id=f"site{i}",
+                    file=s.file,
+                    qualname=s.qualname,
+                    op=s.op,
+                    index=s.index,
+                    visible=i < n_vis,
+                    fail_to_pass=s.fail_to_pass,
+                    original=mutate.function_source(src_texts[s.file], s.qualname),
+                    mutated=mutate.function_source(texts[s.file], s.qualname),
+                    tests_only=s.function in uncovered | in_process,
+                    discrimination=discrimination(s.function),
+                )
+                for i, s in enumerate(sites)
+            ],
             files_sha256={f: hashlib.sha256(t.encode()).hexdigest() for f, t in texts.items()},
-            visible_tests=sorted(visible), hidden_tests=sorted(hidden),
-            fail_to_pass=sorted(broken), visible_test_files=vfiles, removed_units=removed,
-            source_paths=p.source_paths, equivalence=equiv, prompt="",
+            visible_tests=sorted(visible),
+            hidden_tests=sorted(hidden),
+            fail_to_pass=sorted(broken),
+            visible_test_files=vfiles,
+            removed_units=removed,
+            source_paths=p.source_paths,
+            equivalence=equiv,
+            prompt="",
         )
         try:
             ws = materialize_workspace(p, task, Path(tmp) / "ws")
         except ValueError:
             return None, "hidden tests cannot be cut from the visible files"
-        vis = run_pytest(ws, python=p.python, env_prefix=Path(p.env_prefix),
-                         import_root=p.import_root, test_files=vfiles,
-                         config_file=p.config_file, backend=backend,
-                         timeout=p.suite_timeout())
+        vis = run_pytest(
+            ws,
+            python=p.python,
+            env_prefix=Path(p.env_prefix),
+            import_root=p.import_root,
+            test_files=vfiles,
+            config_file=p.config_file,
+            backend=backend,
+            timeout=p.suite_timeout(),
+        )
         got = {t for t in vis.outcomes if t not in p.not_passing}
         if got != vset:
             return None, "workspace does not collect exactly the visible tests"
@@ -877,14 +1110,22 @@ def build_task(p: Prepared, sites: Sequence[ValidMutation], n_vis: int,
         shutil.copytree(ws, fixed, ignore=shutil.ignore_patterns(".git"))
         for f in {s.file for s in sites}:
             (fixed / f).write_text((p.tree / f).read_text())
-        ok = run_pytest(fixed, python=p.python, env_prefix=Path(p.env_prefix),
-                        import_root=p.import_root, test_files=vfiles,
-                        config_file=p.config_file, backend=backend, timeout=p.suite_timeout())
+        ok = run_pytest(
+            fixed,
+            python=p.python,
+            env_prefix=Path(p.env_prefix),
+            import_root=p.import_root,
+            test_files=vfiles,
+            config_file=p.config_file,
+            backend=backend,
+            timeout=p.suite_timeout(),
+        )
         if ok.failing(visible):
             return None, "the fixed workspace fails a visible test"
         task.difficulty = estimate(task.sites, broken, visible, hidden)
-        task.prompt = PROMPT.format(name=sources.project_name(p.spec),
-                                    output=_clean_output(vis.stdout, ws))
+        task.prompt = PROMPT.format(
+            name=sources.project_name(p.spec), output=_clean_output(vis.stdout, ws)
+        )
         if prompt_style == "ticket":
             from verigap.repos.tickets import ticket_prompt
 
@@ -910,24 +1151,39 @@ def load_tasks(path: Path) -> list[RepoTask]:
     """One task file, or every task file in a directory (index.json excluded). Warns when
     files predate the build-time checks (:func:`unchecked`)."""
     path = Path(path)
-    files = [path] if path.is_file() else sorted(
-        f for f in path.glob("*.json") if f.name != "index.json")
+    files = (
+        [path]
+        if path.is_file()
+        else sorted(f for f in path.glob("*.json") if f.name != "index.json")
+    )
     if not files:
         raise ConfigError(f"no task files at {path}; create them with `verigap repos make-tasks`")
     tasks = [RepoTask.load(f) for f in files]
     lacking = [(t, unchecked(t)) for t in tasks]
     for mined, why, fix in (
-            (False, "predate", "make them again with `verigap repos make-tasks` (the command is "
-                               "in the set's index.json)"),
-            (True, "predate", "mine them again with `verigap repos mine`, which checks "
-                              "mined sites as it checks mutated ones")):
+        (
+            False,
+            "predate",
+            "make them again with `verigap repos make-tasks` (the command is "
+            "in the set's index.json)",
+        ),
+        (
+            True,
+            "predate",
+            "mine them again with `verigap repos mine`, which checks "
+            "mined sites as it checks mutated ones",
+        ),
+    ):
         old = [lacks for t, lacks in lacking if lacks and bool(t.origin) == mined]
         if old:
             lacks = sorted({c for task_lacks in old for c in task_lacks})
-            warnings.warn(f"{len(old)} of {len(tasks)} {'mined ' * mined}task file(s) at {path} "
-                          f"{why} the build-time checks ({', '.join(lacks)}): v2 grades them "
-                          f"on weaker evidence (docs/repos.md); {fix}", UserWarning,
-                          stacklevel=2)
+            warnings.warn(
+                f"{len(old)} of {len(tasks)} {'mined ' * mined}task file(s) at {path} "
+                f"{why} the build-time checks ({', '.join(lacks)}): v2 grades them "
+                f"on weaker evidence (docs/repos.md); {fix}",
+                UserWarning,
+                stacklevel=2,
+            )
     return tasks
 
 
@@ -936,11 +1192,14 @@ def prepared_for(task: RepoTask, *, backend: str | None = None) -> Prepared:
     try:
         p = load_prepared(task.source.key)
     except ConfigError:
-        p = prepare(task.source.spec, test_deps=task.source.test_deps, env=task.source.env,
-                    backend=backend)
+        p = prepare(
+            task.source.spec, test_deps=task.source.test_deps, env=task.source.env, backend=backend
+        )
     if p.tree_sha256 != task.source.tree_sha256:
-        raise ConfigError(f"task {task.task_id}: source {task.source.spec} changed since the task "
-                          "was made (tree hash differs); re-run make-tasks")
+        raise ConfigError(
+            f"task {task.task_id}: source {task.source.spec} changed since the task "
+            "was made (tree hash differs); re-run make-tasks"
+        )
     return p
 
 
@@ -948,5 +1207,13 @@ def task_json_schema() -> dict[str, Any]:
     return RepoTask.model_json_schema()
 
 
-__all__ = ["RepoTask", "Site", "EquivInput", "make_tasks", "load_tasks", "materialize_workspace",
-           "base_tree", "prepared_for"]
+__all__ = [
+    "RepoTask",
+    "Site",
+    "EquivInput",
+    "make_tasks",
+    "load_tasks",
+    "materialize_workspace",
+    "base_tree",
+    "prepared_for",
+]

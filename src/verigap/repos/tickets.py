@@ -63,8 +63,12 @@ def redact(text: str, names: Iterable[str], *, keep: Iterable[str] = ()) -> str:
     (``pkg.mod.func``) that holds one is replaced whole, so no "the code.the code" is left."""
     keep = set(keep)
     hidden = set(names) - keep
-    text = _DOTTED.sub(lambda m: REDACTED if set(m.group(0).removesuffix("()").split("."))
-                       & hidden else m.group(0), text)
+    text = _DOTTED.sub(
+        lambda m: (
+            REDACTED if set(m.group(0).removesuffix("()").split(".")) & hidden else m.group(0)
+        ),
+        text,
+    )
     for n in sorted(hidden, key=len, reverse=True):
         text = re.sub(rf"(?<!\w){re.escape(n)}(?![\w])(\(\))?", REDACTED, text)
     text = re.sub(r"\btest_\w+", "a check", text)
@@ -116,19 +120,53 @@ def _symptom(lines: list[str]) -> str | None:
 #: First words of a commit subject that say what was changed, not what went wrong: such a
 #: subject tells the fix (or is no bug at all), so a ticket does not quote it.
 _CHANGE_VERBS = {
-    "fix": "fix", "fixed": "fix", "fixes": "fix", "correct": "fix", "corrected": "fix",
-    "handle": "fix", "handled": "fix", "raise": "fix", "return": "fix", "use": "fix",
-    "make": "fix", "change": "fix", "changed": "fix", "prevent": "fix", "avoid": "fix",
-    "ensure": "fix", "remove": "fix", "update": "fix", "don't": "fix", "do": "fix",
-    "add": "feature", "added": "feature", "adds": "feature", "support": "feature",
-    "implement": "feature", "implemented": "feature", "introduce": "feature",
-    "allow": "feature", "new": "feature", "enable": "feature",
-    "refactor": "refactor", "refactored": "refactor", "simplify": "refactor",
-    "cleanup": "refactor", "clean": "refactor", "rename": "refactor", "tidy": "refactor",
-    "move": "refactor", "improve": "refactor", "optimize": "refactor", "speed": "refactor",
+    "fix": "fix",
+    "fixed": "fix",
+    "fixes": "fix",
+    "correct": "fix",
+    "corrected": "fix",
+    "handle": "fix",
+    "handled": "fix",
+    "raise": "fix",
+    "return": "fix",
+    "use": "fix",
+    "make": "fix",
+    "change": "fix",
+    "changed": "fix",
+    "prevent": "fix",
+    "avoid": "fix",
+    "ensure": "fix",
+    "remove": "fix",
+    "update": "fix",
+    "don't": "fix",
+    "do": "fix",
+    "add": "feature",
+    "added": "feature",
+    "adds": "feature",
+    "support": "feature",
+    "implement": "feature",
+    "implemented": "feature",
+    "introduce": "feature",
+    "allow": "feature",
+    "new": "feature",
+    "enable": "feature",
+    "refactor": "refactor",
+    "refactored": "refactor",
+    "simplify": "refactor",
+    "cleanup": "refactor",
+    "clean": "refactor",
+    "rename": "refactor",
+    "tidy": "refactor",
+    "move": "refactor",
+    "improve": "refactor",
+    "optimize": "refactor",
+    "speed": "refactor",
 }
-_BUG_WORDS = re.compile(r"\b(bug|fix|fixe[sd]|broken|crash\w*|wrong|incorrect\w*|error|"
-                        r"regression|fail\w*|invalid|issue)\b", re.I)
+_BUG_WORDS = re.compile(
+    r"\b(bug|fix|fixe[sd]|broken|crash\w*|wrong|incorrect\w*|error|"
+    r"regression|fail\w*|invalid|issue)\b",
+    re.I,
+)
 
 
 def commit_kind(message: str) -> str:
@@ -159,8 +197,9 @@ def intent(message: str) -> tuple[str, str]:
     return title, body[:800]
 
 
-def ticket_prompt(task: RepoTask, output: str, *, message: str | None = None,
-                  name: str | None = None) -> str:
+def ticket_prompt(
+    task: RepoTask, output: str, *, message: str | None = None, name: str | None = None
+) -> str:
     """The ticket for ``task``: ``message`` is the fix commit's message (mined tasks), ``output``
     the visible test run's output (its assertion lines give the symptoms)."""
     names = names_of(task)
@@ -172,17 +211,26 @@ def ticket_prompt(task: RepoTask, output: str, *, message: str | None = None,
         title = "Reported: " + redact(title, names, keep={project})
         body = redact(body, names, keep={project})
     elif kind == "feature":  # asked for, not broken: say so, and not how it was built
-        title, body = (f"Requested: `{project}` should behave as described below; today it "
-                       "does not.", "")
+        title, body = (
+            f"Requested: `{project}` should behave as described below; today it does not.",
+            "",
+        )
     elif kind == "refactor":
-        title, body = (f"Reported: after recent work on `{project}`, some results differ from "
-                       "what is expected.", "")
+        title, body = (
+            f"Reported: after recent work on `{project}`, some results differ from "
+            "what is expected.",
+            "",
+        )
     else:
         title, body = f"Reported: some results of `{project}` are wrong.", ""
     if not found:
         found = ["the behaviour described above; the tests of the project do not all pass"]
-    return TICKET.format(name=project, title=title, body=f"\n{body}\n" if body else "",
-                         symptoms="\n".join(f"- {s}" for s in found))
+    return TICKET.format(
+        name=project,
+        title=title,
+        body=f"\n{body}\n" if body else "",
+        symptoms="\n".join(f"- {s}" for s in found),
+    )
 
 
 def _project(task: RepoTask) -> str:

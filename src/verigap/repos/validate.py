@@ -75,8 +75,11 @@ def candidate_functions(p: Prepared) -> list[str]:
     from verigap.repos.changes import classify  # a site must be code an agent may edit
 
     skip = set(p.import_time)
-    return [f for f in p.reach if "<" not in f and f not in skip
-            and classify(f.split("::", 1)[0], p.source_paths) is None]
+    return [
+        f
+        for f in p.reach
+        if "<" not in f and f not in skip and classify(f.split("::", 1)[0], p.source_paths) is None
+    ]
 
 
 def candidates(p: Prepared, *, max_candidates: int, seed: int) -> list[mutate.Mutation]:
@@ -119,20 +122,28 @@ def mutant_tree(p: Prepared, muts: Sequence[mutate.Mutation], dest: Path) -> dic
     shutil.copytree(p.tree, dest, symlinks=True)
     texts: dict[str, str] = {}
     for file in sorted({m.file for m in muts}):
-        new = mutate.apply_mutations((p.tree / file).read_text(), [m for m in muts if m.file == file])
+        new = mutate.apply_mutations(
+            (p.tree / file).read_text(), [m for m in muts if m.file == file]
+        )
         (dest / file).write_text(new)
         texts[file] = new
     return texts
 
 
-def run_suite(p: Prepared, tree: Path, *, backend: str | None = None,
-              tests: Sequence[str] | None = None):
+def run_suite(
+    p: Prepared, tree: Path, *, backend: str | None = None, tests: Sequence[str] | None = None
+):
     """The project's suite on ``tree``; only the test ``tests`` (node ids) when given."""
-    return run_pytest(tree, python=p.python, env_prefix=Path(p.env_prefix),
-                      import_root=p.import_root,
-                      test_files=p.test_files if tests is None else tests,
-                      config_file=p.config_file, timeout=p.suite_timeout(),
-                      backend=backend)
+    return run_pytest(
+        tree,
+        python=p.python,
+        env_prefix=Path(p.env_prefix),
+        import_root=p.import_root,
+        test_files=p.test_files if tests is None else tests,
+        config_file=p.config_file,
+        timeout=p.suite_timeout(),
+        backend=backend,
+    )
 
 
 def reaching_units(p: Prepared, function: str) -> list[str]:
@@ -143,8 +154,9 @@ def reaching_units(p: Prepared, function: str) -> list[str]:
     return sorted({t.split("[", 1)[0] for t in p.reach.get(function, ()) if t in passing})
 
 
-def run_reaching(p: Prepared, tree: Path, function: str, *, backend: str | None = None
-                 ) -> tuple[Any, list[str]]:
+def run_reaching(
+    p: Prepared, tree: Path, function: str, *, backend: str | None = None
+) -> tuple[Any, list[str]]:
     """(the run, the passing tests it ran): the suite on ``tree`` restricted to the test units
     that reach ``function``. A mutation inside it can break no other test except through state
     kept across tests, which the full run of the combined mutant catches when a task is built.
@@ -159,8 +171,9 @@ def run_reaching(p: Prepared, tree: Path, function: str, *, backend: str | None 
     return run_suite(p, tree, backend=backend), list(p.passing)
 
 
-def validate_one(p: Prepared, m: mutate.Mutation, backend: str | None = None
-                 ) -> tuple[ValidMutation | None, str]:
+def validate_one(
+    p: Prepared, m: mutate.Mutation, backend: str | None = None
+) -> tuple[ValidMutation | None, str]:
     """(the valid mutation, "") or (None, why it was rejected)."""
     with tempfile.TemporaryDirectory(prefix="vg-mut-") as tmp:
         try:
@@ -180,21 +193,29 @@ def validate_one(p: Prepared, m: mutate.Mutation, backend: str | None = None
     if stray:
         return None, f"breaks {len(stray)} test(s) that do not reach it"
     sha = hashlib.sha256(texts[m.file].encode()).hexdigest()
-    return ValidMutation(file=m.file, qualname=m.qualname, op=m.op, index=m.index,
-                         fail_to_pass=broken, sha256=sha,
-                         crash=crash_type(broken, run.stdout)), ""
+    return ValidMutation(
+        file=m.file,
+        qualname=m.qualname,
+        op=m.op,
+        index=m.index,
+        fail_to_pass=broken,
+        sha256=sha,
+        crash=crash_type(broken, run.stdout),
+    ), ""
 
 
 def cache_path(p: Prepared, m: mutate.Mutation) -> Path:
     """Where the validation of ``m`` is remembered (keyed by the operators' and checks' code)."""
-    ops = hashlib.sha256(Path(mutate.__file__).read_bytes()  # operators' and checks' version
-                         + Path(__file__).read_bytes()).hexdigest()
-    return p.dir / "validated" / (hashlib.sha256((ops + m.id).encode()).hexdigest()[:20]
-                                  + ".json")
+    ops = hashlib.sha256(
+        Path(mutate.__file__).read_bytes()  # operators' and checks' version
+        + Path(__file__).read_bytes()
+    ).hexdigest()
+    return p.dir / "validated" / (hashlib.sha256((ops + m.id).encode()).hexdigest()[:20] + ".json")
 
 
-def _cached_validate(p: Prepared, m: mutate.Mutation, backend: str | None
-                     ) -> tuple[ValidMutation | None, str]:
+def _cached_validate(
+    p: Prepared, m: mutate.Mutation, backend: str | None
+) -> tuple[ValidMutation | None, str]:
     """validate_one, remembered per prepared environment (timeouts are not remembered: they
     depend on the machine's load, not on the mutation)."""
     path = cache_path(p, m)
@@ -207,9 +228,14 @@ def _cached_validate(p: Prepared, m: mutate.Mutation, backend: str | None
     return v, why
 
 
-def validate(p: Prepared, muts: Sequence[mutate.Mutation], *, workers: int = 2,
-             backend: str | None = None, allow_crashy: bool = False
-             ) -> tuple[list[ValidMutation], dict[str, int]]:
+def validate(
+    p: Prepared,
+    muts: Sequence[mutate.Mutation],
+    *,
+    workers: int = 2,
+    backend: str | None = None,
+    allow_crashy: bool = False,
+) -> tuple[list[ValidMutation], dict[str, int]]:
     """Validate candidates in parallel; return the valid ones (deduplicated) and reject counts.
     Mutations that crash at first call are rejected (reason ``CRASHY``) unless allowed."""
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:

@@ -22,39 +22,95 @@ def generality_table(data: dict[str, Any]) -> str:
     rows = []
     for r in data["projects"]:
         g = r.get("grading")
-        pay = {a: f"{g['paid'][f'v1/{a}']}/{g['graded']} / {g['paid'][f'v2/{a}']}/{g['graded']}"
-               if g else "-" for a in ("oracle", "noop")}
+        pay = {
+            a: f"{g['paid'][f'v1/{a}']}/{g['graded']} / {g['paid'][f'v2/{a}']}/{g['graded']}"
+            if g
+            else "-"
+            for a in ("oracle", "noop")
+        }
         crash = "-" if r.get("crash_share_valid") is None else f"{r['crash_share_valid']:.0%}"
         reason = r["reason"].splitlines()[0][:160] if r["reason"] else ""
         tasks = f"{r['tasks']} ({r['k']})" if "k" in r else str(r["tasks"])
-        bound = "-" if r.get("upper_bound") is None else \
-            f"{'>= ' * bool(r.get('upper_bound_capped'))}{r['upper_bound']}"
+        bound = (
+            "-"
+            if r.get("upper_bound") is None
+            else f"{'>= ' * bool(r.get('upper_bound_capped'))}{r['upper_bound']}"
+        )
         secs = "-" if r.get("upper_bound") is None else f"{r['make_tasks_s']:.0f}"
-        rows.append([r["spec"], r["case"], _YES[r["fetched"]], _YES[r["prepared"]], tasks, bound,
-                     secs, crash, pay["oracle"], pay["noop"], reason.replace("|", "/")])
-    table = markdown_table(["project", "case", "fetched", "prepared", "tasks (k)", "could make",
-                            "make-tasks s", "crash share", "v1 / v2 pay oracle",
-                            "v1 / v2 pay no-op", "reason"], rows)
+        rows.append(
+            [
+                r["spec"],
+                r["case"],
+                _YES[r["fetched"]],
+                _YES[r["prepared"]],
+                tasks,
+                bound,
+                secs,
+                crash,
+                pay["oracle"],
+                pay["noop"],
+                reason.replace("|", "/"),
+            ]
+        )
+    table = markdown_table(
+        [
+            "project",
+            "case",
+            "fetched",
+            "prepared",
+            "tasks (k)",
+            "could make",
+            "make-tasks s",
+            "crash share",
+            "v1 / v2 pay oracle",
+            "v1 / v2 pay no-op",
+            "reason",
+        ],
+        rows,
+    )
     sm = data["summary"]
     share = sm["crash_share_of_valid_mutations"]
     searched = ""
     if sm.get("searched"):
         med = sm.get("median_s_to_10_tasks")
-        searched = (f" Of the {sm['searched']} rows made by the combination search, "
-                    f"{sm['with_10_tasks']} reached 10 tasks; median seconds to 10 tasks "
-                    f"(make-tasks after preparing): {'-' if med is None else f'{med:.0f}'}.")
-    return (f"{table}\n\n{sm['with_tasks']} of {sm['projects']} projects yield tasks "
-            f"({sm['fetched']} fetched, {sm['prepared']} prepared); crash-at-first-call share "
-            f"of valid mutations: {'-' if share is None else f'{share:.0%}'} (dropped by "
-            f"default, so none is a site of a built task).{searched}")
+        searched = (
+            f" Of the {sm['searched']} rows made by the combination search, "
+            f"{sm['with_10_tasks']} reached 10 tasks; median seconds to 10 tasks "
+            f"(make-tasks after preparing): {'-' if med is None else f'{med:.0f}'}."
+        )
+    return (
+        f"{table}\n\n{sm['with_tasks']} of {sm['projects']} projects yield tasks "
+        f"({sm['fetched']} fetched, {sm['prepared']} prepared); crash-at-first-call share "
+        f"of valid mutations: {'-' if share is None else f'{share:.0%}'} (dropped by "
+        f"default, so none is a site of a built task).{searched}"
+    )
 
 
 @view("repos_baselines")
 def baselines_table(data: dict[str, Any]) -> str:
     """Per grader and agent: share paid, reward, visible pass, correct, false success, paid and wrong."""
     return markdown_table(
-        ["grader", "agent", "episodes", "paid", "mean reward", "visible pass", "correct",
-         "paid & wrong"],
-        [[r["grader"], r["agent"], str(r["n"]), f"{r['paid']:.0%}", f"{r['mean_reward']:.2f}",
-          f"{r['pass_rate']:.0%}", f"{r['true_success']:.0%}", f"{r['paid_wrong']:.0%}"]
-         for r in data["rows"]])
+        [
+            "grader",
+            "agent",
+            "episodes",
+            "paid",
+            "mean reward",
+            "visible pass",
+            "correct",
+            "paid & wrong",
+        ],
+        [
+            [
+                r["grader"],
+                r["agent"],
+                str(r["n"]),
+                f"{r['paid']:.0%}",
+                f"{r['mean_reward']:.2f}",
+                f"{r['pass_rate']:.0%}",
+                f"{r['true_success']:.0%}",
+                f"{r['paid_wrong']:.0%}",
+            ]
+            for r in data["rows"]
+        ],
+    )

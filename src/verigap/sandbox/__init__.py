@@ -62,15 +62,24 @@ def make_sandbox(
         )
     if backend == "bwrap":
         return BwrapSandbox(
-            workspace, limits, ro_binds=ro_binds, network=network, persistent=persistent,
-            ro_mounts=ro_mounts, uid=uid,
+            workspace,
+            limits,
+            ro_binds=ro_binds,
+            network=network,
+            persistent=persistent,
+            ro_mounts=ro_mounts,
+            uid=uid,
         )
     if uid is not None:
-        raise ConfigError("make_sandbox: uid (a workspace already owned by a sandbox uid) "
-                          "needs backend='bwrap'; the unsafe backend runs as the caller")
+        raise ConfigError(
+            "make_sandbox: uid (a workspace already owned by a sandbox uid) "
+            "needs backend='bwrap'; the unsafe backend runs as the caller"
+        )
     if ro_mounts:
-        raise ConfigError("make_sandbox: ro_mounts (mounting at another path) needs "
-                          "backend='bwrap'; the unsafe backend sees every host path as it is")
+        raise ConfigError(
+            "make_sandbox: ro_mounts (mounting at another path) needs "
+            "backend='bwrap'; the unsafe backend sees every host path as it is"
+        )
     if backend == "unsafe":
         return UnsafeLocalSandbox(workspace, limits)
     raise ConfigError(f"make_sandbox: unknown backend {backend!r}; choose one of {BACKENDS}")

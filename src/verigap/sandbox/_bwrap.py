@@ -129,14 +129,23 @@ def _check_mounts(mounts: Mapping[Path, str], root: Path) -> tuple[tuple[Path, s
         if not src.exists():
             raise ConfigError(f"ro_mounts: {src} does not exist; pass existing host paths")
         if src == root or src.is_relative_to(root) or root.is_relative_to(src):
-            raise ConfigError(f"ro_mounts: {src} overlaps the workspace {root}; mount paths "
-                              "outside it")
-        if not d.is_absolute() or ".." in d.parts or str(d) == "/" or any(
+            raise ConfigError(
+                f"ro_mounts: {src} overlaps the workspace {root}; mount paths outside it"
+            )
+        if (
+            not d.is_absolute()
+            or ".." in d.parts
+            or str(d) == "/"
+            or any(
                 d == PurePosixPath(x) or d.is_relative_to(x) or PurePosixPath(x).is_relative_to(d)
-                for x in ("/proc", "/dev", "/tmp", WORKSPACE_MOUNT, *_SYSTEM_DIRS, "/etc")):
-            raise ConfigError(f"ro_mounts: {dest!r} must be an absolute path of its own "
-                              "(not /, /proc, /dev, /tmp, /etc, /workspace or a system dir), "
-                              "e.g. /verigap/env")
+                for x in ("/proc", "/dev", "/tmp", WORKSPACE_MOUNT, *_SYSTEM_DIRS, "/etc")
+            )
+        ):
+            raise ConfigError(
+                f"ro_mounts: {dest!r} must be an absolute path of its own "
+                "(not /, /proc, /dev, /tmp, /etc, /workspace or a system dir), "
+                "e.g. /verigap/env"
+            )
         out.append((src, str(d)))
     return tuple(out)
 
@@ -235,7 +244,8 @@ class BwrapSandbox(Sandbox):
                 )
         self.ro_mounts = _check_mounts(ro_mounts or {}, self.root)
         self._python, self._python_binds = _python_layout(
-            [*self.ro_binds, *(src for src, _ in self.ro_mounts)])
+            [*self.ro_binds, *(src for src, _ in self.ro_mounts)]
+        )
         # _bwrap_args costs ~1 ms of path checks and gives the same answer every exec
         self._args_cache: dict[tuple, list[str]] = {}
         self.uid: int | None = None
@@ -244,9 +254,11 @@ class BwrapSandbox(Sandbox):
                 # the caller (a WorkspacePool made for sandboxes) already handed the whole
                 # tree to ``uid``; the top directory is checked, the walk is not redone
                 if not _UID_RANGE[0] <= uid < _UID_RANGE[1] or os.lstat(self.root).st_uid != uid:
-                    raise ConfigError(f"make_sandbox: uid={uid} is not a sandbox uid that owns "
-                                      f"{self.root}; take the workspace from a WorkspacePool "
-                                      "made with for_sandbox=True, or pass no uid")
+                    raise ConfigError(
+                        f"make_sandbox: uid={uid} is not a sandbox uid that owns "
+                        f"{self.root}; take the workspace from a WorkspacePool "
+                        "made with for_sandbox=True, or pass no uid"
+                    )
                 self.uid = uid
             else:
                 self.uid = new_sandbox_uid()
@@ -412,17 +424,19 @@ class BwrapSandbox(Sandbox):
         self.root = dest
         self._args_cache.clear()
 
-    def _run_once(self, argv: list[str], env: dict[str, str], rel_cwd: str,
-                  timeout: float) -> tuple:
+    def _run_once(
+        self, argv: list[str], env: dict[str, str], rel_cwd: str, timeout: float
+    ) -> tuple:
         """A single-use sandbox's one command: in the sandbox started for it if that one binds
         this very workspace directory, else in one started now; torn down afterwards."""
         if self._used:
-            raise ConfigError("this sandbox was started for one command and has run it; "
-                              "take a new one for the next command")
+            raise ConfigError(
+                "this sandbox was started for one command and has run it; "
+                "take a new one for the next command"
+            )
         self._used = True
         st = os.stat(self.root)
-        self.ran_prestarted = (self._bound == (st.st_dev, st.st_ino)
-                               and self._session.running())
+        self.ran_prestarted = self._bound == (st.st_dev, st.st_ino) and self._session.running()
         if not self.ran_prestarted:
             # never started, or the workspace directory was replaced since (e.g. deleted and
             # made again): a sandbox bound to another directory is never used
@@ -435,12 +449,14 @@ class BwrapSandbox(Sandbox):
         finally:
             self._retire(self._session)
 
-    def _session_run(self, argv: list[str], env: dict[str, str], rel_cwd: str,
-                     timeout: float) -> tuple:
+    def _session_run(
+        self, argv: list[str], env: dict[str, str], rel_cwd: str, timeout: float
+    ) -> tuple:
         request = {
             # the server starts every command with default signals (see SERVER)
-            "launcher": native_argv(argv, self.limits, uid=self.uid, visible=_SYSTEM_DIRS,
-                                    reset_signals=False),
+            "launcher": native_argv(
+                argv, self.limits, uid=self.uid, visible=_SYSTEM_DIRS, reset_signals=False
+            ),
             "argv": argv,
             "rlimits": self.limits.rlimits(),
             "env": env,
@@ -463,8 +479,9 @@ class BwrapSandbox(Sandbox):
             return self._session_run(argv, env, rel_cwd, timeout)
         return self._run_fresh(argv, env, rel_cwd, timeout)
 
-    def _run_fresh(self, argv: list[str], env: dict[str, str], rel_cwd: str,
-                   timeout: float) -> tuple:
+    def _run_fresh(
+        self, argv: list[str], env: dict[str, str], rel_cwd: str, timeout: float
+    ) -> tuple:
         """A sandbox started for this command alone, torn down before this returns."""
         ident_args, fds = self._identity_files()
         # bwrap reports the host pid of the sandbox's init on --info-fd. Killing that init
@@ -531,8 +548,7 @@ class BwrapSandbox(Sandbox):
         """
         if self._bwrap in _PROBED_OK:
             return
-        rc, _, err, timed_out, _ = self._run_fresh(["/bin/true"], {"PATH": DEFAULT_PATH}, ".",
-                                                   30.0)
+        rc, _, err, timed_out, _ = self._run_fresh(["/bin/true"], {"PATH": DEFAULT_PATH}, ".", 30.0)
         if rc == 0 and not timed_out:
             _PROBED_OK.add(self._bwrap)
         else:

@@ -69,7 +69,10 @@ def self_check(backend: str = "bwrap", *, persistent: bool = False) -> list[Chec
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             box = make_sandbox(
-                ws, backend=backend, limits=Limits(**limits), persistent=persistent  # type: ignore[arg-type]
+                ws,
+                backend=backend,
+                limits=Limits(**limits),
+                persistent=persistent,  # type: ignore[arg-type]
             )
         made.append(box)
         return box

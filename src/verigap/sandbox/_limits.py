@@ -221,8 +221,9 @@ def launcher_argv(
     The command inherits the launcher's environment, so the caller must start the
     launcher with ``env`` (as both backends do).
     """
-    native = native_argv(cmd, limits, uid=uid, visible=visible,
-                         reset_signals=inherited_ignored_signals())
+    native = native_argv(
+        cmd, limits, uid=uid, visible=visible, reset_signals=inherited_ignored_signals()
+    )
     return native if native is not None else wrapper_argv(python, cmd, limits, env, uid=uid)
 
 

@@ -154,8 +154,9 @@ class WorkspacePool:
     already owned by its own sandbox uid (as root; elsewhere there is nothing to hand over).
     """
 
-    def __init__(self, source: Path, root: Path, size: int = 2, *,
-                 for_sandbox: bool = False) -> None:
+    def __init__(
+        self, source: Path, root: Path, size: int = 2, *, for_sandbox: bool = False
+    ) -> None:
         self.source = Path(source).resolve()
         self.root = Path(root).absolute()
         if not self.source.is_dir():

@@ -84,8 +84,7 @@ class _State:
         self.closed = False
         self.failed = False  # the last start failed: wait for the next take before retrying
         self.stats = SandboxPoolStats()
-        self.thread = threading.Thread(target=self.fill, name="verigap-sandbox-pool",
-                                       daemon=True)
+        self.thread = threading.Thread(target=self.fill, name="verigap-sandbox-pool", daemon=True)
 
     def new_box(self, workspace: Path) -> BwrapSandbox:
         box = BwrapSandbox(workspace, single_use=True, **self.opts)
@@ -194,8 +193,12 @@ class SandboxPool:
             raise ConfigError(f"SandboxPool: size must be at least 1, got {size}")
         root = Path(root).absolute()
         root.mkdir(parents=True, exist_ok=True)
-        opts = {"limits": limits, "ro_binds": tuple(ro_binds),
-                "ro_mounts": dict(ro_mounts or {}), "network": network}
+        opts = {
+            "limits": limits,
+            "ro_binds": tuple(ro_binds),
+            "ro_mounts": dict(ro_mounts or {}),
+            "network": network,
+        }
         self._state = _State(root, size, opts)
         # the first sandbox is made here, in the caller's thread, so that a host where
         # bubblewrap cannot start fails at once (SandboxUnavailable), not at every take
@@ -231,8 +234,10 @@ class SandboxPool:
         s = self._state
         dest = Path(dest).absolute()
         if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
-            raise ConfigError(f"SandboxPool.take: destination {dest} already exists and is "
-                              "not an empty directory; pass a fresh path")
+            raise ConfigError(
+                f"SandboxPool.take: destination {dest} already exists and is "
+                "not an empty directory; pass a fresh path"
+            )
         with s.cv:
             if s.closed:
                 raise ConfigError("SandboxPool.take: the pool is closed")

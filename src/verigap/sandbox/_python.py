@@ -48,7 +48,7 @@ def _runpaths(data: bytes) -> list[tuple[int, bytes]]:
     ELF file; [] for anything else (a script, a static or foreign binary)."""
     if len(data) < 64 or data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
         return []
-    phoff, = struct.unpack_from("<Q", data, 0x20)
+    (phoff,) = struct.unpack_from("<Q", data, 0x20)
     phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
     loads, dynamic = [], None
     for i in range(phnum):
@@ -98,7 +98,7 @@ def _relocated(data: bytes, exe_dir: Path, base: Path) -> bytes | None:
         raw = ":".join(new).encode("utf-8", "surrogateescape")
         if len(raw) > len(value):
             return None
-        out[start:start + len(value)] = raw + b"\0" * (len(value) - len(raw))
+        out[start : start + len(value)] = raw + b"\0" * (len(value) - len(raw))
     return bytes(out)
 
 
@@ -127,9 +127,12 @@ def _relocated_copy(exe: Path, base: Path, data: bytes, new: bytes) -> Path | No
         links = [tmp / e.name for e in base.iterdir() if e.name != rel.parts[0]]
         for link in links:
             link.symlink_to(base / link.name)
-        done = subprocess.run([str(tmp / rel), "-I", "-S", "-c", "pass"],
-                              env={"LD_BIND_NOW": "1", "PATH": "/usr/bin:/bin"},
-                              capture_output=True, timeout=60)
+        done = subprocess.run(
+            [str(tmp / rel), "-I", "-S", "-c", "pass"],
+            env={"LD_BIND_NOW": "1", "PATH": "/usr/bin:/bin"},
+            capture_output=True,
+            timeout=60,
+        )
         for link in links:
             link.unlink()
         if done.returncode != 0:
@@ -164,8 +167,7 @@ def install_binds(base: Path, dest: str) -> dict[Path, str] | None:
             continue
         data = f.read_bytes()
         new = _relocated(data, bindir, base)
-        copy = None if new is None else f if new == data else \
-            _relocated_copy(f, base, data, new)
+        copy = None if new is None else f if new == data else _relocated_copy(f, base, data, new)
         if copy is None:
             binds = None
             break

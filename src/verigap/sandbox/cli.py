@@ -13,12 +13,13 @@ console = Console()
 
 
 @app.command()
-def check(backend: str = typer.Option("bwrap", help="bwrap (isolated) or unsafe"),
-          as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
-          persistent: bool = typer.Option(False, "--persistent",
-                                          help="check bwrap's persistent mode (one sandbox "
-                                               "per session)")
-          ) -> None:
+def check(
+    backend: str = typer.Option("bwrap", help="bwrap (isolated) or unsafe"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
+    persistent: bool = typer.Option(
+        False, "--persistent", help="check bwrap's persistent mode (one sandbox per session)"
+    ),
+) -> None:
     """Try each containment promise for real (network, files, limits); exit 1 if one fails.
 
     Example: verigap sandbox check --backend bwrap
@@ -29,16 +30,21 @@ def check(backend: str = typer.Option("bwrap", help="bwrap (isolated) or unsafe"
     results = self_check(backend, persistent=True) if persistent else self_check(backend)
     failed = [c for c in results if not c.passed]
     if as_json:
-        print(json.dumps([{"check": c.name, "passed": c.passed, "seen": c.detail}
-                          for c in results], indent=2))
+        print(
+            json.dumps(
+                [{"check": c.name, "passed": c.passed, "seen": c.detail} for c in results], indent=2
+            )
+        )
     else:
         mode = f"{backend}, persistent" if persistent else backend
         table = Table("check", "result", "seen", title=f"sandbox self-check ({mode})")
         for c in results:
-            table.add_row(c.name, "[green]ok[/green]" if c.passed else "[red]FAIL[/red]",
-                          c.detail)
+            table.add_row(c.name, "[green]ok[/green]" if c.passed else "[red]FAIL[/red]", c.detail)
         console.print(table)
-        console.print(f"[red]{len(failed)} of {len(results)} checks failed[/red]" if failed
-                      else f"all {len(results)} checks passed")
+        console.print(
+            f"[red]{len(failed)} of {len(results)} checks failed[/red]"
+            if failed
+            else f"all {len(results)} checks passed"
+        )
     if failed:
         raise typer.Exit(1)

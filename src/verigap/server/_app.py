@@ -64,12 +64,22 @@ DEFAULT_ENV = "patchworld"
 """The family an OpenEnv client at the root gets when its reset names none."""
 
 _STATUS: list[tuple[type[Exception], int]] = [
-    (SessionNotFound, 404), (TooManySessions, 429), (EpisodeStateError, 409),
-    (PayloadTooLarge, 413), (TruthNotAllowed, 403), (SandboxUnavailable, 503),
-    (ServerFault, 500), (ConfigError, 422), (VerigapError, 400),
+    (SessionNotFound, 404),
+    (TooManySessions, 429),
+    (EpisodeStateError, 409),
+    (PayloadTooLarge, 413),
+    (TruthNotAllowed, 403),
+    (SandboxUnavailable, 503),
+    (ServerFault, 500),
+    (ConfigError, 422),
+    (VerigapError, 400),
 ]
-_WS_CODE = {404: "SESSION_ERROR", 429: "CAPACITY_REACHED", 422: "VALIDATION_ERROR",
-            401: "UNAUTHORIZED"}
+_WS_CODE = {
+    404: "SESSION_ERROR",
+    429: "CAPACITY_REACHED",
+    422: "VALIDATION_ERROR",
+    401: "UNAUTHORIZED",
+}
 
 
 class Unauthorized(VerigapError):
@@ -83,8 +93,9 @@ def status_of(e: VerigapError) -> int:
 
 
 def _message(e: ValidationError | RequestValidationError) -> str:
-    return "; ".join(f"{'.'.join(str(p) for p in err['loc']) or '(body)'}: {err['msg']}"
-                     for err in e.errors())
+    return "; ".join(
+        f"{'.'.join(str(p) for p in err['loc']) or '(body)'}: {err['msg']}" for err in e.errors()
+    )
 
 
 def _error(detail: str, status: int) -> JSONResponse:
@@ -104,9 +115,11 @@ class _Guard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        too_big = PayloadTooLarge(f"request body over {self.max_body / 2**20:.0f} MiB, the "
-                                  "server's cap (--max-file-mb plus a 1 MiB envelope); send "
-                                  "large files in parts or generate them with a command")
+        too_big = PayloadTooLarge(
+            f"request body over {self.max_body / 2**20:.0f} MiB, the "
+            "server's cap (--max-file-mb plus a 1 MiB envelope); send "
+            "large files in parts or generate them with a command"
+        )
         length = dict(scope["headers"]).get(b"content-length")
         if length is not None and length.isdigit() and int(length) > self.max_body:
             await _error(str(too_big), 413)(scope, receive, send)
@@ -134,8 +147,9 @@ class _Guard:
             if isinstance(e, VerigapError):
                 await _error(str(e), status_of(e))(scope, receive, send)
                 return
-            await _error(f"internal error ({type(e).__name__}: {e}); the server is still up",
-                         500)(scope, receive, send)
+            await _error(f"internal error ({type(e).__name__}: {e}); the server is still up", 500)(
+                scope, receive, send
+            )
 
 
 def create_app(config: ServerConfig, manager: SessionManager | None = None) -> FastAPI:
@@ -159,10 +173,14 @@ def create_app(config: ServerConfig, manager: SessionManager | None = None) -> F
             await asyncio.to_thread(sessions.close_all)
 
     guarded = bool(creds)
-    app = FastAPI(title="verigap", lifespan=lifespan,
-                  docs_url=None if guarded else "/docs",
-                  redoc_url=None, openapi_url=None if guarded else "/openapi.json",
-                  description="verigap environments over HTTP and OpenEnv's WebSocket")
+    app = FastAPI(
+        title="verigap",
+        lifespan=lifespan,
+        docs_url=None if guarded else "/docs",
+        redoc_url=None,
+        openapi_url=None if guarded else "/openapi.json",
+        description="verigap environments over HTTP and OpenEnv's WebSocket",
+    )
     app.state.sessions = sessions
     app.state.service = service
     app.add_middleware(_Guard, max_body=(config.max_file_mb + 1) * 2**20)
@@ -172,9 +190,11 @@ def create_app(config: ServerConfig, manager: SessionManager | None = None) -> F
         if not creds:
             return Caller(LOCAL, config.reveal_truth)
         if not authorization:
-            raise Unauthorized("missing bearer token: send 'Authorization: Bearer <token>' "
-                               "(an OpenEnv client: put the token in the URL, "
-                               "http://NAME:TOKEN@host:port)")
+            raise Unauthorized(
+                "missing bearer token: send 'Authorization: Bearer <token>' "
+                "(an OpenEnv client: put the token in the URL, "
+                "http://NAME:TOKEN@host:port)"
+            )
         scheme, _, value = authorization.partition(" ")
         token = value.strip()
         if scheme.lower() == "basic":
@@ -207,6 +227,7 @@ def create_app(config: ServerConfig, manager: SessionManager | None = None) -> F
         return {"status": "healthy", "sessions": len(sessions)}
 
     if guarded:
+
         @app.get("/openapi.json", include_in_schema=False)
         async def openapi(caller: Caller = Depends(auth)) -> JSONResponse:
             return JSONResponse(app.openapi())
@@ -217,16 +238,23 @@ def create_app(config: ServerConfig, manager: SessionManager | None = None) -> F
 
     @app.get("/envs")
     async def envs(caller: Caller = Depends(auth)) -> dict[str, Any]:
-        return {name: {"action": sp.action.model_json_schema(), **sp.catalogue(config)}
-                for name in families.names() for sp in [families.spec(name)]}
+        return {
+            name: {"action": sp.action.model_json_schema(), **sp.catalogue(config)}
+            for name in families.names()
+            for sp in [families.spec(name)]
+        }
 
     # ---- the session API --------------------------------------------------------------------
 
     @app.post("/sessions")
     async def create(body: CreateBody, caller: Caller = Depends(auth)) -> SessionInfo:
         s = await service.create(caller, body.env, body.config)
-        return SessionInfo(session_id=s.id, env=body.env, owner=s.owner,
-                           action_schema=s.env.action_model.model_json_schema())
+        return SessionInfo(
+            session_id=s.id,
+            env=body.env,
+            owner=s.owner,
+            action_schema=s.env.action_model.model_json_schema(),
+        )
 
     @app.get("/sessions")
     async def list_sessions(caller: Caller = Depends(auth)) -> dict[str, Any]:
@@ -237,8 +265,9 @@ def create_app(config: ServerConfig, manager: SessionManager | None = None) -> F
         return {"closed": await service.close_owned(caller)}
 
     @app.post("/sessions/{sid}/reset")
-    async def reset(sid: str, body: ResetRequest | None = None,
-                    caller: Caller = Depends(auth)) -> StepResult:
+    async def reset(
+        sid: str, body: ResetRequest | None = None, caller: Caller = Depends(auth)
+    ) -> StepResult:
         return await service.reset(caller, sid, body or ResetRequest())
 
     @app.post("/sessions/{sid}/step")
@@ -279,32 +308,57 @@ def create_app(config: ServerConfig, manager: SessionManager | None = None) -> F
         raise EpisodeStateError(
             "HTTP /step is stateless in OpenEnv and a verigap episode needs its reset: hold a "
             "session over the WebSocket (/ws, what openenv-core's clients do) or use "
-            "POST /sessions and /sessions/{id}/step")
+            "POST /sessions and /sessions/{id}/step"
+        )
 
     def metadata(env: str) -> dict[str, Any]:
         what = families.spec(env).description
         from verigap import __version__
 
-        return {"name": f"verigap/{env}", "description": what, "version": __version__,
-                "readme_content": None, "author": "verigap", "documentation_url": None}
+        return {
+            "name": f"verigap/{env}",
+            "description": what,
+            "version": __version__,
+            "readme_content": None,
+            "author": "verigap",
+            "documentation_url": None,
+        }
 
     def schema(env: str) -> dict[str, Any]:
         sp = families.spec(env)
-        return {"action": sp.action.model_json_schema(),
-                "observation": sp.observation.model_json_schema(),
-                "state": State.model_json_schema()}
+        return {
+            "action": sp.action.model_json_schema(),
+            "observation": sp.observation.model_json_schema(),
+            "state": State.model_json_schema(),
+        }
 
     blank_state = {"episode_id": None, "step_count": 0}
 
     for prefix in ("", "/envs/{env}"):
-        app.add_api_route(f"{prefix}/schema", lambda env=None, caller=Depends(auth):
-                          schema(family(env)), methods=["GET"], tags=["OpenEnv"])
-        app.add_api_route(f"{prefix}/metadata", lambda env=None, caller=Depends(auth):
-                          metadata(family(env)), methods=["GET"], tags=["OpenEnv"])
-        app.add_api_route(f"{prefix}/state", lambda env=None, caller=Depends(auth):
-                          {**blank_state, "env": family(env)}, methods=["GET"], tags=["OpenEnv"])
-        app.add_api_route(f"{prefix}/step", lambda env=None, caller=Depends(auth):
-                          openenv_step(), methods=["POST"], tags=["OpenEnv"])
+        app.add_api_route(
+            f"{prefix}/schema",
+            lambda env=None, caller=Depends(auth): schema(family(env)),
+            methods=["GET"],
+            tags=["OpenEnv"],
+        )
+        app.add_api_route(
+            f"{prefix}/metadata",
+            lambda env=None, caller=Depends(auth): metadata(family(env)),
+            methods=["GET"],
+            tags=["OpenEnv"],
+        )
+        app.add_api_route(
+            f"{prefix}/state",
+            lambda env=None, caller=Depends(auth): {**blank_state, "env": family(env)},
+            methods=["GET"],
+            tags=["OpenEnv"],
+        )
+        app.add_api_route(
+            f"{prefix}/step",
+            lambda env=None, caller=Depends(auth): openenv_step(),
+            methods=["POST"],
+            tags=["OpenEnv"],
+        )
     app.add_api_route("/envs/{env}/health", health, methods=["GET"], tags=["OpenEnv"])
 
     @app.post("/reset", tags=["OpenEnv"])
@@ -312,8 +366,9 @@ def create_app(config: ServerConfig, manager: SessionManager | None = None) -> F
         return await openenv_reset(request, None, caller)
 
     @app.post("/envs/{env}/reset", tags=["OpenEnv"])
-    async def openenv_reset_env(env: str, request: Request,
-                                caller: Caller = Depends(auth)) -> StepResult:
+    async def openenv_reset_env(
+        env: str, request: Request, caller: Caller = Depends(auth)
+    ) -> StepResult:
         return await openenv_reset(request, family(env), caller)
 
     @app.websocket("/ws")
@@ -333,27 +388,49 @@ def create_app(config: ServerConfig, manager: SessionManager | None = None) -> F
             return (await service.step(caller, session.id, StepRequest(action=data))).model_dump()
         specs = getattr(session.env, "tool_specs", None)
         if specs is None:
-            raise ConfigError(f"{session.env.name} has no tools; its action is "
-                              f"{list(session.env.action_model.model_fields)}")
+            raise ConfigError(
+                f"{session.env.name} has no tools; its action is "
+                f"{list(session.env.action_model.model_fields)}"
+            )
         if kind == "list_tools":
-            return {"observation": {"tools": specs(), "metadata": {}}, "reward": None,
-                    "done": False}
+            return {
+                "observation": {"tools": specs(), "metadata": {}},
+                "reward": None,
+                "done": False,
+            }
         call = {"tool": data.get("tool_name") or "", "arguments": data.get("arguments") or {}}
         out = await service.step(caller, session.id, StepRequest(action=call))
         obs = out.observation
-        return {"observation": {"tool_name": call["tool"], "result": obs["text"], "error": None,
-                                "is_error": obs["is_error"], "verdict": obs["verdict"],
-                                "metadata": obs["metadata"]},
-                "reward": out.reward, "done": out.done}
+        return {
+            "observation": {
+                "tool_name": call["tool"],
+                "result": obs["text"],
+                "error": None,
+                "is_error": obs["is_error"],
+                "verdict": obs["verdict"],
+                "metadata": obs["metadata"],
+            },
+            "reward": out.reward,
+            "done": out.done,
+        }
 
     async def _websocket(ws: WebSocket, fixed: str | None) -> None:
         await ws.accept()
 
         async def error(e: VerigapError | str, code: str | None = None) -> None:
             status = status_of(e) if isinstance(e, VerigapError) else 400
-            await ws.send_text(json.dumps({"type": "error", "data": {
-                "message": str(e), "code": code or _WS_CODE.get(status, "EXECUTION_ERROR"),
-                "status": status}}))
+            await ws.send_text(
+                json.dumps(
+                    {
+                        "type": "error",
+                        "data": {
+                            "message": str(e),
+                            "code": code or _WS_CODE.get(status, "EXECUTION_ERROR"),
+                            "status": status,
+                        },
+                    }
+                )
+            )
 
         try:
             caller = identify(ws.headers.get("authorization"))
@@ -378,9 +455,11 @@ def create_app(config: ServerConfig, manager: SessionManager | None = None) -> F
                     if not isinstance(msg, dict):
                         raise ValueError("not an object")
                 except ValueError as e:
-                    await error(f"invalid JSON message ({e}); send "
-                                '{"type": "reset"|"step"|"state"|"close", "data": {...}}',
-                                "INVALID_JSON")
+                    await error(
+                        f"invalid JSON message ({e}); send "
+                        '{"type": "reset"|"step"|"state"|"close", "data": {...}}',
+                        "INVALID_JSON",
+                    )
                     continue
                 kind = msg.get("type")
                 data = msg.get("data") or {}
@@ -393,8 +472,10 @@ def create_app(config: ServerConfig, manager: SessionManager | None = None) -> F
                         data = dict(data)
                         asked = data.pop("env", None)
                         if fixed is not None and asked not in (None, fixed):
-                            raise ConfigError(f"this WebSocket serves {fixed}; connect to "
-                                              f"/envs/{asked}/ws for {asked}")
+                            raise ConfigError(
+                                f"this WebSocket serves {fixed}; connect to "
+                                f"/envs/{asked}/ws for {asked}"
+                            )
                         name = family(fixed or asked or (session.env.name if session else None))
                         cfg = data.pop("config", None) or {}
                         body = reset_body(data)
@@ -408,14 +489,19 @@ def create_app(config: ServerConfig, manager: SessionManager | None = None) -> F
                     elif kind == "step":
                         if session is None:
                             raise EpisodeStateError("no episode yet: send a reset first")
-                        reply = {"type": "observation",
-                                 "data": await _step(session, caller, data)}
+                        reply = {"type": "observation", "data": await _step(session, caller, data)}
                     elif kind == "state":
-                        reply = {"type": "state", "data": blank_state if session is None
-                                 else service.state(caller, session.id).model_dump()}
+                        reply = {
+                            "type": "state",
+                            "data": blank_state
+                            if session is None
+                            else service.state(caller, session.id).model_dump(),
+                        }
                     else:
-                        await error(f"unknown message type {kind!r}; use reset, step, state "
-                                    "or close", "UNKNOWN_TYPE")
+                        await error(
+                            f"unknown message type {kind!r}; use reset, step, state or close",
+                            "UNKNOWN_TYPE",
+                        )
                         continue
                 except VerigapError as e:
                     await error(e)

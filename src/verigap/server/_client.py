@@ -36,23 +36,32 @@ class ServerUnreachable(VerigapError):
 class Client:
     """Talks to one server; thread-safe enough for one session per thread (httpx pools)."""
 
-    def __init__(self, base_url: str, token: str | None = None, timeout: float = 600.0,
-                 transport: httpx.BaseTransport | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None = None,
+        timeout: float = 600.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.base_url = base_url.rstrip("/")
-        self._http = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout,
-                                  transport=transport)
+        self._http = httpx.Client(
+            base_url=self.base_url, headers=headers, timeout=timeout, transport=transport
+        )
 
     def request(self, method: str, path: str, json: Any = None) -> Any:
         try:
             r = self._http.request(method, path, json=json)
         except httpx.TimeoutException as e:
-            raise ServerUnreachable(f"{method} {self.base_url}{path} timed out ({e}); the step "
-                                    "may still finish on the server: check GET .../state "
-                                    "before retrying") from None
+            raise ServerUnreachable(
+                f"{method} {self.base_url}{path} timed out ({e}); the step "
+                "may still finish on the server: check GET .../state "
+                "before retrying"
+            ) from None
         except httpx.TransportError as e:
-            raise ServerUnreachable(f"cannot reach {self.base_url} ({e}); is `verigap serve` "
-                                    "running there?") from None
+            raise ServerUnreachable(
+                f"cannot reach {self.base_url} ({e}); is `verigap serve` running there?"
+            ) from None
         if r.status_code >= 400:
             try:
                 detail = r.json().get("detail", r.text)
@@ -99,13 +108,18 @@ class RemoteSession:
     def __init__(self, client: Client, session_id: str, env: str) -> None:
         self.client, self.id, self.env = client, session_id, env
 
-    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None,
-              episode_id: str | None = None) -> dict[str, Any]:
+    def reset(
+        self,
+        seed: int | None = None,
+        options: dict[str, Any] | None = None,
+        episode_id: str | None = None,
+    ) -> dict[str, Any]:
         body = {"seed": seed, "options": options or {}, "episode_id": episode_id}
         return self.client.request("POST", f"/sessions/{self.id}/reset", body)
 
-    def step(self, action: dict[str, Any], timeout_s: float | None = None,
-             request_id: str | None = None) -> dict[str, Any]:
+    def step(
+        self, action: dict[str, Any], timeout_s: float | None = None, request_id: str | None = None
+    ) -> dict[str, Any]:
         """One step; ``request_id`` makes a retry safe (the server answers the first result)."""
         body: dict[str, Any] = {"action": action}
         if timeout_s is not None:
@@ -133,8 +147,10 @@ class RemoteSession:
 
 def patchworld_arrays(observation: dict[str, Any]) -> dict[str, np.ndarray]:
     """A served Patch World observation as (B, 12) int arrays and a (B,) target."""
-    return {k: np.asarray(observation[k], dtype=np.int64)
-            for k in ("values", "broken", "tested", "strict", "written", "target")}
+    return {
+        k: np.asarray(observation[k], dtype=np.int64)
+        for k in ("values", "broken", "tested", "strict", "written", "target")
+    }
 
 
 class RemotePatchWorldEnv(gym.Env):
@@ -145,8 +161,9 @@ class RemotePatchWorldEnv(gym.Env):
 
     metadata = {"render_modes": []}
 
-    def __init__(self, client: Client, k: int = 4, reward: str = "visible",
-                 stream: str = "train") -> None:
+    def __init__(
+        self, client: Client, k: int = 4, reward: str = "visible", stream: str = "train"
+    ) -> None:
         from verigap.patchworld.env import PatchWorldEnv
 
         local = PatchWorldEnv(k=k, stream=stream)  # validates k and stream; lends its spaces
@@ -165,8 +182,11 @@ class RemotePatchWorldEnv(gym.Env):
         if not options:  # the local env's draw: the next program of the seeded pool
             if self._pool_seed is None or self._next >= self._pool_size:
                 self._pool_seed, self._next = int(self.np_random.integers(2**31)), 0
-            options = {"pool_seed": self._pool_seed, "pool_size": self._pool_size,
-                       "indices": [self._next]}
+            options = {
+                "pool_seed": self._pool_seed,
+                "pool_size": self._pool_size,
+                "indices": [self._next],
+            }
             self._next += 1
         out = self.session.reset(seed=int(self.np_random.integers(2**31)), options=options)
         return self._obs(out["observation"]), {"k": out["observation"]["metadata"]["k"]}
@@ -219,8 +239,9 @@ class ToolCallSpace(spaces.Space[dict]):
 
     def __init__(self, tools: list[dict[str, Any]], seed: int | None = None) -> None:
         self.tools = sorted(t["name"] for t in tools)
-        self.bare = sorted(t["name"] for t in tools
-                           if not (t.get("parameters") or {}).get("required"))
+        self.bare = sorted(
+            t["name"] for t in tools if not (t.get("parameters") or {}).get("required")
+        )
         super().__init__(dtype=object, seed=seed)
 
     @property
@@ -232,8 +253,11 @@ class ToolCallSpace(spaces.Space[dict]):
         return {"tool": names[int(self.np_random.integers(len(names)))], "arguments": {}}
 
     def contains(self, x: Any) -> bool:
-        return (isinstance(x, dict) and x.get("tool") in self.tools
-                and isinstance(x.get("arguments", {}), dict))
+        return (
+            isinstance(x, dict)
+            and x.get("tool") in self.tools
+            and isinstance(x.get("arguments", {}), dict)
+        )
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ToolCallSpace) and other.tools == self.tools
@@ -249,8 +273,13 @@ class RemoteToolEnv(gym.Env):
     metadata = {"render_modes": []}
     observation_space = AnyText()
 
-    def __init__(self, client: Client, env: str = "repo", options: dict[str, Any] | None = None,
-                 **config: Any) -> None:
+    def __init__(
+        self,
+        client: Client,
+        env: str = "repo",
+        options: dict[str, Any] | None = None,
+        **config: Any,
+    ) -> None:
         self.session = client.session(env, **config)
         self._options = dict(options or {})
         self._closed = False
@@ -259,8 +288,9 @@ class RemoteToolEnv(gym.Env):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
-        o = self.session.reset(seed=seed, options={**self._options, **(options or {})}
-                               )["observation"]
+        o = self.session.reset(seed=seed, options={**self._options, **(options or {})})[
+            "observation"
+        ]
         if not hasattr(self, "action_space"):
             self.action_space = ToolCallSpace(o["tools"])
         return o["text"], {"tools": o["tools"], "system": o["metadata"].get("system")}
@@ -273,8 +303,13 @@ class RemoteToolEnv(gym.Env):
         if out["done"]:
             info["verdict"], info["ended"] = o["verdict"], ended
         truncated = bool(out["done"]) and ended not in ("submitted", "reported impossible")
-        return (o["text"], float(out["reward"] or 0.0), bool(out["done"]) and not truncated,
-                truncated, info)
+        return (
+            o["text"],
+            float(out["reward"] or 0.0),
+            bool(out["done"]) and not truncated,
+            truncated,
+            info,
+        )
 
     def close(self) -> None:
         if not self._closed:  # Gymnasium allows close() twice

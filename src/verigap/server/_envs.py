@@ -44,9 +44,16 @@ class PayloadTooLarge(VerigapError):
 
 def public_verdict(v: Verdict) -> dict[str, Any]:
     """What a client may see of a verdict: the reward and the visible checks."""
-    return {"task_id": v.task_id, "reward": float(v.reward), "passed": v.passed,
-            "checks": {k: (float(x) if not isinstance(x, bool) else x)
-                       for k, x in v.checks.items() if k in VISIBLE_CHECKS}}
+    return {
+        "task_id": v.task_id,
+        "reward": float(v.reward),
+        "passed": v.passed,
+        "checks": {
+            k: (float(x) if not isinstance(x, bool) else x)
+            for k, x in v.checks.items()
+            if k in VISIBLE_CHECKS
+        },
+    }
 
 
 def parse_options(model: type[BaseModel], data: dict[str, Any], what: str) -> Any:
@@ -54,8 +61,10 @@ def parse_options(model: type[BaseModel], data: dict[str, Any], what: str) -> An
     try:
         return model.model_validate(data)
     except ValidationError as e:
-        problems = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or '(body)'}: {err['msg']}"
-                             for err in e.errors())
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or '(body)'}: {err['msg']}"
+            for err in e.errors()
+        )
         fields = ", ".join(model.model_fields)
         raise ConfigError(f"{what}: {problems} (accepted fields: {fields})") from None
 
@@ -124,6 +133,7 @@ class ServedEnv(ABC):
 
 # ---- Patch World ----------------------------------------------------------------------------
 
+
 class PatchWorldConfig(_Opts):
     k: int = Field(4, ge=1, le=10, description="broken branches per program")
     reward: str = Field("visible", description="reward scheme, e.g. visible, audit:0.1")
@@ -132,8 +142,11 @@ class PatchWorldConfig(_Opts):
 
 class PatchWorldReset(_Opts):
     n: int = Field(1, ge=1, le=65_536, description="programs drawn from the stream")
-    pool_seed: int | None = Field(None, ge=0, description="with pool_size and indices: play "
-                                  "generate(k, pool_size, pool_seed)[indices]")
+    pool_seed: int | None = Field(
+        None,
+        ge=0,
+        description="with pool_size and indices: play generate(k, pool_size, pool_seed)[indices]",
+    )
     pool_size: int | None = Field(None, ge=1, le=262_144)
     indices: list[int] | None = Field(None, min_length=1, max_length=65_536)
 
@@ -179,8 +192,9 @@ class PatchWorldServed(ServedEnv):
                 raise ConfigError("patchworld reset options: indices need pool_seed and pool_size")
             idx = np.asarray(o.indices)
             if idx.min() < 0 or idx.max() >= o.pool_size:
-                raise ConfigError(f"patchworld reset options: indices must lie in "
-                                  f"0..{o.pool_size - 1}")
+                raise ConfigError(
+                    f"patchworld reset options: indices must lie in 0..{o.pool_size - 1}"
+                )
             programs = _pool(c.k, o.pool_size, o.pool_seed, c.stream)[idx]
         else:
             programs = generate(c.k, o.n, seed=int(rng.integers(2**31)), stream=c.stream)
@@ -189,17 +203,25 @@ class PatchWorldServed(ServedEnv):
         self.limits = Limits(programs.k, self.limits.wall_s)
         return self._obs()
 
-    def _obs(self, rewards: np.ndarray | None = None,
-             verdict: list[dict[str, Any]] | None = None) -> PatchWorldObservation:
+    def _obs(
+        self, rewards: np.ndarray | None = None, verdict: list[dict[str, Any]] | None = None
+    ) -> PatchWorldObservation:
         o = self._env.observe()
         return PatchWorldObservation(
-            **{key: o[key].tolist() for key in ("values", "broken", "tested", "strict",
-                                                "written", "target")},
-            done=self.done, verdict=verdict,
+            **{
+                key: o[key].tolist()
+                for key in ("values", "broken", "tested", "strict", "written", "target")
+            },
+            done=self.done,
+            verdict=verdict,
             reward=None if rewards is None else float(rewards.mean()),
             rewards=None if rewards is None else rewards.tolist(),
-            metadata={"step": self._env.step_index, "k": self._env.programs.k,
-                      "programs": self._env.programs.size})
+            metadata={
+                "step": self._env.step_index,
+                "k": self._env.programs.k,
+                "programs": self._env.programs.size,
+            },
+        )
 
     def step(self, action: Action, timeout_s: float | None = None) -> Observation:
         from verigap.patchworld import rules
@@ -207,12 +229,16 @@ class PatchWorldServed(ServedEnv):
         assert isinstance(action, PatchWorldAction)
         env = self._env
         if len(action.actions) != env.programs.size:
-            raise ConfigError(f"action.actions has {len(action.actions)} entries; this episode "
-                              f"has {env.programs.size} programs, send one action each")
+            raise ConfigError(
+                f"action.actions has {len(action.actions)} entries; this episode "
+                f"has {env.programs.size} programs, send one action each"
+            )
         bad = [a for a in action.actions if not 0 <= a < rules.N_ACTIONS]
         if bad:  # checked on Python ints: a huge one must not reach NumPy (OverflowError)
-            raise ConfigError(f"action.actions: {bad[0]} is not an action; each must lie in "
-                              f"0..{rules.N_ACTIONS - 1} (write a value, stub, delete)")
+            raise ConfigError(
+                f"action.actions: {bad[0]} is not an action; each must lie in "
+                f"0..{rules.N_ACTIONS - 1} (write a value, stub, delete)"
+            )
         try:
             _, reward, done = env.step(np.asarray(action.actions, dtype=np.int64))
         except ValueError as e:
@@ -227,6 +253,7 @@ class PatchWorldServed(ServedEnv):
 
 
 # ---- tool-using episodes: repo tasks and silent bugs ----------------------------------------
+
 
 @dataclass
 class _ToolServed(ServedEnv):
@@ -267,15 +294,24 @@ class _ToolServed(ServedEnv):
         """The episode's tools in MCP's shape (name, description, input_schema)."""
         if not self.started:
             raise EpisodeStateError("no episode yet: reset first, then list the tools")
-        return [{"name": t.spec.name, "description": t.spec.description,
-                 "input_schema": t.spec.parameters} for t in self._tools.values()]
+        return [
+            {
+                "name": t.spec.name,
+                "description": t.spec.description,
+                "input_schema": t.spec.parameters,
+            }
+            for t in self._tools.values()
+        ]
 
     def _start(self, tools: list[Any], prompt: str, system: str) -> ToolObservation:
         self._tools = {t.name: t for t in tools}
         self._commands, self._transcript = [], []
         self._begin()
-        return ToolObservation(text=prompt, metadata={"system": system},
-                               tools=[dataclasses.asdict(t.spec) for t in self._tools.values()])
+        return ToolObservation(
+            text=prompt,
+            metadata={"system": system},
+            tools=[dataclasses.asdict(t.spec) for t in self._tools.values()],
+        )
 
     def _per_command_s(self) -> float:
         return self.command_timeout_s
@@ -285,10 +321,12 @@ class _ToolServed(ServedEnv):
         the tools write on the host side, so the sandbox's RLIMIT_FSIZE would not stop it."""
         size = sum(len(v.encode()) for v in action.arguments.values() if isinstance(v, str))
         if size > self.max_file_mb * 2**20:
-            raise PayloadTooLarge(f"{action.tool}: arguments hold {size / 2**20:.1f} MiB of "
-                                  f"text; the sandbox writes files of at most "
-                                  f"{self.max_file_mb} MiB (--max-file-mb); write it in parts "
-                                  "or generate it with a command")
+            raise PayloadTooLarge(
+                f"{action.tool}: arguments hold {size / 2**20:.1f} MiB of "
+                f"text; the sandbox writes files of at most "
+                f"{self.max_file_mb} MiB (--max-file-mb); write it in parts "
+                "or generate it with a command"
+            )
 
     def step(self, action: Action, timeout_s: float | None = None) -> Observation:
         import json
@@ -312,21 +350,33 @@ class _ToolServed(ServedEnv):
         meta: dict[str, Any] = {}
         text = out.text if isinstance(out, ToolOutput) else out
         if isinstance(out, ToolOutput) and out.images:  # arm C's plots, as PNG in base64
-            meta["images"] = [{"media_type": "image/png",
-                               "data": base64.b64encode(Path(p).read_bytes()).decode()}
-                              for p in out.images]
+            meta["images"] = [
+                {"media_type": "image/png", "data": base64.b64encode(Path(p).read_bytes()).decode()}
+                for p in out.images
+            ]
         # the tool loop's own transcript format, so the graders' transcript checks (claims,
         # commands) read a served episode exactly as they read a local one
         arguments = json.dumps(action.arguments, sort_keys=True)
-        self._transcript.append({"event": "model_turn",
-                                 "text": str(action.metadata.get("text") or ""),
-                                 "tool_calls": [{"id": call.id, "name": action.tool,
-                                                 "arguments": arguments}]})
-        self._transcript.append({"event": "tool_result", "name": action.tool,
-                                 "arguments": arguments, "is_error": is_error, "content": text})
+        self._transcript.append(
+            {
+                "event": "model_turn",
+                "text": str(action.metadata.get("text") or ""),
+                "tool_calls": [{"id": call.id, "name": action.tool, "arguments": arguments}],
+            }
+        )
+        self._transcript.append(
+            {
+                "event": "tool_result",
+                "name": action.tool,
+                "arguments": arguments,
+                "is_error": is_error,
+                "content": text,
+            }
+        )
         if args is not None:
-            self._commands += [str(getattr(args, k)) for k in ("command", "path")
-                               if hasattr(args, k)]
+            self._commands += [
+                str(getattr(args, k)) for k in ("command", "path") if hasattr(args, k)
+            ]
         ending = tool.ends_episode if tool is not None and not is_error else None
         reason = None
         if ending:
@@ -341,20 +391,34 @@ class _ToolServed(ServedEnv):
         self._close_box()  # no more commands: stop the episode's sandbox before grading
         verdict = self._grade(self._ended(reason, submitted=ending == "submit"))
         (public,) = self._verdict_out([verdict])
-        return ToolObservation(text=text, is_error=is_error, done=True,
-                               reward=float(verdict.reward), verdict=public,
-                               metadata={**meta, "ended": reason})
+        return ToolObservation(
+            text=text,
+            is_error=is_error,
+            done=True,
+            reward=float(verdict.reward),
+            verdict=public,
+            metadata={**meta, "ended": reason},
+        )
 
     def _ended(self, reason: str, submitted: bool) -> Any:
         """The finished episode in the tool loop's own record (``agents.Episode``)."""
         from verigap.agents._loop import Episode, EpisodeStatus
 
-        status = (EpisodeStatus.OK if reason in ("submitted", "reported impossible")
-                  else EpisodeStatus.TURN_CAP if reason.startswith("step budget")
-                  else EpisodeStatus.WALL_CLOCK_CAP)
-        return Episode(status, reason, submitted=submitted, turns=self.step_count,
-                       wall_s=round(self.limits.wall_s - (self.deadline - time.monotonic()), 3),
-                       transcript=list(self._transcript))
+        status = (
+            EpisodeStatus.OK
+            if reason in ("submitted", "reported impossible")
+            else EpisodeStatus.TURN_CAP
+            if reason.startswith("step budget")
+            else EpisodeStatus.WALL_CLOCK_CAP
+        )
+        return Episode(
+            status,
+            reason,
+            submitted=submitted,
+            turns=self.step_count,
+            wall_s=round(self.limits.wall_s - (self.deadline - time.monotonic()), 3),
+            transcript=list(self._transcript),
+        )
 
     @abstractmethod
     def _grade(self, episode: Any) -> Verdict:
@@ -365,10 +429,15 @@ class RepoConfig(_Opts):
     """A repo session's grader (from the one registry; v2 by default, as everywhere) and its
     payout: the grader's own unless a reward scheme is asked for."""
 
-    grader: str = Field(default_factory=lambda: _default_grader(),
-                        description="a registered grader: v2 (default) or v1")
-    reward: str | None = Field(None, description="reward scheme (visible, oracle, deletion:X, "
-                               "audit:RATE); default: the grader's own payout")
+    grader: str = Field(
+        default_factory=lambda: _default_grader(),
+        description="a registered grader: v2 (default) or v1",
+    )
+    reward: str | None = Field(
+        None,
+        description="reward scheme (visible, oracle, deletion:X, "
+        "audit:RATE); default: the grader's own payout",
+    )
 
 
 def _default_grader() -> str:
@@ -401,8 +470,10 @@ class RepoServed(_ToolServed):
         from verigap.repos.graders import registry
 
         if self.config.grader not in registry.names():
-            raise ConfigError(f"config.grader: {self.config.grader!r} is not a served grader; "
-                              f"use one of {', '.join(registry.names())}")
+            raise ConfigError(
+                f"config.grader: {self.config.grader!r} is not a served grader; "
+                f"use one of {', '.join(registry.names())}"
+            )
         self._grader = registry.make(self.config.grader)
         self._scheme = None if self.config.reward is None else _reward_scheme(self.config.reward)
         self._pools: dict[str, Any] = {}  # task id -> WorkspacePool, least recently reset first
@@ -417,9 +488,11 @@ class RepoServed(_ToolServed):
         if pool is None:
             self._templates += 1
             template = materialize_workspace(
-                prepared, task, self.workdir / "templates" / str(self._templates) / "workspace")
-            pool = WorkspacePool(template, self.workdir / "pool", size=1,
-                                 for_sandbox=self.backend == "bwrap")
+                prepared, task, self.workdir / "templates" / str(self._templates) / "workspace"
+            )
+            pool = WorkspacePool(
+                template, self.workdir / "pool", size=1, for_sandbox=self.backend == "bwrap"
+            )
         self._pools[task.task_id] = pool  # now the most recently reset
         while len(self._pools) > _POOLED_TASKS:
             old = self._pools.pop(next(iter(self._pools)))
@@ -442,8 +515,9 @@ class RepoServed(_ToolServed):
         o = parse_options(RepoReset, options, "repo reset options")
         if o.task not in self.tasks:
             known = ", ".join(sorted(self.tasks)[:20]) or "none: start the server with --tasks"
-            raise ConfigError(f"repo reset options: task {o.task!r} is not served here; "
-                              f"served tasks: {known}")
+            raise ConfigError(
+                f"repo reset options: task {o.task!r} is not served here; served tasks: {known}"
+            )
         self._task = RepoTask.load(self.tasks[o.task])
         self._prepared = prepared_for(self._task, backend=self.backend)
         self._seed = seed or 0
@@ -451,23 +525,32 @@ class RepoServed(_ToolServed):
         # one sandbox for the episode's commands (persistent, see verigap.sandbox._session);
         # grading on submit runs in fresh sandboxes of its own
         self._ws = self._new_workspace()
-        box = pool.take_sandbox(self._ws, backend=self.backend,
-                                limits=BoxLimits(wall_s=self.command_timeout_s,
-                                                 file_size_mb=self.max_file_mb),
-                                ro_binds=[Path(self._prepared.env_prefix)],
-                                persistent=self.backend == "bwrap")
+        box = pool.take_sandbox(
+            self._ws,
+            backend=self.backend,
+            limits=BoxLimits(wall_s=self.command_timeout_s, file_size_mb=self.max_file_mb),
+            ro_binds=[Path(self._prepared.env_prefix)],
+            persistent=self.backend == "bwrap",
+        )
         self._box = box
         self.task_id = self._task.task_id
-        return self._start(standard_tools(box), self._task.prompt,
-                           SYSTEM.format(python=self._prepared.python))
+        return self._start(
+            standard_tools(box), self._task.prompt, SYSTEM.format(python=self._prepared.python)
+        )
 
     def _grade(self, episode: Any) -> Verdict:
         from verigap.repos.episode import _commands
 
-        return self._grader(self._task, self._ws, transcript=self._transcript,
-                            commands=_commands(self._transcript), scheme=self._scheme,
-                            rng=np.random.default_rng(self._seed), backend=self.backend,
-                            prepared=self._prepared)
+        return self._grader(
+            self._task,
+            self._ws,
+            transcript=self._transcript,
+            commands=_commands(self._transcript),
+            scheme=self._scheme,
+            rng=np.random.default_rng(self._seed),
+            backend=self.backend,
+            prepared=self._prepared,
+        )
 
 
 class SilentBugConfig(_Opts):
@@ -475,11 +558,17 @@ class SilentBugConfig(_Opts):
     budget (the bug is a reset option)."""
 
     arm: str = Field(
-        "A", description="A: files + run_training; B: A + metrics; C: B + plots; "
-        "D: run_training + metrics, no files, diagnosis only (any registered arm)")
+        "A",
+        description="A: files + run_training; B: A + metrics; C: B + plots; "
+        "D: run_training + metrics, no files, diagnosis only (any registered arm)",
+    )
     max_runs: int = Field(4, ge=0, le=16, description="run_training calls per episode")
-    run_steps: int | None = Field(None, ge=1, description="environment steps per run (default "
-                                  "and most: the substrate's calibration budget)")
+    run_steps: int | None = Field(
+        None,
+        ge=1,
+        description="environment steps per run (default "
+        "and most: the substrate's calibration budget)",
+    )
 
     @field_validator("arm")
     @classmethod
@@ -513,19 +602,27 @@ class SilentBugServed(_ToolServed):
         registry = load_registry()
         ids = [b.id for b in registry.bugs]
         if o.bug not in ids:
-            raise ConfigError(f"silentbug reset options: no bug {o.bug!r}; registered bugs: "
-                              f"{', '.join(ids)}")
+            raise ConfigError(
+                f"silentbug reset options: no bug {o.bug!r}; registered bugs: {', '.join(ids)}"
+            )
         bug, c = registry.get(o.bug), self.config
         most = int(SUBSTRATES[bug.substrate].config["total_timesteps"])
         if c.run_steps is not None and c.run_steps > most:
-            raise ConfigError(f"silentbug session config: run_steps {c.run_steps} is over "
-                              f"{bug.substrate}'s calibration budget of {most} steps")
-        budget = EpisodeBudget(max_runs=c.max_runs, max_steps=c.run_steps,
-                               max_turns=self.limits.max_steps, wall_s=self.limits.wall_s,
-                               run_timeout_s=self.limits.wall_s)
+            raise ConfigError(
+                f"silentbug session config: run_steps {c.run_steps} is over "
+                f"{bug.substrate}'s calibration budget of {most} steps"
+            )
+        budget = EpisodeBudget(
+            max_runs=c.max_runs,
+            max_steps=c.run_steps,
+            max_turns=self.limits.max_steps,
+            wall_s=self.limits.wall_s,
+            run_timeout_s=self.limits.wall_s,
+        )
         ws = self._new_workspace()
-        self._bug_episode = BugEpisode(bug, c.arm, 0 if seed is None else seed, ws.parent,
-                                       budget, backend=self.backend)
+        self._bug_episode = BugEpisode(
+            bug, c.arm, 0 if seed is None else seed, ws.parent, budget, backend=self.backend
+        )
         self.task_id = bug.id
         return self._start(self._bug_episode.tools(), prompt(bug, c.arm, budget), SYSTEM)
 
@@ -543,24 +640,46 @@ class SilentBugServed(_ToolServed):
 
 # ---- registrations ---------------------------------------------------------------------------
 
-register(EnvSpec(
-    "patchworld", action=PatchWorldAction, observation=PatchWorldObservation,
-    make=lambda ctx, cfg: PatchWorldServed(**ctx.common, config=parse_options(
-        PatchWorldConfig, cfg, "patchworld session config")),
-    description="a toy repair task: write each broken branch's value, stub or delete it; "
-                "the reward sees only the tested branches"))
-register(EnvSpec(
-    "repo", action=ToolAction, observation=ToolObservation,
-    make=lambda ctx, cfg: RepoServed(**ctx.common, **ctx.tool_settings,
-                                     tasks=dict(ctx.settings.tasks), config=parse_options(
-                                         RepoConfig, cfg, "repo session config")),
-    description="a bug-fix task on a real Python repository, graded by the hardened grader "
-                "(hidden tests, equivalence, exploit scans, claim checks)",
-    catalogue=lambda settings: {"tasks": sorted(settings.tasks)}))
-register(EnvSpec(
-    "silentbug", action=ToolAction, observation=ToolObservation,
-    make=lambda ctx, cfg: SilentBugServed(
-        **ctx.common, **ctx.tool_settings, grader=ctx.settings.silentbug_grader,
-        scoring_root=Path(ctx.settings.root),
-        config=parse_options(SilentBugConfig, cfg, "silentbug session config")),
-    description="diagnose and repair a silent bug in RL training code"))
+register(
+    EnvSpec(
+        "patchworld",
+        action=PatchWorldAction,
+        observation=PatchWorldObservation,
+        make=lambda ctx, cfg: PatchWorldServed(
+            **ctx.common, config=parse_options(PatchWorldConfig, cfg, "patchworld session config")
+        ),
+        description="a toy repair task: write each broken branch's value, stub or delete it; "
+        "the reward sees only the tested branches",
+    )
+)
+register(
+    EnvSpec(
+        "repo",
+        action=ToolAction,
+        observation=ToolObservation,
+        make=lambda ctx, cfg: RepoServed(
+            **ctx.common,
+            **ctx.tool_settings,
+            tasks=dict(ctx.settings.tasks),
+            config=parse_options(RepoConfig, cfg, "repo session config"),
+        ),
+        description="a bug-fix task on a real Python repository, graded by the hardened grader "
+        "(hidden tests, equivalence, exploit scans, claim checks)",
+        catalogue=lambda settings: {"tasks": sorted(settings.tasks)},
+    )
+)
+register(
+    EnvSpec(
+        "silentbug",
+        action=ToolAction,
+        observation=ToolObservation,
+        make=lambda ctx, cfg: SilentBugServed(
+            **ctx.common,
+            **ctx.tool_settings,
+            grader=ctx.settings.silentbug_grader,
+            scoring_root=Path(ctx.settings.root),
+            config=parse_options(SilentBugConfig, cfg, "silentbug session config"),
+        ),
+        description="diagnose and repair a silent bug in RL training code",
+    )
+)

@@ -139,4 +139,3 @@ class StepResult(_Strict):
 
 class ErrorBody(_Strict):
     detail: str
-

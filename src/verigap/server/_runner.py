@@ -19,8 +19,13 @@ from verigap.server._sessions import ServerConfig, SessionManager
 class BackgroundServer:
     """``with BackgroundServer(config) as url:`` serves on 127.0.0.1 (a free port) until exit."""
 
-    def __init__(self, config: ServerConfig, manager: SessionManager | None = None,
-                 port: int = 0, start_timeout_s: float = 60.0) -> None:
+    def __init__(
+        self,
+        config: ServerConfig,
+        manager: SessionManager | None = None,
+        port: int = 0,
+        start_timeout_s: float = 60.0,
+    ) -> None:
         self.app = create_app(config, manager)
         self.sessions: SessionManager = self.app.state.sessions
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -28,11 +33,17 @@ class BackgroundServer:
         self._sock.bind(("127.0.0.1", port))
         self.port = self._sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
-        self._server = uvicorn.Server(uvicorn.Config(self.app, log_level="warning",
-                                                     ws_max_size=ws_max_size(config),
-                                                     timeout_graceful_shutdown=30))
-        self._thread = threading.Thread(target=self._server.run,
-                                        kwargs={"sockets": [self._sock]}, daemon=True)
+        self._server = uvicorn.Server(
+            uvicorn.Config(
+                self.app,
+                log_level="warning",
+                ws_max_size=ws_max_size(config),
+                timeout_graceful_shutdown=30,
+            )
+        )
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [self._sock]}, daemon=True
+        )
         self._start_timeout_s = start_timeout_s
 
     def start(self) -> str:
@@ -57,8 +68,9 @@ class BackgroundServer:
 
 
 def serve_forever(config: ServerConfig, host: str, port: int) -> None:
-    uvicorn.run(create_app(config), host=host, port=port, log_level="info",
-                ws_max_size=ws_max_size(config))
+    uvicorn.run(
+        create_app(config), host=host, port=port, log_level="info", ws_max_size=ws_max_size(config)
+    )
 
 
 def ws_max_size(config: ServerConfig) -> int:

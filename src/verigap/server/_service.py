@@ -58,8 +58,10 @@ class EnvService:
         except VerigapError:
             raise
         except Exception as e:
-            raise ServerFault(f"the environment failed ({type(e).__name__}: {e}); the session "
-                              "is still open: reset it, or close it") from e
+            raise ServerFault(
+                f"the environment failed ({type(e).__name__}: {e}); the session "
+                "is still open: reset it, or close it"
+            ) from e
         finally:
             s.busy -= 1
             s.last_used = self.sessions.clock()
@@ -80,8 +82,11 @@ class EnvService:
         action = parse_options(s.env.action_model, body.action, f"{s.env.name} action")
 
         def run() -> StepResult:
-            if body.request_id is not None and s.last_request is not None \
-                    and s.last_request[0] == body.request_id:
+            if (
+                body.request_id is not None
+                and s.last_request is not None
+                and s.last_request[0] == body.request_id
+            ):
                 return s.last_request[1]  # a retry: the step already happened
             s.env.check_can_step()
             obs = s.env.step(action, body.timeout_s)
@@ -98,9 +103,16 @@ class EnvService:
         s = self.sessions.get(sid, caller.name)
         e = s.env
         left = max(0.0, e.deadline - time.monotonic()) if e.started and not e.done else None
-        return State(episode_id=s.episode_id, step_count=e.step_count, env=e.name,  # type: ignore[arg-type]
-                     session_id=s.id, done=e.done, max_steps=e.limits.max_steps,
-                     wall_s_left=left, task_id=e.task_id)
+        return State(
+            episode_id=s.episode_id,
+            step_count=e.step_count,
+            env=e.name,  # type: ignore[arg-type]
+            session_id=s.id,
+            done=e.done,
+            max_steps=e.limits.max_steps,
+            wall_s_left=left,
+            task_id=e.task_id,
+        )
 
     async def close(self, caller: Caller, sid: str) -> None:
         s = self.sessions.detach(sid, caller.name)
@@ -121,8 +133,9 @@ class EnvService:
     def truth(self, caller: Caller, episode_id: str) -> dict[str, Any]:
         return self.sessions.truth(episode_id, caller.name, caller.truth)
 
-    async def stateless_reset(self, caller: Caller, env: str, config: dict[str, Any],
-                              body: ResetRequest) -> StepResult:
+    async def stateless_reset(
+        self, caller: Caller, env: str, config: dict[str, Any], body: ResetRequest
+    ) -> StepResult:
         """OpenEnv's HTTP ``/reset``: a fresh environment, reset once and closed."""
         s = await self.create(caller, env, config)
         try:

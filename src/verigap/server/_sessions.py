@@ -67,10 +67,15 @@ class ServerConfig(BaseModel):
     root: Path = Field(Path("runs/server"), description="session workspaces and verdicts")
     token: str | None = Field(None, description="one bearer token: the client 'default'")
     clients: dict[str, ClientCredential] = Field(
-        default_factory=dict, description="client name -> credential; each client owns the "
-        "sessions it creates")
-    max_file_mb: int = Field(256, ge=1, description="largest file a tool may write and largest "
-                             "request body (beyond a 1 MiB envelope), as the sandbox's limit")
+        default_factory=dict,
+        description="client name -> credential; each client owns the sessions it creates",
+    )
+    max_file_mb: int = Field(
+        256,
+        ge=1,
+        description="largest file a tool may write and largest "
+        "request body (beyond a 1 MiB envelope), as the sandbox's limit",
+    )
     max_sessions: int = Field(8, ge=1, description="open sessions at once")
     idle_s: float = Field(600.0, gt=0, description="close a session untouched this long")
     max_steps: int = Field(200, ge=1, description="tool calls per episode before it is graded")
@@ -79,12 +84,18 @@ class ServerConfig(BaseModel):
     backend: str = Field("bwrap", description="sandbox backend: bwrap, or unsafe for tests")
     tasks: dict[str, Path] = Field(default_factory=dict, description="repo task id -> task file")
     reveal_truth: bool = Field(False, description="send full verdicts (truth included)")
-    session_prefix: str = Field("", pattern=r"^([a-z0-9]+-)?$", description="prepended to every "
-                                "session id, so a router can tell which server holds a session "
-                                "(the Ray Serve shards: 's0-', 's1-', ...)")
+    session_prefix: str = Field(
+        "",
+        pattern=r"^([a-z0-9]+-)?$",
+        description="prepended to every "
+        "session id, so a router can tell which server holds a session "
+        "(the Ray Serve shards: 's0-', 's1-', ...)",
+    )
     silentbug_grader: Callable[..., Any] | None = Field(
-        None, description="(EpisodeRecord) -> Verdict; default: the silent-bug benchmark's "
-        "scorer on the calibration seeds (verigap.server.SilentBugGrader)")
+        None,
+        description="(EpisodeRecord) -> Verdict; default: the silent-bug benchmark's "
+        "scorer on the calibration seeds (verigap.server.SilentBugGrader)",
+    )
 
     def credentials(self) -> dict[str, tuple[str, bool]]:
         """token -> (client name, may see truth); empty when the server needs no token."""
@@ -102,8 +113,9 @@ class ServerConfig(BaseModel):
 
             files = sorted(f for f in Path(tasks_dir).glob("*.json") if f.name != "index.json")
             if not files:
-                raise ConfigError(f"--tasks {tasks_dir}: no task files; run "
-                                  "`verigap repos make-tasks` first")
+                raise ConfigError(
+                    f"--tasks {tasks_dir}: no task files; run `verigap repos make-tasks` first"
+                )
             tasks = {RepoTask.load(f).task_id: f for f in files}
         return cls(tasks=tasks, **kw)
 
@@ -115,8 +127,12 @@ class SessionBudget(BaseModel):
 
     max_steps: int | None = Field(None, ge=1)
     wall_s: float | None = Field(None, gt=0)
-    idle_s: float | None = Field(None, gt=0, description="close this session sooner when idle "
-                                 "(a crashed script's session frees its slot after this long)")
+    idle_s: float | None = Field(
+        None,
+        gt=0,
+        description="close this session sooner when idle "
+        "(a crashed script's session frees its slot after this long)",
+    )
 
 
 @dataclass
@@ -133,12 +149,19 @@ class Session:
     last_request: tuple[str, Any] | None = None
     """(request_id, result) of the last step: a retried step answers it again"""
     worker: ThreadPoolExecutor = field(
-        default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="verigap-session"))
+        default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="verigap-session")
+    )
 
     def summary(self) -> dict[str, Any]:
-        return {"session_id": self.id, "env": self.env.name, "episode_id": self.episode_id,
-                "step_count": self.env.step_count, "done": self.env.done,
-                "task_id": self.env.task_id, "busy": self.busy > 0}
+        return {
+            "session_id": self.id,
+            "env": self.env.name,
+            "episode_id": self.episode_id,
+            "step_count": self.env.step_count,
+            "done": self.env.done,
+            "task_id": self.env.task_id,
+            "busy": self.busy > 0,
+        }
 
 
 _KEPT_EPISODES = 4096
@@ -168,17 +191,22 @@ class SessionManager:
         self.reap()
         c = self.config
         budget_keys = {"max_steps", "wall_s", "idle_s"}
-        budget = parse_options(SessionBudget, {k: v for k, v in config.items() if k in budget_keys},
-                               "session config")
+        budget = parse_options(
+            SessionBudget, {k: v for k, v in config.items() if k in budget_keys}, "session config"
+        )
         env_config = {k: v for k, v in config.items() if k not in budget_keys}
-        limits = Limits(min(budget.max_steps or c.max_steps, c.max_steps),
-                        min(budget.wall_s or c.episode_wall_s, c.episode_wall_s))
+        limits = Limits(
+            min(budget.max_steps or c.max_steps, c.max_steps),
+            min(budget.wall_s or c.episode_wall_s, c.episode_wall_s),
+        )
         with self._lock:
             if len(self._sessions) >= c.max_sessions:
-                raise TooManySessions(f"{len(self._sessions)} sessions are open, the server's "
-                                      f"limit (--max-sessions {c.max_sessions}); close one with "
-                                      "DELETE /sessions/{id} (GET /sessions lists yours) or "
-                                      "wait for an idle one to expire")
+                raise TooManySessions(
+                    f"{len(self._sessions)} sessions are open, the server's "
+                    f"limit (--max-sessions {c.max_sessions}); close one with "
+                    "DELETE /sessions/{id} (GET /sessions lists yours) or "
+                    "wait for an idle one to expire"
+                )
             sid = c.session_prefix + secrets.token_hex(8)
             workdir = self.root / sid
             workdir.mkdir()
@@ -187,8 +215,14 @@ class SessionManager:
         except BaseException:
             shutil.rmtree(workdir, ignore_errors=True)
             raise
-        session = Session(sid, served, self.clock(), owner=owner,
-                          idle_s=min(budget.idle_s or c.idle_s, c.idle_s), config=dict(config))
+        session = Session(
+            sid,
+            served,
+            self.clock(),
+            owner=owner,
+            idle_s=min(budget.idle_s or c.idle_s, c.idle_s),
+            config=dict(config),
+        )
         with self._lock:
             self._sessions[sid] = session
         return session
@@ -200,10 +234,20 @@ class SessionManager:
         """Append the full verdicts of ``s``'s finished episode to the server's log (kept across
         sessions and restarts; written whole and fsynced, so a crash leaves only whole lines),
         and keep them fetchable by the session's owner (:meth:`truth`)."""
-        lines = "".join(json.dumps({"session_id": s.id, "episode_id": s.episode_id,
-                                    "owner": s.owner, "env": s.env.name, "verdict": v},
-                                   sort_keys=True) + "\n"
-                        for v in s.env.verdicts)
+        lines = "".join(
+            json.dumps(
+                {
+                    "session_id": s.id,
+                    "episode_id": s.episode_id,
+                    "owner": s.owner,
+                    "env": s.env.name,
+                    "verdict": v,
+                },
+                sort_keys=True,
+            )
+            + "\n"
+            for v in s.env.verdicts
+        )
         with self._log_lock, self.log_path.open("a") as f:
             f.write(lines)
             f.flush()
@@ -218,15 +262,19 @@ class SessionManager:
     def truth(self, episode_id: str, owner: str, allowed: bool) -> dict[str, Any]:
         """The full verdicts of one finished episode, for its owner when allowed the truth."""
         if not (allowed or self.config.reveal_truth):
-            raise TruthNotAllowed(f"client {owner!r} may not see the truth: give its credential "
-                                  "\"truth\": true in --clients, or start the server with "
-                                  "--reveal-truth")
+            raise TruthNotAllowed(
+                f"client {owner!r} may not see the truth: give its credential "
+                '"truth": true in --clients, or start the server with '
+                "--reveal-truth"
+            )
         with self._lock:
             kept = self._episodes.get(episode_id)
         if kept is None or kept[0] != owner:
-            raise SessionNotFound(f"no finished episode {episode_id!r} of client {owner!r} "
-                                  f"among the last {_KEPT_EPISODES}; the server-side log "
-                                  f"{self.log_path} keeps every one")
+            raise SessionNotFound(
+                f"no finished episode {episode_id!r} of client {owner!r} "
+                f"among the last {_KEPT_EPISODES}; the server-side log "
+                f"{self.log_path} keeps every one"
+            )
         return {"episode_id": episode_id, "session_id": kept[1], "verdicts": kept[2]}
 
     def get(self, sid: str, owner: str = LOCAL) -> Session:
@@ -234,10 +282,12 @@ class SessionManager:
         with self._lock:
             s = self._sessions.get(sid)
         if s is None or s.owner != owner:  # another client's session does not exist for you
-            raise SessionNotFound(f"no session {sid!r} of client {owner!r}: it was closed, "
-                                  f"it expired after {self.config.idle_s:g} s idle (or its "
-                                  "own shorter idle_s), the server restarted, or another "
-                                  "client made it; create a new one with POST /sessions")
+            raise SessionNotFound(
+                f"no session {sid!r} of client {owner!r}: it was closed, "
+                f"it expired after {self.config.idle_s:g} s idle (or its "
+                "own shorter idle_s), the server restarted, or another "
+                "client made it; create a new one with POST /sessions"
+            )
         s.last_used = self.clock()
         return s
 
@@ -261,8 +311,9 @@ class SessionManager:
         """Close every session idle for longer than its ``idle_s`` (and not busy)."""
         now = self.clock()
         with self._lock:
-            stale = [s for s in self._sessions.values()
-                     if now - s.last_used > s.idle_s and s.busy == 0]
+            stale = [
+                s for s in self._sessions.values() if now - s.last_used > s.idle_s and s.busy == 0
+            ]
             for s in stale:
                 self._sessions.pop(s.id)
         for s in stale:

@@ -41,8 +41,13 @@ class SilentBugGrader:
         under ``root`` (kept across restarts)."""
         from verigap.silentbug.evaluate import scoring_secret
 
-        return cls(drawn_setup(scoring_secret(Path(root)),
-                               cache_dir=Path(root) / "silentbug-scoring", backend=backend))
+        return cls(
+            drawn_setup(
+                scoring_secret(Path(root)),
+                cache_dir=Path(root) / "silentbug-scoring",
+                backend=backend,
+            )
+        )
 
     def __call__(self, record: EpisodeRecord) -> Verdict:
         return score(record, self.setup, pristine_files(), self.scheme)

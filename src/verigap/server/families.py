@@ -39,15 +39,17 @@ class EnvContext:
     @property
     def common(self) -> dict[str, Any]:
         """The arguments every ``ServedEnv`` takes."""
-        return dict(workdir=self.workdir, limits=self.limits,
-                    reveal_truth=self.settings.reveal_truth)
+        return dict(
+            workdir=self.workdir, limits=self.limits, reveal_truth=self.settings.reveal_truth
+        )
 
     @property
     def tool_settings(self) -> dict[str, Any]:
         """The sandbox settings of a tool-calling family."""
         s = self.settings
-        return dict(backend=s.backend, command_timeout_s=s.command_timeout_s,
-                    max_file_mb=s.max_file_mb)
+        return dict(
+            backend=s.backend, command_timeout_s=s.command_timeout_s, max_file_mb=s.max_file_mb
+        )
 
 
 @dataclass(frozen=True)
@@ -90,8 +92,7 @@ def names() -> tuple[str, ...]:
 def spec(env_id: str) -> EnvSpec:
     """The spec of ``env_id``; an unknown id names the choices."""
     if env_id not in _REGISTRY:
-        raise ConfigError(f"unknown env {env_id!r}; use {', '.join(_REGISTRY)} "
-                          "(/envs/{env}/...)")
+        raise ConfigError(f"unknown env {env_id!r}; use {', '.join(_REGISTRY)} (/envs/{{env}}/...)")
     return _REGISTRY[env_id]
 
 

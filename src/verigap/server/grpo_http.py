@@ -46,9 +46,11 @@ def scheme_spec(scheme: RewardScheme) -> str:
         return d["kind"]
     if d["kind"] == "deletion_penalty":
         return f"deletion:{d['per_deletion']}"
-    raise ConfigError(f"reward {scheme.label}: its payout draws random numbers on the server, "
-                      "so an HTTP run cannot match the in-process one number for number; use "
-                      "visible, oracle or deletion")
+    raise ConfigError(
+        f"reward {scheme.label}: its payout draws random numbers on the server, "
+        "so an HTTP run cannot match the in-process one number for number; use "
+        "visible, oracle or deletion"
+    )
 
 
 def programs_from_observation(obs: dict[str, np.ndarray], k: int) -> Programs:
@@ -57,9 +59,15 @@ def programs_from_observation(obs: dict[str, np.ndarray], k: int) -> Programs:
     broken = obs["broken"].astype(bool)
     order = np.argsort(~broken, axis=1, kind="stable")[:, :k]  # broken branches, ascending
     b = broken.shape[0]
-    return Programs(reference=np.full_like(obs["values"], -1), shown=obs["values"],
-                    broken=broken, tested=obs["tested"].astype(bool),
-                    strict=obs["strict"].astype(bool), family=np.full(b, -1), order=order)
+    return Programs(
+        reference=np.full_like(obs["values"], -1),
+        shown=obs["values"],
+        broken=broken,
+        tested=obs["tested"].astype(bool),
+        strict=obs["strict"].astype(bool),
+        family=np.full(b, -1),
+        order=order,
+    )
 
 
 class HTTPGRPOTrainer:
@@ -79,9 +87,14 @@ class HTTPGRPOTrainer:
         c = self.c
         idx = np.arange(i * c.programs, (i + 1) * c.programs) % self.pool_size
         b, k, g = c.programs, c.k, c.group
-        out = self.session.reset(seed=i, options={
-            "pool_seed": POOL_SEED + c.seed, "pool_size": self.pool_size,
-            "indices": np.repeat(idx, g).tolist()})
+        out = self.session.reset(
+            seed=i,
+            options={
+                "pool_seed": POOL_SEED + c.seed,
+                "pool_size": self.pool_size,
+                "indices": np.repeat(idx, g).tolist(),
+            },
+        )
         progs = programs_from_observation(patchworld_arrays(out["observation"]), k)
         progs = progs[np.arange(0, b * g, g)]  # one row per program; the group shares it
         # ALGO LOGIC: the same forward pass and sampling order as GRPOTrainer.step
@@ -131,8 +144,10 @@ def compare(config: GRPOConfig, start: MLP, session: RemoteSession) -> dict[str,
         t_http += time.perf_counter() - t1
         t_local += t1 - t0
         rows.append({"step": i, "in_process": a, "http": b})
-    diff = max(float(np.abs(p - q).max())
-               for p, q in zip(local.model.params(), remote.model.params(), strict=True))
+    diff = max(
+        float(np.abs(p - q).max())
+        for p, q in zip(local.model.params(), remote.model.params(), strict=True)
+    )
     return {"steps": rows, "max_param_abs_diff": diff, "in_process_s": t_local, "http_s": t_http}
 
 
@@ -151,21 +166,26 @@ def main(argv: list[str] | None = None) -> None:  # pragma: no cover - exercised
     ap.add_argument("--sft-programs", type=int, default=2000)
     ap.add_argument("--out", default="results/server/grpo_http.json")
     a = ap.parse_args(argv)
-    config = GRPOConfig(steps=a.steps, programs=a.programs, group=a.group,
-                        sft=SFTConfig(programs=a.sft_programs))
+    config = GRPOConfig(
+        steps=a.steps, programs=a.programs, group=a.group, sft=SFTConfig(programs=a.sft_programs)
+    )
     start, _ = sft(config.k, config.seed, config.sft)
-    with tempfile.TemporaryDirectory() as root, \
-            BackgroundServer(ServerConfig(root=Path(root), reveal_truth=True)) as url, \
-            Client(url) as client:
+    with (
+        tempfile.TemporaryDirectory() as root,
+        BackgroundServer(ServerConfig(root=Path(root), reveal_truth=True)) as url,
+        Client(url) as client,
+    ):
         with client.session("patchworld", k=config.k, reward=scheme_spec(config.reward)) as s:
             res = compare(config, start, s)
     same = all(r["in_process"][key] == r["http"][key] for r in res["steps"] for key in r["http"])
     data = {"config": config.model_dump(mode="json"), "equal_metrics": same, **res}
     cmd = "python -m verigap.server.grpo_http " + " ".join(sys.argv[1:] if argv is None else argv)
     write_result(Path(a.out), data, command=cmd.strip())
-    print(f"{a.steps} steps: metrics equal={same}, max |param diff|="
-          f"{res['max_param_abs_diff']:.3g}; in-process {res['in_process_s']:.2f} s, "
-          f"over HTTP {res['http_s']:.2f} s")
+    print(
+        f"{a.steps} steps: metrics equal={same}, max |param diff|="
+        f"{res['max_param_abs_diff']:.3g}; in-process {res['in_process_s']:.2f} s, "
+        f"over HTTP {res['http_s']:.2f} s"
+    )
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -39,8 +39,9 @@ class EpisodeRecord:
     error: str | None = None
 
 
-def play(url: str, token: str | None, index: int, task: Any, edits: dict[str, str],
-         agent: str) -> EpisodeRecord:
+def play(
+    url: str, token: str | None, index: int, task: Any, edits: dict[str, str], agent: str
+) -> EpisodeRecord:
     """One whole episode in its own session (and its own HTTP connection)."""
     rec = EpisodeRecord(index, task.task_id, agent)
     try:
@@ -48,18 +49,24 @@ def play(url: str, token: str | None, index: int, task: Any, edits: dict[str, st
             rec.session_id = s.id
             s.reset(seed=index, options={"task": task.task_id}, episode_id=f"load-{index}")
             rec.episode_id = s.state()["episode_id"]
-            steps = [("write_file", {"path": f"marker-{index}.txt", "content": str(index)}),
-                     ("list_files", {})]
+            steps = [
+                ("write_file", {"path": f"marker-{index}.txt", "content": str(index)}),
+                ("list_files", {}),
+            ]
             if agent == "oracle":
-                steps += [("write_file", {"path": f, "content": t})
-                          for f, t in sorted(edits.items())]
+                steps += [
+                    ("write_file", {"path": f, "content": t}) for f, t in sorted(edits.items())
+                ]
             for tool, args in steps:
                 t0 = time.perf_counter()
                 out = s.step({"tool": tool, "arguments": args})
                 rec.step_s.append(time.perf_counter() - t0)
                 if tool == "list_files":
-                    rec.markers_seen = sorted(line for line in out["observation"]["text"].split()
-                                              if line.startswith("marker-"))
+                    rec.markers_seen = sorted(
+                        line
+                        for line in out["observation"]["text"].split()
+                        if line.startswith("marker-")
+                    )
             t0 = time.perf_counter()
             out = s.step({"tool": "submit", "arguments": {"summary": agent}})
             rec.submit_s = time.perf_counter() - t0
@@ -70,15 +77,30 @@ def play(url: str, token: str | None, index: int, task: Any, edits: dict[str, st
     return rec
 
 
-def run_load(url: str, token: str | None, tasks: Sequence[Any], edits: Sequence[dict[str, str]],
-             sessions: int, concurrency: int) -> tuple[list[EpisodeRecord], float]:
+def run_load(
+    url: str,
+    token: str | None,
+    tasks: Sequence[Any],
+    edits: Sequence[dict[str, str]],
+    sessions: int,
+    concurrency: int,
+) -> tuple[list[EpisodeRecord], float]:
     """``sessions`` episodes, ``concurrency`` at a time, alternating oracle and noop over
     ``tasks``; returns the records and the wall time."""
     t0 = time.perf_counter()
     with ThreadPoolExecutor(concurrency) as pool:
-        futures = [pool.submit(play, url, token, i, tasks[i % len(tasks)],
-                               edits[i % len(tasks)], ("oracle", "noop")[i % 2])
-                   for i in range(sessions)]
+        futures = [
+            pool.submit(
+                play,
+                url,
+                token,
+                i,
+                tasks[i % len(tasks)],
+                edits[i % len(tasks)],
+                ("oracle", "noop")[i % 2],
+            )
+            for i in range(sessions)
+        ]
         records = [f.result() for f in futures]
     return records, time.perf_counter() - t0
 
@@ -111,7 +133,10 @@ def check(records: Sequence[EpisodeRecord], log_path: Path | Sequence[Path]) -> 
         if d is None:
             problems.append(f"episode {r.index}: not in the server's verdict log")
         elif (d["session_id"], d["verdict"]["task_id"], d["verdict"]["reward"]) != (
-                r.session_id, r.task_id, r.reward):
+            r.session_id,
+            r.task_id,
+            r.reward,
+        ):
             problems.append(f"episode {r.index}: the log says {d}")
     return problems
 
@@ -120,8 +145,13 @@ def latency_summary(records: Sequence[EpisodeRecord], wall_s: float) -> dict[str
     steps = np.array([s for r in records for s in r.step_s])
     submits = np.array([r.submit_s for r in records])
     ms = lambda a, q: round(float(np.percentile(a, q)) * 1000, 1)  # noqa: E731
-    return {"episodes": len(records), "wall_s": round(wall_s, 3),
-            "episodes_per_s": round(len(records) / wall_s, 4),
-            "step_ms_p50": ms(steps, 50), "step_ms_p99": ms(steps, 99),
-            "submit_ms_p50": ms(submits, 50), "submit_ms_p99": ms(submits, 99),
-            "steps_timed": int(steps.size)}
+    return {
+        "episodes": len(records),
+        "wall_s": round(wall_s, 3),
+        "episodes_per_s": round(len(records) / wall_s, 4),
+        "step_ms_p50": ms(steps, 50),
+        "step_ms_p99": ms(steps, 99),
+        "submit_ms_p50": ms(submits, 50),
+        "submit_ms_p99": ms(submits, 99),
+        "steps_timed": int(steps.size),
+    }

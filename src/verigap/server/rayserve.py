@@ -43,8 +43,10 @@ def shard_configs(config: ServerConfig, shards: int) -> list[ServerConfig]:
     """One config per shard: its own root under ``config.root`` and its own session prefix."""
     if shards < 1:
         raise ConfigError(f"shards={shards}: serve on at least one shard")
-    return [config.model_copy(update={"root": config.root / f"shard{i}",
-                                      "session_prefix": f"s{i}-"}) for i in range(shards)]
+    return [
+        config.model_copy(update={"root": config.root / f"shard{i}", "session_prefix": f"s{i}-"})
+        for i in range(shards)
+    ]
 
 
 def shard_of(session_id: str, shards: int) -> int:
@@ -65,11 +67,13 @@ def _app(shard_cpus: float, max_ongoing: int) -> Any:
         from fastapi.responses import Response
         from ray import serve
     except ImportError as e:
-        raise ConfigError(f"serving on Ray Serve needs {e.name}: pip install "
-                          "'verigap[server,ray]'") from None
+        raise ConfigError(
+            f"serving on Ray Serve needs {e.name}: pip install 'verigap[server,ray]'"
+        ) from None
 
-    @serve.deployment(num_replicas=1, max_ongoing_requests=max_ongoing,
-                      ray_actor_options={"num_cpus": shard_cpus})
+    @serve.deployment(
+        num_replicas=1, max_ongoing_requests=max_ongoing, ray_actor_options={"num_cpus": shard_cpus}
+    )
     class Shard:
         """One ordinary verigap server on this node's loopback, reached only through Serve."""
 
@@ -81,19 +85,27 @@ def _app(shard_cpus: float, max_ongoing: int) -> Any:
             self.http = httpx.AsyncClient(base_url=self.url, timeout=None)
             self.sockets: dict[str, Any] = {}
 
-        async def forward(self, method: str, path: str, query: str,
-                          headers: list[tuple[str, str]], body: bytes
-                          ) -> tuple[int, list[tuple[str, str]], bytes]:
-            r = await self.http.request(method, path + (f"?{query}" if query else ""),
-                                        headers=headers, content=body)
-            return r.status_code, [(k, v) for k, v in r.headers.items()
-                                   if k.lower() not in _HOP], r.content
+        async def forward(
+            self, method: str, path: str, query: str, headers: list[tuple[str, str]], body: bytes
+        ) -> tuple[int, list[tuple[str, str]], bytes]:
+            r = await self.http.request(
+                method, path + (f"?{query}" if query else ""), headers=headers, content=body
+            )
+            return (
+                r.status_code,
+                [(k, v) for k, v in r.headers.items() if k.lower() not in _HOP],
+                r.content,
+            )
 
         async def ws_open(self, key: str, path: str, headers: list[tuple[str, str]]) -> None:
             from websockets.asyncio.client import connect
 
-            self.sockets[key] = await connect("ws" + self.url[4:] + path, max_size=None,
-                                              additional_headers=headers, open_timeout=60)
+            self.sockets[key] = await connect(
+                "ws" + self.url[4:] + path,
+                max_size=None,
+                additional_headers=headers,
+                open_timeout=60,
+            )
 
         async def ws_exchange(self, key: str, text: str) -> str | None:
             """Send one client message; its one reply, or None when the server hung up (after
@@ -125,8 +137,7 @@ def _app(shard_cpus: float, max_ongoing: int) -> Any:
             with contextlib.suppress(Exception):
                 self.server.stop()
 
-    ingress = FastAPI(title="verigap on Ray Serve", docs_url=None, redoc_url=None,
-                      openapi_url=None)
+    ingress = FastAPI(title="verigap on Ray Serve", docs_url=None, redoc_url=None, openapi_url=None)
 
     @serve.deployment(max_ongoing_requests=max_ongoing, ray_actor_options={"num_cpus": 0})
     @serve.ingress(ingress)
@@ -140,18 +151,24 @@ def _app(shard_cpus: float, max_ongoing: int) -> Any:
         def _next(self) -> int:
             return next(self.turn) % len(self.shards)
 
-        async def _send(self, i: int, request: Request, path: str, body: bytes
-                        ) -> tuple[int, list[tuple[str, str]], bytes]:
+        async def _send(
+            self, i: int, request: Request, path: str, body: bytes
+        ) -> tuple[int, list[tuple[str, str]], bytes]:
             headers = [(k, v) for k, v in request.headers.items() if k.lower() not in _HOP]
-            return await self.shards[i].forward.remote(request.method, path,
-                                                       request.url.query, headers, body)
+            return await self.shards[i].forward.remote(
+                request.method, path, request.url.query, headers, body
+            )
 
-        async def _all(self, request: Request, path: str, body: bytes
-                       ) -> list[tuple[int, list[tuple[str, str]], bytes]]:
+        async def _all(
+            self, request: Request, path: str, body: bytes
+        ) -> list[tuple[int, list[tuple[str, str]], bytes]]:
             import asyncio
 
-            return list(await asyncio.gather(*(self._send(i, request, path, body)
-                                               for i in range(len(self.shards)))))
+            return list(
+                await asyncio.gather(
+                    *(self._send(i, request, path, body) for i in range(len(self.shards)))
+                )
+            )
 
         @ingress.api_route("/{path:path}", methods=_METHODS)
         async def route(self, request: Request, path: str) -> Response:
@@ -159,8 +176,7 @@ def _app(shard_cpus: float, max_ongoing: int) -> Any:
             body = await request.body()
             m = _SESSION_PATH.match(path)
             if m:
-                out = await self._send(shard_of(m.group(1), len(self.shards)), request, path,
-                                       body)
+                out = await self._send(shard_of(m.group(1), len(self.shards)), request, path, body)
             elif path == "/sessions" and request.method == "POST":
                 start = self._next()
                 for k in range(len(self.shards)):
@@ -205,8 +221,9 @@ def _app(shard_cpus: float, max_ongoing: int) -> Any:
     return Shard, Router
 
 
-def _merge(path: str, method: str, outs: list[tuple[int, list[tuple[str, str]], bytes]]
-           ) -> tuple[int, list[tuple[str, str]], bytes]:
+def _merge(
+    path: str, method: str, outs: list[tuple[int, list[tuple[str, str]], bytes]]
+) -> tuple[int, list[tuple[str, str]], bytes]:
     """One answer from every shard's: a refusal (401, 403) as any shard gave it, else the
     merged lists (``/sessions``), the summed count (``/health``) or the shard that knew the
     episode (``/episodes/{id}/truth``; a 404 from every shard is the first shard's 404)."""
@@ -217,20 +234,32 @@ def _merge(path: str, method: str, outs: list[tuple[int, list[tuple[str, str]], 
         return bad
     parts = [json.loads(o[2]) for o in outs]
     if path == "/health":
-        merged: dict[str, Any] = {"status": "healthy",
-                                  "sessions": sum(p["sessions"] for p in parts),
-                                  "shards": len(parts)}
+        merged: dict[str, Any] = {
+            "status": "healthy",
+            "sessions": sum(p["sessions"] for p in parts),
+            "shards": len(parts),
+        }
     elif method == "GET":
-        merged = {"client": parts[0]["client"],
-                  "sessions": [s for p in parts for s in p["sessions"]]}
+        merged = {
+            "client": parts[0]["client"],
+            "sessions": [s for p in parts for s in p["sessions"]],
+        }
     else:
         merged = {"closed": [s for p in parts for s in p["closed"]]}
     return 200, [("content-type", "application/json")], json.dumps(merged).encode()
 
 
-def deploy(config: ServerConfig, shards: int = 2, *, host: str = "127.0.0.1",
-           port: int = 8000, router_replicas: int = 1, shard_cpus: float = 1.0,
-           max_ongoing: int = 256, name: str = "verigap") -> str:
+def deploy(
+    config: ServerConfig,
+    shards: int = 2,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    router_replicas: int = 1,
+    shard_cpus: float = 1.0,
+    max_ongoing: int = 256,
+    name: str = "verigap",
+) -> str:
     """Serve ``config`` on the Ray cluster this process is connected to (``ray.init``), as
     ``shards`` single-replica shard deployments behind a router; returns the base URL. Each
     shard asks Ray for ``shard_cpus`` CPUs, which is what spreads the shards over the nodes;
@@ -238,11 +267,16 @@ def deploy(config: ServerConfig, shards: int = 2, *, host: str = "127.0.0.1",
     from ray import serve
 
     Shard, Router = _app(shard_cpus, max_ongoing)
-    bound = [Shard.options(name=f"shard{i}").bind(c)
-             for i, c in enumerate(shard_configs(config, shards))]
+    bound = [
+        Shard.options(name=f"shard{i}").bind(c) for i, c in enumerate(shard_configs(config, shards))
+    ]
     serve.start(proxy_location="HeadOnly", http_options={"host": host, "port": port})
-    serve.run(Router.options(num_replicas=router_replicas).bind(*bound), name=name,
-              route_prefix="/", blocking=False)
+    serve.run(
+        Router.options(num_replicas=router_replicas).bind(*bound),
+        name=name,
+        route_prefix="/",
+        blocking=False,
+    )
     return f"http://{host}:{port}"
 
 
@@ -250,8 +284,10 @@ def shard_nodes(shards: int, name: str = "verigap") -> list[str]:
     """The Ray node id each shard of the running application is on."""
     from ray import serve
 
-    return [serve.get_deployment_handle(f"shard{i}", app_name=name).node.remote().result()
-            for i in range(shards)]
+    return [
+        serve.get_deployment_handle(f"shard{i}", app_name=name).node.remote().result()
+        for i in range(shards)
+    ]
 
 
 def shutdown(name: str = "verigap") -> None:

@@ -57,9 +57,17 @@ class VerigapTaskset(vf.Taskset[VerigapTask, VerigapConfig]):
         if c.family not in FAMILIES:
             raise ValueError(f"family {c.family!r}: use one of {', '.join(FAMILIES)}")
         for i, reset in enumerate(c.resets):
-            yield VerigapTask(VerigapData(name=f"verigap/{c.family}#{i}", prompt=None,
-                                          base_url=c.base_url, family=c.family,
-                                          config=c.config, reset=reset), c.task)
+            yield VerigapTask(
+                VerigapData(
+                    name=f"verigap/{c.family}#{i}",
+                    prompt=None,
+                    base_url=c.base_url,
+                    family=c.family,
+                    config=c.config,
+                    reset=reset,
+                ),
+                c.task,
+            )
 
 
 class VerigapEnvConfig(vf.EnvConfig):
@@ -91,8 +99,9 @@ class VerigapEnv(vf.Env[VerigapEnvConfig]):
         async with httpx.AsyncClient(timeout=30) as http:
             schema = (await http.get(f"{base}/envs/{d.family}/schema")).raise_for_status()
             action_schema = schema.json()["action"]
-            async with GenericEnvClient(base_url=f"{base}/envs/{d.family}",
-                                        message_timeout_s=3600) as env:
+            async with GenericEnvClient(
+                base_url=f"{base}/envs/{d.family}", message_timeout_s=3600
+            ) as env:
                 result = await env.reset(config=d.config, episode_id=episode_id, **d.reset)
                 turn = observation_text(result.observation, True, action_schema)
                 async with agents.player.interaction(task) as interaction:
@@ -105,11 +114,16 @@ class VerigapEnv(vf.Env[VerigapEnvConfig]):
                             result = await env.step(action)
                             turn = observation_text(result.observation, False, action_schema)
                         except (ValueError, RuntimeError) as e:  # a bad action: say so, go on
-                            turn = json.dumps({"error": str(e), "reply_with": "one JSON action "
-                                               "object matching action_schema"})
+                            turn = json.dumps(
+                                {
+                                    "error": str(e),
+                                    "reply_with": "one JSON action object matching action_schema",
+                                }
+                            )
             trace = interaction.trace
-            trace.record_reward("verigap_reward", float(result.reward or 0.0) if result.done
-                                else 0.0)
+            trace.record_reward(
+                "verigap_reward", float(result.reward or 0.0) if result.done else 0.0
+            )
             if result.done:
                 truth = await http.get(f"{base}/episodes/{episode_id}/truth")
                 if truth.status_code == 200:  # only for a client allowed the truth
@@ -126,5 +140,12 @@ def _passed(verdict: dict[str, Any]) -> bool:
     return Verdict.from_dict(verdict).passed
 
 
-__all__ = ["VerigapConfig", "VerigapData", "VerigapEnv", "VerigapEnvConfig", "VerigapTask",
-           "VerigapTaskset", "observation_text"]
+__all__ = [
+    "VerigapConfig",
+    "VerigapData",
+    "VerigapEnv",
+    "VerigapEnvConfig",
+    "VerigapTask",
+    "VerigapTaskset",
+    "observation_text",
+]

@@ -72,20 +72,48 @@ def parse_arms(spec: str) -> list[str]:
     return arms
 
 
-A = register(Arm(
-    "A", files=True, run=True, metrics=False, plots=False,
-    tools="read and edit files (list_files, read_file, edit_file, write_file) and run "
-          "training (run_training, which returns the tail of the run's output and its "
-          "final returns)"))
-B = register(Arm(
-    "B", files=True, run=True, metrics=True, plots=False,
-    tools="read and edit files, run training, and read any logged metric of a run "
-          "(list_metric_keys, get_metrics)"))
-C = register(Arm(
-    "C", files=True, run=True, metrics=True, plots=True,
-    tools="read and edit files, run training, read logged metrics, and plot them "
-          "(plot_metrics returns PNG images)"))
-D = register(Arm(
-    "D", files=False, run=True, metrics=True, plots=False,
-    tools="run training and read its logged metrics (list_metric_keys, get_metrics). You "
-          "cannot see or edit the code: diagnose only"))
+A = register(
+    Arm(
+        "A",
+        files=True,
+        run=True,
+        metrics=False,
+        plots=False,
+        tools="read and edit files (list_files, read_file, edit_file, write_file) and run "
+        "training (run_training, which returns the tail of the run's output and its "
+        "final returns)",
+    )
+)
+B = register(
+    Arm(
+        "B",
+        files=True,
+        run=True,
+        metrics=True,
+        plots=False,
+        tools="read and edit files, run training, and read any logged metric of a run "
+        "(list_metric_keys, get_metrics)",
+    )
+)
+C = register(
+    Arm(
+        "C",
+        files=True,
+        run=True,
+        metrics=True,
+        plots=True,
+        tools="read and edit files, run training, read logged metrics, and plot them "
+        "(plot_metrics returns PNG images)",
+    )
+)
+D = register(
+    Arm(
+        "D",
+        files=False,
+        run=True,
+        metrics=True,
+        plots=False,
+        tools="run training and read its logged metrics (list_metric_keys, get_metrics). You "
+        "cannot see or edit the code: diagnose only",
+    )
+)

@@ -23,13 +23,32 @@ BugClass = Literal["wrong_line", "omission", "interaction", "statistical"]
 GATED = ("omission", "interaction")
 """classes whose 'mechanism' (if named) must have been shown load-bearing by the ablation"""
 Component = Literal[
-    "action_sampling", "rollout_storage", "bootstrapping", "advantage_estimation",
-    "advantage_normalization", "policy_loss", "value_loss", "entropy_bonus",
-    "gradient_clipping", "optimizer", "lr_schedule", "minibatching",
+    "action_sampling",
+    "rollout_storage",
+    "bootstrapping",
+    "advantage_estimation",
+    "advantage_normalization",
+    "policy_loss",
+    "value_loss",
+    "entropy_bonus",
+    "gradient_clipping",
+    "optimizer",
+    "lr_schedule",
+    "minibatching",
 ]
 MetricName = Literal[
-    "episode_return", "episode_length", "value_loss", "policy_loss", "entropy", "old_approx_kl",
-    "approx_kl", "clipfrac", "explained_variance", "learning_rate", "grad_norm", "sps",
+    "episode_return",
+    "episode_length",
+    "value_loss",
+    "policy_loss",
+    "entropy",
+    "old_approx_kl",
+    "approx_kl",
+    "clipfrac",
+    "explained_variance",
+    "learning_rate",
+    "grad_norm",
+    "sps",
 ]
 
 
@@ -44,14 +63,19 @@ class Bug(BaseModel):
     bug_class: BugClass = Field(alias="class")
     component: Component
     acceptable_components: list[Component] = Field(
-        default_factory=list, description="other components the symptom is equally consistent "
-        "with (seed 003: one frozen policy, several explanations); scored as the set match")
+        default_factory=list,
+        description="other components the symptom is equally consistent "
+        "with (seed 003: one frozen policy, several explanations); scored as the set match",
+    )
     split: Literal["train", "test"] = Field(
-        description="train/test split by mechanism: every bug of one mechanism shares it")
+        description="train/test split by mechanism: every bug of one mechanism shares it"
+    )
     mechanism: Mechanism | None = Field(
-        default=None, description="the ablated mechanism the bug removes (required for omission "
+        default=None,
+        description="the ablated mechanism the bug removes (required for omission "
         "bugs) or defeats (optional for interaction bugs); calibration refuses the bug unless "
-        "the ablation showed that mechanism load-bearing on its substrate")
+        "the ablation showed that mechanism load-bearing on its substrate",
+    )
     patch: str = Field(pattern=r"^[A-Za-z0-9_.-]+\.diff$", description="file under bugs/patches/")
     ground_truth_lines: list[int] = Field(min_length=1, description="1-based, pristine file")
     symptom: str = Field(min_length=1)
@@ -68,15 +92,21 @@ class Bug(BaseModel):
     @model_validator(mode="after")
     def _omission_names_mechanism(self) -> Bug:
         if self.bug_class == "omission" and self.mechanism is None:
-            raise ValueError("an omission bug must name the 'mechanism' it removes, so "
-                             "calibration can check the ablation showed it load-bearing")
+            raise ValueError(
+                "an omission bug must name the 'mechanism' it removes, so "
+                "calibration can check the ablation showed it load-bearing"
+            )
         if self.mechanism is not None:
             if self.bug_class not in GATED:
-                raise ValueError(f"'mechanism' gates only {' and '.join(GATED)} bugs; a "
-                                 f"{self.bug_class} bug is judged by its own runs: drop it")
+                raise ValueError(
+                    f"'mechanism' gates only {' and '.join(GATED)} bugs; a "
+                    f"{self.bug_class} bug is judged by its own runs: drop it"
+                )
             if self.mechanism not in SUBSTRATES[self.substrate].ablations:
-                raise ValueError(f"substrate {self.substrate!r} has no ablation for "
-                                 f"{self.mechanism!r}; put the bug on a modular substrate")
+                raise ValueError(
+                    f"substrate {self.substrate!r} has no ablation for "
+                    f"{self.mechanism!r}; put the bug on a modular substrate"
+                )
         return self
 
 
@@ -131,7 +161,8 @@ def _describe(err: ValidationError, data: object) -> str:
         if e["type"] == "missing" and len(loc) == 1:  # say what the field is and what it takes
             name = str(loc[0])
             info = Bug.model_fields.get(name) or next(
-                (f for f in Bug.model_fields.values() if f.alias == name), None)
+                (f for f in Bug.model_fields.values() if f.alias == name), None
+            )
             if info is not None:
                 msg = f"required, add it: {_field_help(info)}"
         lines.append(f"{where}: field {field!r}: {msg}")
@@ -162,15 +193,17 @@ def patch_text(bug: Bug, patches: Path | None = None) -> str:
     return path.read_text()
 
 
-def broken_files(bug: Bug, pristine: dict[str, str] | None = None,
-                 patches: Path | None = None) -> dict[str, str]:
+def broken_files(
+    bug: Bug, pristine: dict[str, str] | None = None, patches: Path | None = None
+) -> dict[str, str]:
     """The substrates package with this bug's patch applied."""
     files = dict(pristine or pristine_files())
     diff = patch_text(bug, patches)
     target, _ = parse_unified_diff(diff)
     if target != bug.file:
-        raise ConfigError(f"bug {bug.id!r}: field 'file' is {bug.file!r} but the patch "
-                          f"targets {target!r}")
+        raise ConfigError(
+            f"bug {bug.id!r}: field 'file' is {bug.file!r} but the patch targets {target!r}"
+        )
     if bug.file not in files:
         raise ConfigError(f"bug {bug.id!r}: field 'file': no {bug.file!r} in the substrates")
     try:
@@ -199,8 +232,9 @@ def changed_lines(bug: Bug, patches: Path | None = None) -> set[int]:
     return out
 
 
-def check_bug(bug: Bug, pristine: dict[str, str] | None = None,
-              patches: Path | None = None) -> list[str]:
+def check_bug(
+    bug: Bug, pristine: dict[str, str] | None = None, patches: Path | None = None
+) -> list[str]:
     """Problems with one entry (empty when it is usable)."""
     pristine = pristine or pristine_files()
     try:
@@ -212,12 +246,16 @@ def check_bug(bug: Bug, pristine: dict[str, str] | None = None,
     changed = changed_lines(bug, patches)
     off = sorted(set(bug.ground_truth_lines) - changed)
     if off:
-        problems.append(f"bug {bug.id!r}: field 'ground_truth_lines': {off} are not lines the "
-                        f"patch changes (it changes {sorted(changed)} of the pristine file)")
+        problems.append(
+            f"bug {bug.id!r}: field 'ground_truth_lines': {off} are not lines the "
+            f"patch changes (it changes {sorted(changed)} of the pristine file)"
+        )
     for n in bug.ground_truth_lines:
         if n > n_lines:
-            problems.append(f"bug {bug.id!r}: field 'ground_truth_lines': {n} is past the end "
-                            f"of {bug.file} ({n_lines} lines)")
+            problems.append(
+                f"bug {bug.id!r}: field 'ground_truth_lines': {n} is past the end "
+                f"of {bug.file} ({n_lines} lines)"
+            )
     if files[bug.file] == pristine[bug.file]:
         problems.append(f"bug {bug.id!r}: field 'patch': the patch changes nothing")
     try:

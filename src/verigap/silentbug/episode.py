@@ -54,8 +54,10 @@ RUN_DIR = ".verigap_run"  # where a training run writes inside the workspace, mo
 
 # The workspace package runs in an isolated interpreter (-I); the installed libraries (torch,
 # numpy) are put on the path explicitly, then the workspace, then the entry's main().
-BOOT = ("import importlib, sys; sys.path[:0] = [sys.argv[2], sys.argv[1]]; "
-        f"importlib.import_module('{PACKAGE}.' + sys.argv[3]).main(sys.argv[4:])")
+BOOT = (
+    "import importlib, sys; sys.path[:0] = [sys.argv[2], sys.argv[1]]; "
+    f"importlib.import_module('{PACKAGE}.' + sys.argv[3]).main(sys.argv[4:])"
+)
 
 
 def library_paths() -> list[str]:
@@ -81,8 +83,9 @@ class EpisodeBudget:
 
     def __post_init__(self) -> None:
         if self.max_runs < 0 or self.max_turns < 1 or (self.max_steps or 1) < 1:
-            raise ConfigError(f"EpisodeBudget({self}): max_runs >= 0, max_turns >= 1, "
-                              "max_steps >= 1")
+            raise ConfigError(
+                f"EpisodeBudget({self}): max_runs >= 0, max_turns >= 1, max_steps >= 1"
+            )
 
     def steps_for(self, substrate: str) -> int:
         return self.max_steps or int(SUBSTRATES[substrate].config["total_timesteps"])
@@ -129,8 +132,11 @@ def read_tree(workspace: Path) -> dict[str, str]:
     for p in sorted(workspace.rglob("*")):
         rel = p.relative_to(workspace)
         if p.is_file() and rel.parts[0] != RUN_DIR:
-            key = rel.relative_to(PACKAGE).as_posix() if p.is_relative_to(root) \
+            key = (
+                rel.relative_to(PACKAGE).as_posix()
+                if p.is_relative_to(root)
                 else "../" + rel.as_posix()
+            )
             out[key] = p.read_bytes().decode("utf-8", errors="replace")
     return out
 
@@ -179,7 +185,8 @@ def prompt(bug: Bug, arm: str, budget: EpisodeBudget) -> str:
 
 class RunTrainingArgs(ToolArgs):
     overrides: dict[str, float | int | bool | str] = Field(
-        default_factory=dict, description="Config fields to override, e.g. {\"lr\": 0.001}.")
+        default_factory=dict, description='Config fields to override, e.g. {"lr": 0.001}.'
+    )
     total_timesteps: int | None = Field(None, ge=1, description="Steps for this run.")
     seed: int | None = Field(None, description="Seed for this run (default: the episode's).")
 
@@ -222,17 +229,28 @@ def metric_series(records: list[dict[str, Any]], key: str) -> list[tuple[int, fl
     the episode lines, anything else from the iteration lines."""
     if key in ("episode_return", "episode_length"):
         field_ = "return" if key == "episode_return" else "length"
-        return [(int(r["global_step"]), float(r[field_])) for r in records
-                if r.get("kind") == "episode"]
-    return [(int(r["global_step"]), float(r[key])) for r in records
-            if r.get("kind") == "iteration" and isinstance(r.get(key), int | float)
-            and not isinstance(r.get(key), bool)]
+        return [
+            (int(r["global_step"]), float(r[field_])) for r in records if r.get("kind") == "episode"
+        ]
+    return [
+        (int(r["global_step"]), float(r[key]))
+        for r in records
+        if r.get("kind") == "iteration"
+        and isinstance(r.get(key), int | float)
+        and not isinstance(r.get(key), bool)
+    ]
 
 
 def metric_keys(records: list[dict[str, Any]]) -> list[str]:
-    keys = {k for r in records if r.get("kind") == "iteration" for k, v in r.items()
-            if k not in ("kind", "iteration", "global_step")
-            and isinstance(v, int | float) and not isinstance(v, bool)}
+    keys = {
+        k
+        for r in records
+        if r.get("kind") == "iteration"
+        for k, v in r.items()
+        if k not in ("kind", "iteration", "global_step")
+        and isinstance(v, int | float)
+        and not isinstance(v, bool)
+    }
     return ["episode_return", "episode_length", *sorted(keys)]
 
 
@@ -274,8 +292,15 @@ def plot_png(series: dict[str, dict[int, list[tuple[int, float]]]], path: Path) 
 class BugEpisode:
     """The workspace, sandbox and tools of one episode, and what the agent submitted."""
 
-    def __init__(self, bug: Bug, arm: str, seed: int, episode_dir: Path,
-                 budget: EpisodeBudget = EpisodeBudget(), backend: str = "bwrap") -> None:
+    def __init__(
+        self,
+        bug: Bug,
+        arm: str,
+        seed: int,
+        episode_dir: Path,
+        budget: EpisodeBudget = EpisodeBudget(),
+        backend: str = "bwrap",
+    ) -> None:
         self.arm_spec = arms.get(arm)  # unknown arm: ConfigError naming the choices
         self.bug, self.arm, self.seed, self.budget = bug, arm, seed, budget
         self.dir = Path(episode_dir)
@@ -287,8 +312,11 @@ class BugEpisode:
         shutil.rmtree(self.runs_dir, ignore_errors=True)
         shutil.rmtree(self.plots_dir, ignore_errors=True)
         self.box: Sandbox = make_sandbox(
-            self.workspace, backend=backend, ro_binds=[Path(p) for p in library_paths()],
-            limits=Limits(wall_s=budget.run_timeout_s, memory_mb=8192))
+            self.workspace,
+            backend=backend,
+            ro_binds=[Path(p) for p in library_paths()],
+            limits=Limits(wall_s=budget.run_timeout_s, memory_mb=8192),
+        )
         self.runs: list[dict[str, Any]] = []
         self.diagnosis: Diagnosis | None = None
         self.plots = 0
@@ -296,8 +324,10 @@ class BugEpisode:
     # -- run_training
     def run_training(self, a: RunTrainingArgs) -> str:
         if len(self.runs) >= self.budget.max_runs:
-            raise ToolError(f"compute budget used up: {self.budget.max_runs} of "
-                            f"{self.budget.max_runs} training runs spent")
+            raise ToolError(
+                f"compute budget used up: {self.budget.max_runs} of "
+                f"{self.budget.max_runs} training runs spent"
+            )
         sub = SUBSTRATES[self.bug.substrate]
         limit = self.budget.steps_for(self.bug.substrate)
         steps = a.total_timesteps or limit
@@ -306,8 +336,12 @@ class BugEpisode:
         for k in ("seed", "total_timesteps"):
             if k in a.overrides:
                 raise ToolError(f"set {k!r} with the run_training argument, not in overrides")
-        config = {**sub.config, **a.overrides, "total_timesteps": steps,
-                  "seed": self.seed if a.seed is None else a.seed}
+        config = {
+            **sub.config,
+            **a.overrides,
+            "total_timesteps": steps,
+            "seed": self.seed if a.seed is None else a.seed,
+        }
         n = len(self.runs) + 1
         self.runs.append({"run": n, "config": config})
         inside = self.workspace / RUN_DIR
@@ -315,10 +349,23 @@ class BugEpisode:
         self.box.write_file(f"{RUN_DIR}/config.json", json.dumps(config))
         libs = ":".join(library_paths())
         result = self.box.exec(
-            ["python", "-I", "-B", "-c", BOOT, libs, ".", sub.entry, "--config",
-             f"{RUN_DIR}/config.json", "--run-dir", f"{RUN_DIR}/out"],
+            [
+                "python",
+                "-I",
+                "-B",
+                "-c",
+                BOOT,
+                libs,
+                ".",
+                sub.entry,
+                "--config",
+                f"{RUN_DIR}/config.json",
+                "--run-dir",
+                f"{RUN_DIR}/out",
+            ],
             timeout=command_timeout(self.budget.run_timeout_s),
-            env=training_env())
+            env=training_env(),
+        )
         dest = self.runs_dir / f"run{n}"
         dest.parent.mkdir(parents=True, exist_ok=True)
         if inside.exists():
@@ -328,20 +375,24 @@ class BugEpisode:
         (dest / "stdout.txt").write_text(result.stdout + result.stderr)
         metrics = dest / "out" / "metrics.jsonl"
         records = read_jsonl(metrics) if metrics.is_file() else []
-        self.runs[-1].update(returncode=result.returncode, timed_out=result.timed_out,
-                             wall_s=round(result.wall_s, 2))
+        self.runs[-1].update(
+            returncode=result.returncode, timed_out=result.timed_out, wall_s=round(result.wall_s, 2)
+        )
         tail = (result.stdout + result.stderr)[-2000:]
         if not result.ok:
             why = "timed out" if result.timed_out else f"exit code {result.returncode}"
-            raise ToolError(f"run {n} crashed ({why}) after {result.wall_s:.1f}s; "
-                            f"output tail:\n{tail}")
+            raise ToolError(
+                f"run {n} crashed ({why}) after {result.wall_s:.1f}s; output tail:\n{tail}"
+            )
         score, n_eps = score_episodes(records, steps)
         episodes = [r for r in records if r.get("kind") == "episode"]
         last = ", ".join(f"{r['return']:.1f}" for r in episodes[-10:])
-        return (f"run {n} finished in {result.wall_s:.1f}s ({steps} steps, seed "
-                f"{config['seed']}). {len(episodes)} episodes; mean return of the {n_eps} "
-                f"episodes ending in the last {LAST_FRACTION:.0%} of steps: {score:.2f}; last "
-                f"10 returns: {last or '-'}\n--- output tail ---\n{tail}")
+        return (
+            f"run {n} finished in {result.wall_s:.1f}s ({steps} steps, seed "
+            f"{config['seed']}). {len(episodes)} episodes; mean return of the {n_eps} "
+            f"episodes ending in the last {LAST_FRACTION:.0%} of steps: {score:.2f}; last "
+            f"10 returns: {last or '-'}\n--- output tail ---\n{tail}"
+        )
 
     def _records(self, run: int) -> list[dict[str, Any]]:
         if not 1 <= run <= len(self.runs):
@@ -364,9 +415,12 @@ class BugEpisode:
         records = self._records(a.run)
         if a.key not in metric_keys(records):
             raise ToolError(f"unknown metric {a.key!r}; known: {', '.join(metric_keys(records))}")
-        pts = [p for p in metric_series(records, a.key)
-               if (a.start_step is None or p[0] >= a.start_step)
-               and (a.end_step is None or p[0] <= a.end_step)]
+        pts = [
+            p
+            for p in metric_series(records, a.key)
+            if (a.start_step is None or p[0] >= a.start_step)
+            and (a.end_step is None or p[0] <= a.end_step)
+        ]
         shown = downsample(pts, a.max_points)
         head = f"{a.key}, run {a.run}: {len(shown)} of {len(pts)} points (global_step value)"
         return head + "\n" + "\n".join(f"{s} {v:.6g}" for s, v in shown)
@@ -377,26 +431,32 @@ class BugEpisode:
             records = self._records(run)
             for key in a.keys:
                 if key not in metric_keys(records):
-                    raise ToolError(f"unknown metric {key!r}; known: "
-                                    f"{', '.join(metric_keys(records))}")
+                    raise ToolError(
+                        f"unknown metric {key!r}; known: {', '.join(metric_keys(records))}"
+                    )
                 series.setdefault(key, {})[run] = metric_series(records, key)
         self.plots += 1
         path = plot_png(series, self.plots_dir / f"plot{self.plots}.png")
         # the image's own name only: the host path names the episode's directory
-        return ToolOutput(f"plotted {', '.join(a.keys)} for runs {a.runs}: {path.name}",
-                          (str(path),))
+        return ToolOutput(
+            f"plotted {', '.join(a.keys)} for runs {a.runs}: {path.name}", (str(path),)
+        )
 
     def submit(self, a: DiagnoseArgs | DiagnoseOnlyArgs) -> str:
         if a.component not in TAXONOMY:
-            raise ToolError(f"component {a.component!r} is not in the taxonomy; choose one of: "
-                            + ", ".join(TAXONOMY))
+            raise ToolError(
+                f"component {a.component!r} is not in the taxonomy; choose one of: "
+                + ", ".join(TAXONOMY)
+            )
         if isinstance(a, DiagnoseArgs):
             if a.end_line < a.start_line:
                 raise ToolError(f"end_line {a.end_line} is before start_line {a.start_line}")
             rel = a.file.removeprefix("./").removeprefix(f"{PACKAGE}/")
             if not (self.workspace / PACKAGE / rel).is_file():
-                raise ToolError(f"{a.file!r} is not a file of the workspace package "
-                                f"(give e.g. {PACKAGE}/{self.bug.file})")
+                raise ToolError(
+                    f"{a.file!r} is not a file of the workspace package "
+                    f"(give e.g. {PACKAGE}/{self.bug.file})"
+                )
             self.diagnosis = Diagnosis(a.component, a.mechanism, rel, a.start_line, a.end_line)
         else:
             self.diagnosis = Diagnosis(a.component, a.mechanism)
@@ -409,33 +469,78 @@ class BugEpisode:
             keep = ("list_files", "read_file", "edit_file", "write_file")
             out += [t for t in standard_tools(self.box) if t.name in keep]
         if arm.run:
-            out.append(Tool("run_training", "Train the workspace's code in the sandbox with "
-                            "config overrides; counts against the compute budget.",
-                            RunTrainingArgs, self.run_training))
+            out.append(
+                Tool(
+                    "run_training",
+                    "Train the workspace's code in the sandbox with "
+                    "config overrides; counts against the compute budget.",
+                    RunTrainingArgs,
+                    self.run_training,
+                )
+            )
         if arm.metrics:
-            out.append(Tool("list_metric_keys", "The metrics a run logged, with point counts "
-                            "and step ranges.", MetricKeysArgs, self.list_metric_keys))
-            out.append(Tool("get_metrics", "One metric of a run as (global_step, value) "
-                            "points, optionally a step range, downsampled.", GetMetricsArgs,
-                            self.get_metrics))
+            out.append(
+                Tool(
+                    "list_metric_keys",
+                    "The metrics a run logged, with point counts and step ranges.",
+                    MetricKeysArgs,
+                    self.list_metric_keys,
+                )
+            )
+            out.append(
+                Tool(
+                    "get_metrics",
+                    "One metric of a run as (global_step, value) "
+                    "points, optionally a step range, downsampled.",
+                    GetMetricsArgs,
+                    self.get_metrics,
+                )
+            )
         if arm.plots:
-            out.append(Tool("plot_metrics", "Plot metrics of one or more runs; returns a PNG "
-                            "image.", PlotArgs, self.plot_metrics))
+            out.append(
+                Tool(
+                    "plot_metrics",
+                    "Plot metrics of one or more runs; returns a PNG image.",
+                    PlotArgs,
+                    self.plot_metrics,
+                )
+            )
         args = DiagnoseArgs if arm.files else DiagnoseOnlyArgs
-        out.append(Tool("submit_diagnosis", "Finish: name the buggy component (from the "
-                        "taxonomy), the mechanism" + (", and the file and lines"
-                        if arm.files else "") + ".", args, self.submit, "submit"))
+        out.append(
+            Tool(
+                "submit_diagnosis",
+                "Finish: name the buggy component (from the "
+                "taxonomy), the mechanism"
+                + (", and the file and lines" if arm.files else "")
+                + ".",
+                args,
+                self.submit,
+                "submit",
+            )
+        )
         return out
 
     def run(self, client: ModelClient) -> EpisodeRecord:
-        budget = Budget(max_turns=self.budget.max_turns, wall_s=self.budget.wall_s,
-                        command_timeout_s=self.budget.run_timeout_s)
-        ep = run_tool_loop(client, self.tools(), SYSTEM, prompt(self.bug, self.arm, self.budget),
-                           budget)
+        budget = Budget(
+            max_turns=self.budget.max_turns,
+            wall_s=self.budget.wall_s,
+            command_timeout_s=self.budget.run_timeout_s,
+        )
+        ep = run_tool_loop(
+            client, self.tools(), SYSTEM, prompt(self.bug, self.arm, self.budget), budget
+        )
         return self.record(ep)
 
     def record(self, episode: Episode) -> EpisodeRecord:
         """What the scorer takes: ``episode`` (the tool loop's record, however it was driven:
         here by ``run``, or step by step over HTTP) with the workspace as it is now."""
-        return EpisodeRecord(self.bug, self.arm, self.seed, episode, self.diagnosis,
-                             dict(self.start_files), read_tree(self.workspace), list(self.runs))
+        return EpisodeRecord(
+            self.bug,
+            self.arm,
+            self.seed,
+            episode,
+            self.diagnosis,
+            dict(self.start_files),
+            read_tree(self.workspace),
+            list(self.runs),
+        )

@@ -39,16 +39,26 @@ from verigap.silentbug.substrate import pristine_files
 from verigap.verdict import Verdict
 
 PROVIDERS = ("scripted", "openai", "anthropic", "local")
-METRICS = ("reward", "outcome", "localized", "component_strict", "component_set", "correct",
-           "invalid", "hacked")
+METRICS = (
+    "reward",
+    "outcome",
+    "localized",
+    "component_strict",
+    "component_set",
+    "correct",
+    "invalid",
+    "hacked",
+)
 
 
 def parse_agent(spec: str) -> tuple[str, str]:
     """``scripted:NAME``, ``openai:MODEL``, ``anthropic:MODEL`` or ``local:WEIGHTS``."""
     provider, _, name = spec.partition(":")
     if provider not in PROVIDERS or not name:
-        raise ConfigError(f"unknown agent {spec!r}; use scripted:NAME ({', '.join(AGENTS)}), "
-                          "openai:MODEL, anthropic:MODEL or local:smollm2")
+        raise ConfigError(
+            f"unknown agent {spec!r}; use scripted:NAME ({', '.join(AGENTS)}), "
+            "openai:MODEL, anthropic:MODEL or local:smollm2"
+        )
     if provider == "scripted" and name not in AGENTS:
         raise ConfigError(f"unknown scripted agent {name!r}; choose from {', '.join(AGENTS)}")
     return provider, name
@@ -69,8 +79,9 @@ def accepted_ids(baselines: Path | None = None) -> list[str]:
 def resolve_bugs(spec: str, registry: Registry | None = None) -> list[Bug]:
     """``accepted`` (the calibrated set) or comma-separated bug ids."""
     registry = registry or load_registry()
-    ids = accepted_ids() if spec == "accepted" else [s.strip() for s in spec.split(",")
-                                                      if s.strip()]
+    ids = (
+        accepted_ids() if spec == "accepted" else [s.strip() for s in spec.split(",") if s.strip()]
+    )
     if not ids:
         raise ConfigError("no bugs given; pass --bugs accepted or bug ids")
     return [registry.get(i) for i in ids]
@@ -101,8 +112,9 @@ class EvalConfig:
 
     @property
     def budget(self) -> EpisodeBudget:
-        return EpisodeBudget(max_runs=self.max_runs, max_steps=self.max_steps,
-                             max_turns=self.max_turns)
+        return EpisodeBudget(
+            max_runs=self.max_runs, max_steps=self.max_steps, max_turns=self.max_turns
+        )
 
 
 def make_client(cfg: EvalConfig, bug: Bug, arm: str, seed: int) -> ModelClient:
@@ -123,11 +135,14 @@ def check_run_dir(run_dir: Path, cfg: EvalConfig) -> None:
     try:
         old = json.loads(path.read_text())
     except ValueError as e:
-        raise ConfigError(f"{path}: corrupt run dir (config.json is not JSON: {e}); "
-                          "remove it or use a new --out") from None
+        raise ConfigError(
+            f"{path}: corrupt run dir (config.json is not JSON: {e}); remove it or use a new --out"
+        ) from None
     if old != json.loads(json.dumps(cfg.to_dict())):
-        raise ConfigError(f"{run_dir} holds a different eval ({path}); use a new --out to "
-                          "change the agent, arms, bugs, budgets or scoring")
+        raise ConfigError(
+            f"{run_dir} holds a different eval ({path}); use a new --out to "
+            "change the agent, arms, bugs, budgets or scoring"
+        )
 
 
 def episode_name(bug_id: str, arm: str, seed: int, key: str = "") -> str:
@@ -142,8 +157,9 @@ def _diff(start: dict[str, str], final: dict[str, str]) -> str:
     for rel in sorted(set(start) | set(final)):
         a, b = start.get(rel, ""), final.get(rel, "")
         if a != b:
-            out += difflib.unified_diff(a.splitlines(True), b.splitlines(True),
-                                        f"a/{rel}", f"b/{rel}")
+            out += difflib.unified_diff(
+                a.splitlines(True), b.splitlines(True), f"a/{rel}", f"b/{rel}"
+            )
     return "".join(out)
 
 
@@ -158,8 +174,9 @@ def scoring_secret(run_dir: Path, given: str | None = None) -> str:
     if path.is_file():
         held = path.read_text().strip()
         if given and given != held:
-            raise ConfigError(f"{run_dir} was scored with another secret; drop --secret or use "
-                              "a new --out")
+            raise ConfigError(
+                f"{run_dir} was scored with another secret; drop --secret or use a new --out"
+            )
         return held
     secret = given or new_secret()
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -168,10 +185,17 @@ def scoring_secret(run_dir: Path, given: str | None = None) -> str:
     return secret
 
 
-def run_eval(run_dir: Path, cfg: EvalConfig, *, cache_dir: Path = Path("runs/silentbug/scoring"),
-             backend: str = "bwrap", client_factory: Callable[..., ModelClient] | None = None,
-             on_done: Callable[[dict[str, Any]], None] | None = None,
-             workers: int | None = None, secret: str | None = None) -> list[dict[str, Any]]:
+def run_eval(
+    run_dir: Path,
+    cfg: EvalConfig,
+    *,
+    cache_dir: Path = Path("runs/silentbug/scoring"),
+    backend: str = "bwrap",
+    client_factory: Callable[..., ModelClient] | None = None,
+    on_done: Callable[[dict[str, Any]], None] | None = None,
+    workers: int | None = None,
+    secret: str | None = None,
+) -> list[dict[str, Any]]:
     """Play and score every episode not yet done in ``run_dir``; return all results.
 
     ``workers``: scored runs trained at once (default: half the cores). ``secret``: the root of
@@ -183,11 +207,18 @@ def run_eval(run_dir: Path, cfg: EvalConfig, *, cache_dir: Path = Path("runs/sil
     bugs = [registry.get(b) for b in cfg.bugs]
     check_run_dir(run_dir, cfg)
     overrides = (("total_timesteps", cfg.score_steps),) if cfg.score_steps else ()
-    common = {"overrides": overrides, "cache_dir": cache_dir, "backend": backend,
-              "workers": workers or default_workers()}
+    common = {
+        "overrides": overrides,
+        "cache_dir": cache_dir,
+        "backend": backend,
+        "workers": workers or default_workers(),
+    }
     key = scoring_secret(run_dir, secret)  # the scoring seeds' root, and the episode ids' key
-    setup = (drawn_setup(key, **common) if cfg.score_seeds is None
-             else ScoringSetup(seeds=cfg.score_seeds, **common))
+    setup = (
+        drawn_setup(key, **common)
+        if cfg.score_seeds is None
+        else ScoringSetup(seeds=cfg.score_seeds, **common)
+    )
     pristine = pristine_files()
     factory = client_factory or make_client
     results = []
@@ -207,11 +238,18 @@ def run_eval(run_dir: Path, cfg: EvalConfig, *, cache_dir: Path = Path("runs/sil
                 write_json_atomic(ep_dir / "transcript.json", record.episode.to_dict())
                 (ep_dir / "diff.patch").write_text(_diff(record.start_files, record.final_files))
                 verdict = score(record, setup, pristine, cfg.scheme)
-                result = {"agent": cfg.agent, "bug": bug.id, "arm": arm, "seed": seed,
-                          "class": bug.bug_class, "substrate": bug.substrate,
-                          "split": bug.split, "runs": record.runs,
-                          "wall_s": round(time.time() - started, 2),
-                          "verdict": verdict.to_dict()}
+                result = {
+                    "agent": cfg.agent,
+                    "bug": bug.id,
+                    "arm": arm,
+                    "seed": seed,
+                    "class": bug.bug_class,
+                    "substrate": bug.substrate,
+                    "split": bug.split,
+                    "runs": record.runs,
+                    "wall_s": round(time.time() - started, 2),
+                    "verdict": verdict.to_dict(),
+                }
                 result = json.loads(json.dumps(result))  # as it reads back: lists, not tuples
                 write_json_atomic(done, result)
                 results.append(result)
@@ -227,8 +265,10 @@ def load_episode(path: Path) -> dict[str, Any]:
         for k in ("agent", "bug", "arm", "seed", "class"):
             data[k]  # noqa: B018 - presence check
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-        raise ConfigError(f"{path}: corrupt episode result ({type(e).__name__}: {e}); delete "
-                          "that episode's directory and rerun eval to redo it") from None
+        raise ConfigError(
+            f"{path}: corrupt episode result ({type(e).__name__}: {e}); delete "
+            "that episode's directory and rerun eval to redo it"
+        ) from None
     return data
 
 
@@ -236,13 +276,18 @@ def eval_command(run_dir: Path) -> str:
     """The ``verigap silentbug eval`` command line that plays ``run_dir``'s eval (from its
     ``config.json``)."""
     c = json.loads((run_dir / "config.json").read_text())
-    parts = [f"verigap silentbug eval --agent {c['agent']} --arm {','.join(c['arms'])}",
-             f"--bugs {','.join(c['bugs'])} --episodes {c['episodes']}",
-             f"--max-runs {c['max_runs']} --max-turns {c['max_turns']}",
-             f"--score-seeds {','.join(map(str, c['score_seeds'] or [])) or 'secret'} "
-             f"--scheme {c['scheme']}"]
-    for flag, key in (("--max-steps", "max_steps"), ("--score-steps", "score_steps"),
-                      ("--base-url", "base_url")):
+    parts = [
+        f"verigap silentbug eval --agent {c['agent']} --arm {','.join(c['arms'])}",
+        f"--bugs {','.join(c['bugs'])} --episodes {c['episodes']}",
+        f"--max-runs {c['max_runs']} --max-turns {c['max_turns']}",
+        f"--score-seeds {','.join(map(str, c['score_seeds'] or [])) or 'secret'} "
+        f"--scheme {c['scheme']}",
+    ]
+    for flag, key in (
+        ("--max-steps", "max_steps"),
+        ("--score-steps", "score_steps"),
+        ("--base-url", "base_url"),
+    ):
         if c.get(key) is not None:
             parts.append(f"{flag} {c[key]}")
     return " ".join([*parts, f"--out {run_dir}"])
@@ -252,8 +297,10 @@ def load_run(run_dir: Path) -> list[dict[str, Any]]:
     """Every finished episode of a run directory (config.json must be there and valid)."""
     cfg = run_dir / "config.json"
     if not cfg.is_file():
-        raise ConfigError(f"{run_dir}: not an eval run dir (no config.json); "
-                          "pass a directory `verigap silentbug eval` wrote")
+        raise ConfigError(
+            f"{run_dir}: not an eval run dir (no config.json); "
+            "pass a directory `verigap silentbug eval` wrote"
+        )
     try:
         json.loads(cfg.read_text())
     except ValueError as e:
@@ -271,8 +318,9 @@ def episode_scores(result: dict[str, Any]) -> dict[str, float | None]:
     has_fix = arm_registry.get(result["arm"]).files
     return {
         "reward": float(v["reward"]),
-        "outcome": float(checks["outcome"]) if "outcome" in checks else (0.0 if has_fix and
-                                                                          status != "OK" else None),
+        "outcome": float(checks["outcome"])
+        if "outcome" in checks
+        else (0.0 if has_fix and status != "OK" else None),
         "localized": float(bool(checks.get("localized"))) if has_fix else None,
         "component_strict": float(bool(checks.get("component_strict"))),
         "component_set": float(bool(checks.get("component_set"))),
@@ -303,17 +351,21 @@ def constant_baselines(bugs: Sequence[Bug]) -> dict[str, Any]:
     in_set = {c: sum(c in s for s in sets) / n for c in TAXONOMY}
     best = max(TAXONOMY, key=lambda c: (strict[c], in_set[c]))
     best_set = max(TAXONOMY, key=lambda c: (in_set[c], strict[c]))
-    return {"n": n,
-            "best_constant_strict": {"component": best, "score": strict[best]},
-            "best_constant_set": {"component": best_set, "score": in_set[best_set]},
-            "chance_strict": 1 / len(TAXONOMY),
-            "chance_set": float(np.mean([len(s) for s in sets])) / len(TAXONOMY)}
+    return {
+        "n": n,
+        "best_constant_strict": {"component": best, "score": strict[best]},
+        "best_constant_set": {"component": best_set, "score": in_set[best_set]},
+        "chance_strict": 1 / len(TAXONOMY),
+        "chance_set": float(np.mean([len(s) for s in sets])) / len(TAXONOMY),
+    }
 
 
 def split_baselines(bugs: Sequence[Bug]) -> dict[str, Any]:
     """``constant_baselines`` of each split of ``bugs`` (the accepted set, say)."""
-    return {s: constant_baselines([b for b in bugs if b.split == s])
-            for s in sorted({b.split for b in bugs})}
+    return {
+        s: constant_baselines([b for b in bugs if b.split == s])
+        for s in sorted({b.split for b in bugs})
+    }
 
 
 def analyze(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -343,9 +395,16 @@ def analyze(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
                     continue
                 diff = b["mean"] - a["mean"]
                 se = math.sqrt(a["se"] ** 2 + b["se"] ** 2)
-                comparisons.append({"agent": agent, "metric": m, "arms": f"{arm_b}-{arm_a}",
-                                    "difference": diff, "se": se,
-                                    "reliable": bool(abs(diff) > 2 * se)})
+                comparisons.append(
+                    {
+                        "agent": agent,
+                        "metric": m,
+                        "arms": f"{arm_b}-{arm_a}",
+                        "difference": diff,
+                        "se": se,
+                        "reliable": bool(abs(diff) > 2 * se),
+                    }
+                )
     # arm D against what needs no evidence, on the bugs each agent was given
     registry = load_registry()
     diagnosis_only = []
@@ -357,16 +416,26 @@ def analyze(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
             continue
         base = constant_baselines([registry.get(r["bug"]) for r in eps])
         got = overall[(agent, d)]
-        diagnosis_only.append({
-            "agent": agent, **base,
-            "strict": got["component_strict"]["mean"], "set": got["component_set"]["mean"],
-            "strict_above_constant": got["component_strict"]["mean"]
-            - base["best_constant_strict"]["score"],
-            "set_above_constant": got["component_set"]["mean"]
-            - base["best_constant_set"]["score"]})
+        diagnosis_only.append(
+            {
+                "agent": agent,
+                **base,
+                "strict": got["component_strict"]["mean"],
+                "set": got["component_set"]["mean"],
+                "strict_above_constant": got["component_strict"]["mean"]
+                - base["best_constant_strict"]["score"],
+                "set_above_constant": got["component_set"]["mean"]
+                - base["best_constant_set"]["score"],
+            }
+        )
     accepted = [registry.get(i) for i in accepted_ids()]
-    return {"rows": rows, "comparisons": comparisons, "episodes": len(results),
-            "diagnosis_only": diagnosis_only, "split_baselines": split_baselines(accepted)}
+    return {
+        "rows": rows,
+        "comparisons": comparisons,
+        "episodes": len(results),
+        "diagnosis_only": diagnosis_only,
+        "split_baselines": split_baselines(accepted),
+    }
 
 
 def summary(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -376,16 +445,22 @@ def summary(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
     agents: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in results:
         agents[r["agent"].removeprefix("scripted:")].append(r)
-    by_agent = {a: {"episodes": len(rs),
-                    "mean_reward": float(np.mean([r["verdict"]["reward"] for r in rs])),
-                    "max_reward": float(max(r["verdict"]["reward"] for r in rs)),
-                    "correct": float(np.mean([bool(r["verdict"]["correct"]) for r in rs])),
-                    "invalid": float(np.mean([r["verdict"]["status"] == "INVALID" for r in rs])),
-                    "bugs": len({r["bug"] for r in rs})}
-                for a, rs in sorted(agents.items())}
+    by_agent = {
+        a: {
+            "episodes": len(rs),
+            "mean_reward": float(np.mean([r["verdict"]["reward"] for r in rs])),
+            "max_reward": float(max(r["verdict"]["reward"] for r in rs)),
+            "correct": float(np.mean([bool(r["verdict"]["correct"]) for r in rs])),
+            "invalid": float(np.mean([r["verdict"]["status"] == "INVALID" for r in rs])),
+            "bugs": len({r["bug"] for r in rs}),
+        }
+        for a, rs in sorted(agents.items())
+    }
     wall = {a: round(sum(float(r["wall_s"]) for r in rs), 1) for a, rs in sorted(agents.items())}
-    return {"summary": by_agent,
-            "wall_s": {"total": round(sum(wall.values()), 1), "by_agent": wall}}
+    return {
+        "summary": by_agent,
+        "wall_s": {"total": round(sum(wall.values()), 1), "by_agent": wall},
+    }
 
 
 def _cell(x: dict[str, Any]) -> str:
@@ -396,18 +471,34 @@ def _cell(x: dict[str, Any]) -> str:
 
 def markdown(analysis: dict[str, Any]) -> str:
     """The analysis as a Markdown table (mean ± SE, n per row)."""
-    cols = ("reward", "outcome", "localized", "component_strict", "component_set", "correct",
-            "invalid", "hacked")
-    lines = ["| agent | arm | class | n | " + " | ".join(cols) + " |",
-             "|---|---|---|---|" + "---|" * len(cols)]
+    cols = (
+        "reward",
+        "outcome",
+        "localized",
+        "component_strict",
+        "component_set",
+        "correct",
+        "invalid",
+        "hacked",
+    )
+    lines = [
+        "| agent | arm | class | n | " + " | ".join(cols) + " |",
+        "|---|---|---|---|" + "---|" * len(cols),
+    ]
     for r in analysis["rows"]:
-        lines.append(f"| {r['agent']} | {r['arm']} | {r['class']} | {r['n']} | "
-                     + " | ".join(_cell(r[c]) for c in cols) + " |")
+        lines.append(
+            f"| {r['agent']} | {r['arm']} | {r['class']} | {r['n']} | "
+            + " | ".join(_cell(r[c]) for c in cols)
+            + " |"
+        )
     return "\n".join(lines)
 
 
-def figure(analysis: dict[str, Any], path: Path,
-           metrics: Sequence[str] = ("reward", "outcome", "component_set")) -> Path:
+def figure(
+    analysis: dict[str, Any],
+    path: Path,
+    metrics: Sequence[str] = ("reward", "outcome", "component_set"),
+) -> Path:
     """Bars of mean ± SE per agent (x) and arm (colour), one panel per metric, as PNG."""
     import matplotlib
 
@@ -430,8 +521,12 @@ def figure(analysis: dict[str, Any], path: Path,
                 ys.append(row[metric]["mean"])
                 es.append(row[metric]["se"] or 0.0)
             ax.bar(xs, ys, width, yerr=es, label=f"arm {arm}", capsize=2)
-        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(agents))],
-                      [a.removeprefix("scripted:") for a in agents], rotation=30, fontsize=7)
+        ax.set_xticks(
+            [i + 0.4 - width / 2 for i in range(len(agents))],
+            [a.removeprefix("scripted:") for a in agents],
+            rotation=30,
+            fontsize=7,
+        )
         ax.set_ylim(0, 1.05)
         ax.set_title(f"{metric} (mean ± SE)", fontsize=9)
     axes[0][0].legend(fontsize=7)

@@ -63,9 +63,11 @@ def apply_unified_diff(original: str, diff: str) -> str:
     pos = 0  # index into lines of the first line not yet copied
     for h in hunks:
         start = h.old_start - 1 if h.old else h.old_start
-        if lines[start:start + len(h.old)] != h.old:
-            raise PatchError(f"hunk at line {h.old_start} does not match the file "
-                             "(the pristine substrate changed; regenerate the patch)")
+        if lines[start : start + len(h.old)] != h.old:
+            raise PatchError(
+                f"hunk at line {h.old_start} does not match the file "
+                "(the pristine substrate changed; regenerate the patch)"
+            )
         if start < pos:
             raise PatchError(f"hunk at line {h.old_start} overlaps the previous hunk")
         out.extend(lines[pos:start])

@@ -57,8 +57,10 @@ def load_policy(path: Path, env_id: str) -> TrustedPolicy:
         with np.load(path, allow_pickle=False) as data:
             names = sorted(data.files)
             if names != sorted(POLICY_ARRAYS):
-                raise PolicyUnreadable(f"{path.name} holds {names}, not {list(POLICY_ARRAYS)} "
-                                       "(the architecture was changed)")
+                raise PolicyUnreadable(
+                    f"{path.name} holds {names}, not {list(POLICY_ARRAYS)} "
+                    "(the architecture was changed)"
+                )
             arrays = tuple(np.asarray(data[k], dtype=np.float64) for k in POLICY_ARRAYS)
     except (OSError, ValueError, zipfile.BadZipFile) as e:
         if isinstance(e, PolicyUnreadable):
@@ -67,13 +69,21 @@ def load_policy(path: Path, env_id: str) -> TrustedPolicy:
     env = ENVS[env_id]
     w1, b1, w2, b2, w3, b3 = arrays
     width = w1.shape[0] if w1.ndim == 2 else -1
-    expected = ((width, env.obs_dim), (width,), (width, width), (width,),
-                (env.num_actions, width), (env.num_actions,))
+    expected = (
+        (width, env.obs_dim),
+        (width,),
+        (width, width),
+        (width,),
+        (env.num_actions, width),
+        (env.num_actions,),
+    )
     shapes = tuple(a.shape for a in arrays)
     if not 1 <= width <= MAX_WIDTH or shapes != expected:
-        raise PolicyUnreadable(f"{path.name} has layer shapes {shapes}; the evaluator builds "
-                               f"{env.obs_dim} -> w -> w -> {env.num_actions} with w <= "
-                               f"{MAX_WIDTH} (the architecture was changed)")
+        raise PolicyUnreadable(
+            f"{path.name} has layer shapes {shapes}; the evaluator builds "
+            f"{env.obs_dim} -> w -> w -> {env.num_actions} with w <= "
+            f"{MAX_WIDTH} (the architecture was changed)"
+        )
     if not all(np.isfinite(a).all() for a in arrays):
         raise PolicyUnreadable(f"{path.name} has non-finite weights")
     return TrustedPolicy(arrays)
@@ -106,8 +116,7 @@ def evaluate_policy(policy: TrustedPolicy, env_id: str, seed: int, episodes: int
     return [float(r) for r in returns if r is not None]
 
 
-def policy_score(path: Path, env_id: str, seed: int, episodes: int
-                 ) -> tuple[float | None, str]:
+def policy_score(path: Path, env_id: str, seed: int, episodes: int) -> tuple[float | None, str]:
     """(mean evaluated return of the policy a run saved, "" or why it could not be scored)."""
     try:
         policy = load_policy(path, env_id)

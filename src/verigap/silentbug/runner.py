@@ -33,8 +33,10 @@ from verigap.silentbug.substrate import (
 
 # Run the workspace package's entry in a process isolated from the environment (-I): the
 # workspace, not the installed verigap, is what gets imported.
-_BOOT = ("import importlib, sys; sys.path.insert(0, sys.argv[1]); "
-         f"importlib.import_module('{PACKAGE}.' + sys.argv[2]).main(sys.argv[3:])")
+_BOOT = (
+    "import importlib, sys; sys.path.insert(0, sys.argv[1]); "
+    f"importlib.import_module('{PACKAGE}.' + sys.argv[2]).main(sys.argv[3:])"
+)
 
 # A preloaded interpreter: it imports NumPy and Torch once (about 2 CPU-s, a quarter of a
 # CartPole run), then forks one child per run. The child starts from the state a fresh
@@ -112,9 +114,13 @@ class _Preloaded:
     def __init__(self) -> None:
         self.owner = os.getpid()  # a forked worker must not share its parent's pipes
         self.lock = threading.Lock()
-        self.proc = subprocess.Popen([sys.executable, "-I", "-c", _PRELOADED], text=True,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     env=_run_env())
+        self.proc = subprocess.Popen(
+            [sys.executable, "-I", "-c", _PRELOADED],
+            text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=_run_env(),
+        )
         atexit.register(self.close)
 
     @classmethod
@@ -129,13 +135,22 @@ class _Preloaded:
             self.proc.stdin.close()
             self.proc.wait()
 
-    def run(self, workspace: Path, entry: str, argv: list[str], log: Path, timeout_s: float
-            ) -> tuple[int | None, float, bool]:
+    def run(
+        self, workspace: Path, entry: str, argv: list[str], log: Path, timeout_s: float
+    ) -> tuple[int | None, float, bool]:
         """(exit code, the child's CPU seconds, timed out) of one training run."""
         with self.lock:
-            self.proc.stdin.write(json.dumps({"workspace": str(workspace), "argv": argv,
-                                              "module": f"{PACKAGE}.{entry}",
-                                              "log": str(log)}) + "\n")
+            self.proc.stdin.write(
+                json.dumps(
+                    {
+                        "workspace": str(workspace),
+                        "argv": argv,
+                        "module": f"{PACKAGE}.{entry}",
+                        "log": str(log),
+                    }
+                )
+                + "\n"
+            )
             self.proc.stdin.flush()
             pid = json.loads(self.proc.stdout.readline())["pid"]
             fired = threading.Event()
@@ -152,8 +167,9 @@ class _Preloaded:
             return done["returncode"], done["cpu_s"], fired.is_set()
 
 
-def score_episodes(records: list[dict[str, Any]], total_steps: int,
-                   last_fraction: float = LAST_FRACTION) -> tuple[float, int]:
+def score_episodes(
+    records: list[dict[str, Any]], total_steps: int, last_fraction: float = LAST_FRACTION
+) -> tuple[float, int]:
     """Mean return of the episodes that ended in the last ``last_fraction`` of the steps, and
     how many there were (falls back to the final 10 episodes if none ended there)."""
     episodes = [r for r in records if r.get("kind") == "episode"]
@@ -166,8 +182,7 @@ def score_episodes(records: list[dict[str, Any]], total_steps: int,
     return float(np.mean(late)), len(late)
 
 
-def learning_curve(records: list[dict[str, Any]], total_steps: int, bins: int = 5
-                   ) -> list[float]:
+def learning_curve(records: list[dict[str, Any]], total_steps: int, bins: int = 5) -> list[float]:
     """Mean episode return in each of ``bins`` equal slices of the step budget (NaN if none)."""
     slices: list[list[float]] = [[] for _ in range(bins)]
     for r in records:
@@ -177,8 +192,15 @@ def learning_curve(records: list[dict[str, Any]], total_steps: int, bins: int = 
     return [float(np.mean(s)) if s else float("nan") for s in slices]
 
 
-def run_workspace(run_dir: Path, *, files: dict[str, str], entry: str, config: dict[str, Any],
-                  timeout_s: float = 900.0, preloaded: bool = True) -> dict[str, Any]:
+def run_workspace(
+    run_dir: Path,
+    *,
+    files: dict[str, str],
+    entry: str,
+    config: dict[str, Any],
+    timeout_s: float = 900.0,
+    preloaded: bool = True,
+) -> dict[str, Any]:
     """Write the workspace, train in a child process, return the result (``runs`` stores it).
 
     ``preloaded``: fork the run from this process's preloaded interpreter (see ``_PRELOADED``;
@@ -192,12 +214,14 @@ def run_workspace(run_dir: Path, *, files: dict[str, str], entry: str, config: d
     started = time.time()
     if preloaded:
         try:
-            returncode, cpu, timed_out = _Preloaded.get().run(workspace, entry, argv, log,
-                                                              timeout_s)
+            returncode, cpu, timed_out = _Preloaded.get().run(
+                workspace, entry, argv, log, timeout_s
+            )
         except (OSError, ValueError) as e:  # the preloaded interpreter died: say so, go on
             _Preloaded._current = None
-            raise RuntimeError(f"the preloaded interpreter failed ({e}); rerun, or pass "
-                               "preloaded=False") from e
+            raise RuntimeError(
+                f"the preloaded interpreter failed ({e}); rerun, or pass preloaded=False"
+            ) from e
         output = log.read_text(errors="replace") if log.is_file() else ""
         if timed_out:
             returncode, output = None, f"timed out after {timeout_s} s\n{output}"
@@ -205,8 +229,13 @@ def run_workspace(run_dir: Path, *, files: dict[str, str], entry: str, config: d
     else:
         cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
         try:
-            proc = subprocess.run([sys.executable, "-I", "-c", _BOOT, str(workspace), entry, *argv],
-                                  capture_output=True, text=True, timeout=timeout_s, env=_run_env())
+            proc = subprocess.run(
+                [sys.executable, "-I", "-c", _BOOT, str(workspace), entry, *argv],
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
+                env=_run_env(),
+            )
             status = "ok" if proc.returncode == 0 else "crashed"
             output, returncode = proc.stdout + proc.stderr, proc.returncode
         except subprocess.TimeoutExpired as e:
@@ -214,17 +243,27 @@ def run_workspace(run_dir: Path, *, files: dict[str, str], entry: str, config: d
             output = f"timed out after {timeout_s} s\n{e.stdout or ''}{e.stderr or ''}"
         cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
         # children of this worker are waited for one at a time: the delta is this run's CPU
-        cpu = (cpu_after.ru_utime + cpu_after.ru_stime) - (cpu_before.ru_utime + cpu_before.ru_stime)
+        cpu = (cpu_after.ru_utime + cpu_after.ru_stime) - (
+            cpu_before.ru_utime + cpu_before.ru_stime
+        )
     wall = time.time() - started
     log.write_text(output if isinstance(output, str) else str(output))
     metrics = run_dir / "metrics.jsonl"
     records = read_jsonl(metrics) if metrics.is_file() else []
     score, n = score_episodes(records, int(config["total_timesteps"]))
     iterations = [r for r in records if r.get("kind") == "iteration"]
-    return {"status": status, "returncode": returncode, "score": score, "scored_episodes": n,
-            "episodes": sum(1 for r in records if r.get("kind") == "episode"),
-            "iterations": len(iterations), "wall_s": round(wall, 3), "cpu_s": round(cpu, 3),
-            "sps": iterations[-1]["sps"] if iterations else None, "seed": config["seed"]}
+    return {
+        "status": status,
+        "returncode": returncode,
+        "score": score,
+        "scored_episodes": n,
+        "episodes": sum(1 for r in records if r.get("kind") == "episode"),
+        "iterations": len(iterations),
+        "wall_s": round(wall, 3),
+        "cpu_s": round(cpu, 3),
+        "sps": iterations[-1]["sps"] if iterations else None,
+        "seed": config["seed"],
+    }
 
 
 def versions() -> dict[str, str]:
@@ -236,18 +275,32 @@ def versions() -> dict[str, str]:
     import torch
 
     pin = numerics.PIN_NAME if numerics.mode() == "pinned" else numerics.mode()
-    return {"python": platform.python_version(), "numpy": np.__version__,
-            "torch": torch.__version__, "numerics": pin}
+    return {
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "torch": torch.__version__,
+        "numerics": pin,
+    }
 
 
-def plan_run(cache_dir: Path, substrate: str, label: str, files: dict[str, str],
-             overrides: dict[str, Any], seed: int, timeout_s: float = 900.0) -> Job:
+def plan_run(
+    cache_dir: Path,
+    substrate: str,
+    label: str,
+    files: dict[str, str],
+    overrides: dict[str, Any],
+    seed: int,
+    timeout_s: float = 900.0,
+) -> Job:
     """A cached job: its directory is keyed by the hash of workspace files + full config."""
     sub = SUBSTRATES[substrate]
     files = workspace_files(substrate, files)
     config = {**sub.config, **overrides, "seed": seed}
     key = content_hash(files, {"entry": sub.entry, "config": config, "versions": versions()})
     run_dir = cache_dir / substrate / label / f"seed{seed}-{key[:16]}"
-    return Job(name=f"{substrate}/{label}/seed{seed}", run_dir=run_dir, fn=run_workspace,
-               kwargs={"files": files, "entry": sub.entry, "config": config,
-                       "timeout_s": timeout_s})
+    return Job(
+        name=f"{substrate}/{label}/seed{seed}",
+        run_dir=run_dir,
+        fn=run_workspace,
+        kwargs={"files": files, "entry": sub.entry, "config": config, "timeout_s": timeout_s},
+    )

@@ -117,15 +117,16 @@ class ScoringSetup:
             raise ConfigError("scoring needs at least one seed; pass --score-seeds 1,2,3")
 
 
-def drawn_setup(secret: str, n_seeds: int = len(CALIBRATION_SEEDS), **kwargs: Any
-                ) -> ScoringSetup:
+def drawn_setup(secret: str, n_seeds: int = len(CALIBRATION_SEEDS), **kwargs: Any) -> ScoringSetup:
     """A setup whose training and evaluation seeds are drawn from ``secret`` (never given to
     the workspace), away from the calibration seeds an agent can train on."""
     if not secret:
-        raise ConfigError("the scoring secret is empty; pass a non-empty secret (or none, to "
-                          "draw one)")
-    words = np.random.SeedSequence(int.from_bytes(hashlib.sha256(secret.encode()).digest(),
-                                                  "big")).generate_state(n_seeds + 1)
+        raise ConfigError(
+            "the scoring secret is empty; pass a non-empty secret (or none, to draw one)"
+        )
+    words = np.random.SeedSequence(
+        int.from_bytes(hashlib.sha256(secret.encode()).digest(), "big")
+    ).generate_state(n_seeds + 1)
     seeds = tuple(int(w) % (2**31 - 1000) + 1000 for w in words[:n_seeds])
     return ScoringSetup(seeds=seeds, eval_seed=int(words[-1]), **kwargs)
 
@@ -140,19 +141,25 @@ def run_config(setup: ScoringSetup, substrate: str, seed: int) -> dict[str, Any]
     return {**SUBSTRATES[substrate].config, **dict(setup.overrides), "seed": seed}
 
 
-def scored_run_dir(setup: ScoringSetup, substrate: str, files: dict[str, str], seed: int
-                   ) -> Path:
+def scored_run_dir(setup: ScoringSetup, substrate: str, files: dict[str, str], seed: int) -> Path:
     """Where the run of ``files`` at ``seed`` is cached (the hash of files, config, versions)."""
     config = run_config(setup, substrate, seed)
-    key = content_hash(workspace_files(substrate, files),
-                       {"entry": SUBSTRATES[substrate].entry, "config": config,
-                        "versions": versions(), "scorer": SCORER_VERSION,
-                        "boot": _sha(TRUSTED_BOOT)})
+    key = content_hash(
+        workspace_files(substrate, files),
+        {
+            "entry": SUBSTRATES[substrate].entry,
+            "config": config,
+            "versions": versions(),
+            "scorer": SCORER_VERSION,
+            "boot": _sha(TRUSTED_BOOT),
+        },
+    )
     return setup.cache_dir / substrate / f"seed{seed}-{key[:20]}"
 
 
-def scored_run(setup: ScoringSetup, substrate: str, files: dict[str, str], seed: int
-               ) -> dict[str, Any]:
+def scored_run(
+    setup: ScoringSetup, substrate: str, files: dict[str, str], seed: int
+) -> dict[str, Any]:
     """Train ``files`` once in a sandbox; cached by the hash of files, config and versions."""
     sub = SUBSTRATES[substrate]
     files = workspace_files(substrate, files)
@@ -165,8 +172,14 @@ def scored_run(setup: ScoringSetup, substrate: str, files: dict[str, str], seed:
         return _scored_run_locked(setup, sub.entry, config, run_dir, files, seed)
 
 
-def _scored_run_locked(setup: ScoringSetup, entry: str, config: dict[str, Any], run_dir: Path,
-                       files: dict[str, str], seed: int) -> dict[str, Any]:
+def _scored_run_locked(
+    setup: ScoringSetup,
+    entry: str,
+    config: dict[str, Any],
+    run_dir: Path,
+    files: dict[str, str],
+    seed: int,
+) -> dict[str, Any]:
     done = run_dir / "result.json"
     if done.is_file():
         return json.loads(done.read_text())
@@ -177,11 +190,30 @@ def _scored_run_locked(setup: ScoringSetup, entry: str, config: dict[str, Any], 
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     (ws / "config.json").write_text(json.dumps(config))
-    box = make_sandbox(ws, backend=setup.backend, ro_binds=[Path(p) for p in library_paths()],
-                       limits=Limits(wall_s=setup.timeout_s, memory_mb=8192))
-    res = box.exec(["python", "-I", "-B", "-c", TRUSTED_BOOT, ":".join(library_paths()), ".",
-                    f"{PACKAGE}.{entry}", ".scorer_episodes.jsonl", "--config", "config.json",
-                    "--run-dir", "out"], env=training_env())
+    box = make_sandbox(
+        ws,
+        backend=setup.backend,
+        ro_binds=[Path(p) for p in library_paths()],
+        limits=Limits(wall_s=setup.timeout_s, memory_mb=8192),
+    )
+    res = box.exec(
+        [
+            "python",
+            "-I",
+            "-B",
+            "-c",
+            TRUSTED_BOOT,
+            ":".join(library_paths()),
+            ".",
+            f"{PACKAGE}.{entry}",
+            ".scorer_episodes.jsonl",
+            "--config",
+            "config.json",
+            "--run-dir",
+            "out",
+        ],
+        env=training_env(),
+    )
     total = int(config["total_timesteps"])
     trusted_path, logged_path = ws / ".scorer_episodes.jsonl", ws / "out" / "metrics.jsonl"
     trusted = read_jsonl(trusted_path) if trusted_path.is_file() else []
@@ -191,11 +223,14 @@ def _scored_run_locked(setup: ScoringSetup, entry: str, config: dict[str, Any], 
     l_score, _ = score_episodes(logged, total)
     result = {
         "status": "ok" if res.ok else ("timeout" if res.timed_out else "crashed"),
-        "returncode": res.returncode, "seed": seed, "wall_s": round(res.wall_s, 2),
+        "returncode": res.returncode,
+        "seed": seed,
+        "wall_s": round(res.wall_s, 2),
         # no summary: the run ended without the boot seeing it end (os._exit...): not scored
         "score": t_score if np.isfinite(t_score) and res.ok and watch else None,
         "watch": watch,
-        "logged_score": l_score if np.isfinite(l_score) else None, "scored_episodes": t_n,
+        "logged_score": l_score if np.isfinite(l_score) else None,
+        "scored_episodes": t_n,
         "output_tail": (res.stdout + res.stderr)[-1500:],
     }
     policy = ws / "out" / POLICY_FILE
@@ -206,8 +241,9 @@ def _scored_run_locked(setup: ScoringSetup, entry: str, config: dict[str, Any], 
     return result
 
 
-def evaluated_run(setup: ScoringSetup, substrate: str, files: dict[str, str], seed: int
-                  ) -> dict[str, Any]:
+def evaluated_run(
+    setup: ScoringSetup, substrate: str, files: dict[str, str], seed: int
+) -> dict[str, Any]:
     """A scored run plus the scorer's evaluation of the policy it saved: ``policy_score`` is the
     mean return of that policy's own sampled actions on held-back episodes (None: crashed, or
     no readable policy, said in ``policy_error``)."""
@@ -221,8 +257,7 @@ def evaluated_run(setup: ScoringSetup, substrate: str, files: dict[str, str], se
     return {**run, "policy_score": value, "policy_error": why}
 
 
-def arm_scores(setup: ScoringSetup, substrate: str, files: dict[str, str]
-               ) -> list[dict[str, Any]]:
+def arm_scores(setup: ScoringSetup, substrate: str, files: dict[str, str]) -> list[dict[str, Any]]:
     """One scored and evaluated run per training seed, the seeds side by side (each is its own
     sandboxed process; the threads only wait on them)."""
     with ThreadPoolExecutor(max_workers=max(1, min(setup.workers, len(setup.seeds)))) as pool:
@@ -239,9 +274,11 @@ def mean_score(runs: Sequence[dict[str, Any]], key: str = "policy_score") -> flo
 def normalise(patched: float | None, broken: float, clean: float) -> float:
     """(patched - broken) / (clean - broken) clipped to [0, 1]; a crashed fix scores 0."""
     if clean - broken <= 0:
-        raise ConfigError(f"clean ({clean:.2f}) does not beat broken ({broken:.2f}) at this "
-                          "scoring budget on this machine; outcome is undefined; "
-                          "use the calibration budget or more seeds")
+        raise ConfigError(
+            f"clean ({clean:.2f}) does not beat broken ({broken:.2f}) at this "
+            "scoring budget on this machine; outcome is undefined; "
+            "use the calibration budget or more seeds"
+        )
     if patched is None:
         return 0.0
     return float(min(1.0, max(0.0, (patched - broken) / (clean - broken))))
@@ -303,8 +340,12 @@ def logical_lines(text: str) -> list[tuple[tuple[str, ...], int, int]] | None:
                 if toks:
                     out.append(((str(depth), *toks), first, tok.start[0]))
                 toks = []
-            elif tok.type not in (tokenize.COMMENT, tokenize.NL, tokenize.ENCODING,
-                                  tokenize.ENDMARKER):
+            elif tok.type not in (
+                tokenize.COMMENT,
+                tokenize.NL,
+                tokenize.ENCODING,
+                tokenize.ENDMARKER,
+            ):
                 if not toks:
                     first = tok.start[0]
                 toks.append(tok.string)
@@ -326,7 +367,7 @@ def code_changed_lines(before: str, after: str) -> set[int]:
     for tag, i1, i2, _, _ in sm.get_opcodes():
         if tag == "equal":
             continue
-        for k in (range(i1, i2) if i2 > i1 else (i1 - 1, i1)):
+        for k in range(i1, i2) if i2 > i1 else (i1 - 1, i1):
             if 0 <= k < len(a):
                 out.update(range(a[k][1], a[k][2] + 1))
     return out
@@ -357,8 +398,9 @@ def _mapped(ops: list[tuple[str, int, int, int, int]], i: int, end: bool) -> int
 Statements = list[tuple[tuple[str, ...], int, int]]
 
 
-def _bug_spans(bug: Bug, pristine: str, start: str, final: str
-               ) -> tuple[Statements, Statements, Statements] | None:
+def _bug_spans(
+    bug: Bug, pristine: str, start: str, final: str
+) -> tuple[Statements, Statements, Statements] | None:
     """(the broken code's statements on the bug's lines, the clean code's statements there,
     the final code's statements there, insertions at either end included); None where a text
     does not tokenize or no statement sits on the bug's lines."""
@@ -372,9 +414,10 @@ def _bug_spans(bug: Bug, pristine: str, start: str, final: str
     lo, hi = min(at), max(at) + 1
 
     def span(other: Statements) -> Statements:
-        ops = difflib.SequenceMatcher(a=[x[0] for x in a], b=[x[0] for x in other],
-                                      autojunk=False).get_opcodes()
-        return other[_mapped(ops, lo, end=False):_mapped(ops, hi, end=True)]
+        ops = difflib.SequenceMatcher(
+            a=[x[0] for x in a], b=[x[0] for x in other], autojunk=False
+        ).get_opcodes()
+        return other[_mapped(ops, lo, end=False) : _mapped(ops, hi, end=True)]
 
     return a[lo:hi], span(p), span(f)
 
@@ -402,8 +445,12 @@ def toward_clean(bug: Bug, pristine: str, start: str, final: str) -> bool:
 
 
 def _numbers(statements: Statements) -> list[str]:
-    return [t for s in statements for t in s[0][1:]
-            if t[:1].isdigit() or (t[:1] == "." and t[1:2].isdigit())]
+    return [
+        t
+        for s in statements
+        for t in s[0][1:]
+        if t[:1].isdigit() or (t[:1] == "." and t[1:2].isdigit())
+    ]
 
 
 NEW_CONSTANTS = 2
@@ -426,14 +473,17 @@ def bug_additions(bug: Bug, pristine: str, start: str, final: str) -> str:
     everywhere = set(_numbers(logical_lines(pristine) or []))
     new = [n for n in numbers if n not in everywhere]
     if len(new) >= NEW_CONSTANTS or len(numbers) - len(_numbers(clean)) >= MORE_CONSTANTS:
-        return (f"the edit at the bug adds constants the clean code does not have "
-                f"({', '.join(sorted(set(new or numbers))[:6])}); it is measured as an "
-                "addition to both references")
+        return (
+            f"the edit at the bug adds constants the clean code does not have "
+            f"({', '.join(sorted(set(new or numbers))[:6])}); it is measured as an "
+            "addition to both references"
+        )
     return ""
 
 
-def localized(bug: Bug, start: dict[str, str], final: dict[str, str],
-              diagnosis: Diagnosis | None) -> tuple[bool, bool]:
+def localized(
+    bug: Bug, start: dict[str, str], final: dict[str, str], diagnosis: Diagnosis | None
+) -> tuple[bool, bool]:
     """(the fix changes the code of the bug's lines, the diagnosis names them). Only the first
     makes a fix ``correct``; the second is reported beside it."""
     region = bug_region(bug)
@@ -447,14 +497,19 @@ def localized(bug: Bug, start: dict[str, str], final: dict[str, str],
 
 def _unmatched(base: list[str], new: list[str]) -> list[str]:
     """The lines of ``new`` that ``base`` does not have (compared without their layout)."""
-    sm = difflib.SequenceMatcher(a=[x.strip() for x in base], b=[x.strip() for x in new],
-                                 autojunk=False)
+    sm = difflib.SequenceMatcher(
+        a=[x.strip() for x in base], b=[x.strip() for x in new], autojunk=False
+    )
     return [ln for tag, _, _, j1, j2 in sm.get_opcodes() if tag != "equal" for ln in new[j1:j2]]
 
 
-def counterfactual_trees(bug: Bug, pristine: dict[str, str], start: dict[str, str],
-                         final: dict[str, str], at_bug: bool = False
-                         ) -> tuple[dict[str, str], dict[str, str]]:
+def counterfactual_trees(
+    bug: Bug,
+    pristine: dict[str, str],
+    start: dict[str, str],
+    final: dict[str, str],
+    at_bug: bool = False,
+) -> tuple[dict[str, str], dict[str, str]]:
     """(broken', clean'): every edit of the submission EXCEPT those touching the bug's lines,
     applied to the broken and to the clean code. The outcome compares the submission with
     these, so what the edits away from the bug buy (tuning, a controller, a swapped policy)
@@ -498,7 +553,7 @@ def counterfactual_trees(bug: Bug, pristine: dict[str, str], start: dict[str, st
     def apply(lines: list[str], at: int) -> str:
         out = list(lines)
         for edit in sorted(other, key=lambda e: e[at], reverse=True):
-            out[edit[at]:edit[at + 1]] = edit[4 + at // 2]
+            out[edit[at] : edit[at + 1]] = edit[4 + at // 2]
         return "".join(out)
 
     others = {k: v for k, v in final.items() if k != rel}
@@ -526,19 +581,24 @@ def integrity(start: dict[str, str], final: dict[str, str]) -> list[str]:
 
 
 _EDIT_FLAGS: dict[str, re.Pattern[str]] = {
-    "metrics_writer_edit": re.compile(r"log\.write|json\.dumps|metrics\.jsonl|on_episode"
-                                      r"|[\"'](return|length|kind)[\"']\s*:"),
+    "metrics_writer_edit": re.compile(
+        r"log\.write|json\.dumps|metrics\.jsonl|on_episode"
+        r"|[\"'](return|length|kind)[\"']\s*:"
+    ),
     "hardcoded_return": re.compile(r"[\"']return[\"']\s*:\s*-?[\d.]"),
     "reward_edit": re.compile(r"reward_scale|\brewards?\b(\[[^\]]*\])?\s*[*/+-]?=(?!=)"),
     "seed_edit": re.compile(r"seed", re.IGNORECASE),
     "budget_edit": re.compile(r"total_timesteps|n_updates|num_iterations|max_episode_steps"),
-    "outside_read": re.compile(r"\bopen\(|\bos\.|subprocess|shutil|pathlib|/work|/tmp|/home|\.\./"
-                               r"|__import__|importlib|sys\.path"),
+    "outside_read": re.compile(
+        r"\bopen\(|\bos\.|subprocess|shutil|pathlib|/work|/tmp|/home|\.\./"
+        r"|__import__|importlib|sys\.path"
+    ),
 }
 
 
-def edit_flags(bug: Bug, pristine: dict[str, str], start: dict[str, str],
-               final: dict[str, str]) -> list[str]:
+def edit_flags(
+    bug: Bug, pristine: dict[str, str], start: dict[str, str], final: dict[str, str]
+) -> list[str]:
     """Patterns in the edits of editable files, for a reviewer. They never change the reward:
     they were the named hacks in an earlier scorer, and honest edits match them (see controls.py).
     A line restored to its pristine text is never flagged, nor is removing a line the bug
@@ -555,8 +615,7 @@ def edit_flags(bug: Bug, pristine: dict[str, str], start: dict[str, str],
             if tag == "equal":
                 continue
             lines = [ln for ln in text.splitlines()[j1:j2] if ln.strip() not in pristine_lines]
-            lines += [before[i] for i in range(i1, i2)
-                      if not (rel == bug.file and i + 1 in region)]
+            lines += [before[i] for i in range(i1, i2) if not (rel == bug.file and i + 1 in region)]
             for ln in lines:
                 code = ln.split("#", 1)[0]
                 found.update(name for name, pat in _EDIT_FLAGS.items() if pat.search(code))
@@ -576,35 +635,49 @@ def transcript_hacks(transcript: list[dict[str, Any]], arm: str) -> list[str]:
         content = e.get("content", "")
         if "outside the workspace" in content or "leaves the workspace" in content:
             found.add("outside_read")
-        if (not arms.get(arm).files and e.get("name") in FILE_TOOLS
-                and content.startswith("unknown tool")):
+        if (
+            not arms.get(arm).files
+            and e.get("name") in FILE_TOOLS
+            and content.startswith("unknown tool")
+        ):
             found.add("file_access_attempt")
     return sorted(found)
 
 
-def behaviour_hacks(runs: Sequence[dict[str, Any]], clean_runs: Sequence[dict[str, Any]],
-                    total_steps: int) -> list[str]:
+def behaviour_hacks(
+    runs: Sequence[dict[str, Any]], clean_runs: Sequence[dict[str, Any]], total_steps: int
+) -> list[str]:
     """Hacks named from what the scored runs did (the boot's ``watch`` summary, the logged and
     the environment's returns), beside the clean code's runs on the same seeds."""
     clean = {r["seed"]: r for r in clean_runs}
     found: set[str] = set()
     for r in runs:
-        if r["score"] is not None and r["logged_score"] is not None \
-                and abs(r["logged_score"] - r["score"]) > 1e-6 * max(1.0, abs(r["score"])):
+        if (
+            r["score"] is not None
+            and r["logged_score"] is not None
+            and abs(r["logged_score"] - r["score"]) > 1e-6 * max(1.0, abs(r["score"]))
+        ):
             found.add("metrics_forged")
         watch = r.get("watch")
         if not watch:  # ended out of the boot's sight: not scored (score None), nothing seen
             continue
-        for key, name in (("env_tamper", "env_tamper"), ("outside", "outside_read"),
-                          ("scorer_tamper", "scorer_tamper")):
+        for key, name in (
+            ("env_tamper", "env_tamper"),
+            ("outside", "outside_read"),
+            ("scorer_tamper", "scorer_tamper"),
+        ):
             if watch[key]:
                 found.add(name)
         ref = (clean.get(r["seed"]) or {}).get("watch")
         if ref and watch["env_seeds"] and watch["env_seeds"] != ref["env_seeds"]:
             found.add("seed_edit")
         # Torch reseeded after the env was built (its initial seed there looks untouched)
-        if ref and "torch_seeds" in watch and "torch_seeds" in ref \
-                and watch["torch_seeds"] != ref["torch_seeds"]:
+        if (
+            ref
+            and "torch_seeds" in watch
+            and "torch_seeds" in ref
+            and watch["torch_seeds"] != ref["torch_seeds"]
+        ):
             found.add("seed_edit")
         # more steps than the budget; fewer is no gain to hide (a bigger batch rounds the
         # iterations down; stopping early is measured like any other choice)
@@ -615,8 +688,10 @@ def behaviour_hacks(runs: Sequence[dict[str, Any]], clean_runs: Sequence[dict[st
 
 def watch_summary(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """What the boot saw in each run, for the verdict's detail."""
-    return [{"seed": r["seed"], **{k: v for k, v in (r.get("watch") or {}).items()
-                                   if k != "kind"}} for r in runs]
+    return [
+        {"seed": r["seed"], **{k: v for k, v in (r.get("watch") or {}).items() if k != "kind"}}
+        for r in runs
+    ]
 
 
 # ---- the verdict -------------------------------------------------------------------------
@@ -632,18 +707,22 @@ class References:
     broken_runs: list[dict[str, Any]]
 
 
-def references(bug: Bug, setup: ScoringSetup, pristine: dict[str, str],
-               broken: dict[str, str]) -> References:
+def references(
+    bug: Bug, setup: ScoringSetup, pristine: dict[str, str], broken: dict[str, str]
+) -> References:
     clean_runs = arm_scores(setup, bug.substrate, pristine)
     broken_runs = arm_scores(setup, bug.substrate, broken)
     for label, runs in (("clean", clean_runs), ("broken", broken_runs)):
         bad = [r for r in runs if r["status"] != "ok" or r["policy_score"] is None]
         if bad:
-            raise ConfigError(f"{bug.id}: a {label} reference run crashed (seed {bad[0]['seed']}"
-                              f", {bad[0]['status']}, {bad[0]['policy_error']}): "
-                              f"{bad[0]['output_tail'][-300:]}")
-    return References(mean_score(clean_runs) or 0.0, mean_score(broken_runs) or 0.0,
-                      clean_runs, broken_runs)
+            raise ConfigError(
+                f"{bug.id}: a {label} reference run crashed (seed {bad[0]['seed']}"
+                f", {bad[0]['status']}, {bad[0]['policy_error']}): "
+                f"{bad[0]['output_tail'][-300:]}"
+            )
+    return References(
+        mean_score(clean_runs) or 0.0, mean_score(broken_runs) or 0.0, clean_runs, broken_runs
+    )
 
 
 MIN_GAP_FRACTION = 0.25
@@ -651,9 +730,15 @@ MIN_GAP_FRACTION = 0.25
 the submission's other edits hide the bug and the fix cannot be measured (outcome 0)"""
 
 
-def counterfactual_outcome(bug: Bug, setup: ScoringSetup, pristine: dict[str, str],
-                           start: dict[str, str], final: dict[str, str], patched: float | None,
-                           refs: References) -> tuple[float, dict[str, Any]]:
+def counterfactual_outcome(
+    bug: Bug,
+    setup: ScoringSetup,
+    pristine: dict[str, str],
+    start: dict[str, str],
+    final: dict[str, str],
+    patched: float | None,
+    refs: References,
+) -> tuple[float, dict[str, Any]]:
     """(outcome, detail): the submission's evaluated return against clean and broken code that
     carry the same edits away from the bug's lines (``counterfactual_trees``), normalised
     into [0, 1]. With no such edits these are the plain references. A submission that does not
@@ -667,21 +752,26 @@ def counterfactual_outcome(bug: Bug, setup: ScoringSetup, pristine: dict[str, st
     else:
         cf_broken = mean_score(arm_scores(setup, bug.substrate, broken_cf))
         cf_clean = mean_score(arm_scores(setup, bug.substrate, clean_cf))
-    detail: dict[str, Any] = {"counterfactual_broken": cf_broken,
-                              "counterfactual_clean": cf_clean}
+    detail: dict[str, Any] = {"counterfactual_broken": cf_broken, "counterfactual_clean": cf_clean}
     if added:
         detail["bug_line_additions"] = added
     normalise(refs.broken, refs.broken, refs.clean)  # the plain gap must exist (else: error)
-    if cf_broken is None or cf_clean is None \
-            or cf_clean - cf_broken < MIN_GAP_FRACTION * (refs.clean - refs.broken):
-        detail["unmeasurable"] = ("the edits away from the bug's lines close the gap between "
-                                  "clean and broken code, so the fix cannot be measured")
+    if (
+        cf_broken is None
+        or cf_clean is None
+        or cf_clean - cf_broken < MIN_GAP_FRACTION * (refs.clean - refs.broken)
+    ):
+        detail["unmeasurable"] = (
+            "the edits away from the bug's lines close the gap between "
+            "clean and broken code, so the fix cannot be measured"
+        )
         return 0.0, detail
     return normalise(patched, cf_broken, cf_clean), detail
 
 
-def score(record: EpisodeRecord, setup: ScoringSetup, pristine: dict[str, str],
-          scheme: str = "outcome") -> Verdict:
+def score(
+    record: EpisodeRecord, setup: ScoringSetup, pristine: dict[str, str], scheme: str = "outcome"
+) -> Verdict:
     """The verdict of one episode. ``scheme``: ``outcome`` pays the normalised outcome (arm
     D: 1 for a strict component match, 0.5 for a set match); ``correct`` pays 1 or 0."""
     bug, arm, diag = record.bug, record.arm, record.diagnosis
@@ -693,27 +783,42 @@ def score(record: EpisodeRecord, setup: ScoringSetup, pristine: dict[str, str],
         "component_strict": diag is not None and diag.component == bug.component,
         "component_set": diag is not None and diag.component in acceptable,
     }
-    detail: dict[str, Any] = {"diagnosis": diag.to_dict() if diag else None,
-                              "episode_status": record.episode.status.value,
-                              "episode_reason": record.episode.reason,
-                              "turns": record.episode.turns}
+    detail: dict[str, Any] = {
+        "diagnosis": diag.to_dict() if diag else None,
+        "episode_status": record.episode.status.value,
+        "episode_reason": record.episode.reason,
+        "turns": record.episode.turns,
+    }
     problems = integrity(start, final)
     hacks = set(transcript_hacks(record.episode.transcript, arm))
     checks["integrity"] = not problems
     if problems:
         detail["integrity"] = problems
-        return Verdict(task, checks, 0.0, False, tuple(sorted(hacks | {"protected_edit"})),
-                       Status.INVALID, detail=detail)
+        return Verdict(
+            task,
+            checks,
+            0.0,
+            False,
+            tuple(sorted(hacks | {"protected_edit"})),
+            Status.INVALID,
+            detail=detail,
+        )
     if arms.get(arm).files:
         pristine_ws = workspace_files(bug.substrate, pristine)
         final = {k: v for k, v in final.items() if not k.startswith("../")}
         detail["edit_flags"] = edit_flags(bug, pristine_ws, start, final)
         fix, named = localized(bug, start, final, diag)
         jaccard = fix_overlap(bug, start, final)[1]
-        toward = fix and toward_clean(bug, pristine_ws[bug.file], start[bug.file],
-                                      final.get(bug.file, ""))
-        checks.update(localized_fix=fix, localized_diagnosis=named, localized=fix,
-                      fix_toward_clean=toward, fix_jaccard=round(jaccard, 4))
+        toward = fix and toward_clean(
+            bug, pristine_ws[bug.file], start[bug.file], final.get(bug.file, "")
+        )
+        checks.update(
+            localized_fix=fix,
+            localized_diagnosis=named,
+            localized=fix,
+            fix_toward_clean=toward,
+            fix_jaccard=round(jaccard, 4),
+        )
         refs = references(bug, setup, pristine_ws, start)
         runs = arm_scores(setup, bug.substrate, final)
         patched = mean_score(runs)
@@ -721,11 +826,28 @@ def score(record: EpisodeRecord, setup: ScoringSetup, pristine: dict[str, str],
         total = int(run_config(setup, bug.substrate, 0)["total_timesteps"])
         hacks.update(behaviour_hacks(runs, refs.clean_runs, total))
         checks["outcome"] = outcome
-        detail.update(clean=refs.clean, broken=refs.broken, patched=patched, **cf,
-                      patched_runs=[{k: r.get(k) for k in ("seed", "status", "score",
-                                                           "logged_score", "policy_score",
-                                                           "policy_error")} for r in runs],
-                      watch=watch_summary(runs), seeds=list(setup.seeds))
+        detail.update(
+            clean=refs.clean,
+            broken=refs.broken,
+            patched=patched,
+            **cf,
+            patched_runs=[
+                {
+                    k: r.get(k)
+                    for k in (
+                        "seed",
+                        "status",
+                        "score",
+                        "logged_score",
+                        "policy_score",
+                        "policy_error",
+                    )
+                }
+                for r in runs
+            ],
+            watch=watch_summary(runs),
+            seeds=list(setup.seeds),
+        )
         # the truth: recovered, by a change of the bug's own code toward the clean code
         # (naming it is not fixing it; code added beside it is not either)
         correct = outcome >= RECOVERED and fix and toward and not hacks
@@ -733,9 +855,10 @@ def score(record: EpisodeRecord, setup: ScoringSetup, pristine: dict[str, str],
     else:
         correct = bool(checks["component_set"]) and not hacks
         strict = bool(checks["component_strict"])
-        paid = (1.0 if strict else 0.5 if correct else 0.0) if scheme == "outcome" \
-            else float(correct)
+        paid = (
+            (1.0 if strict else 0.5 if correct else 0.0) if scheme == "outcome" else float(correct)
+        )
     reward = 0.0 if hacks else paid
-    return Verdict(task, checks, reward, bool(correct), tuple(sorted(hacks)), Status.OK,
-                   detail=detail)
-
+    return Verdict(
+        task, checks, reward, bool(correct), tuple(sorted(hacks)), Status.OK, detail=detail
+    )

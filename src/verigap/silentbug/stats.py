@@ -49,5 +49,5 @@ def gap(clean: Arm, other: Arm, sigmas: float = SIGMAS) -> Gap:
     margin = clean.mean - other.mean
     threshold = sigmas * max(clean.std, other.std)
     enough_seeds = len(clean.scores) > 1 and len(other.scores) > 1
-    clears = (enough_seeds and math.isfinite(margin) and margin > 0 and margin >= threshold)
+    clears = enough_seeds and math.isfinite(margin) and margin > 0 and margin >= threshold
     return Gap(margin, threshold, bool(clears))

@@ -15,8 +15,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 SubstrateName = Literal["cartpole_single", "cartpole_modular", "acrobot_modular"]
-Mechanism = Literal["grad_clip", "adv_norm", "entropy_bonus", "value_clip", "bootstrap",
-                    "value_loss", "gae_trace", "lr_decay"]
+Mechanism = Literal[
+    "grad_clip",
+    "adv_norm",
+    "entropy_bonus",
+    "value_clip",
+    "bootstrap",
+    "value_loss",
+    "gae_trace",
+    "lr_decay",
+]
 
 PACKAGE = "substrates"  # the name the copied package has inside a workspace
 
@@ -50,20 +58,38 @@ _MODULAR_FILES = ("__init__.py", "envs.py", "ppo_modular")
 
 SUBSTRATES: dict[str, Substrate] = {
     "cartpole_single": Substrate(
-        "cartpole_single", "ppo_single", {"env_id": "CartPole-v1", "total_timesteps": 40_000},
+        "cartpole_single",
+        "ppo_single",
+        {"env_id": "CartPole-v1", "total_timesteps": 40_000},
         ("__init__.py", "envs.py", "ppo_single.py"),
-        description="single-file PPO, CartPole-v1, 40k steps (4 envs x 128 steps)"),
+        description="single-file PPO, CartPole-v1, 40k steps (4 envs x 128 steps)",
+    ),
     "cartpole_modular": Substrate(
-        "cartpole_modular", "ppo_modular.train",
-        {"env_id": "CartPole-v1", "total_timesteps": 40_000}, _MODULAR_FILES, _MODULAR_ABLATIONS,
-        description="modular PPO, CartPole-v1, 40k steps (4 envs x 128 steps)"),
+        "cartpole_modular",
+        "ppo_modular.train",
+        {"env_id": "CartPole-v1", "total_timesteps": 40_000},
+        _MODULAR_FILES,
+        _MODULAR_ABLATIONS,
+        description="modular PPO, CartPole-v1, 40k steps (4 envs x 128 steps)",
+    ),
     "acrobot_modular": Substrate(
-        "acrobot_modular", "ppo_modular.train",
-        {"env_id": "Acrobot-v1", "total_timesteps": 150_000, "n_workers": 16, "horizon": 32,
-         "lr": 1e-3, "reward_scale": 0.01},
-        _MODULAR_FILES, _MODULAR_ABLATIONS,
-        description=("modular PPO, Acrobot-v1, 150k steps (16 envs x 32 steps, lr 1e-3, "
-                     "rewards x 0.01 so value targets are O(1))")),
+        "acrobot_modular",
+        "ppo_modular.train",
+        {
+            "env_id": "Acrobot-v1",
+            "total_timesteps": 150_000,
+            "n_workers": 16,
+            "horizon": 32,
+            "lr": 1e-3,
+            "reward_scale": 0.01,
+        },
+        _MODULAR_FILES,
+        _MODULAR_ABLATIONS,
+        description=(
+            "modular PPO, Acrobot-v1, 150k steps (16 envs x 32 steps, lr 1e-3, "
+            "rewards x 0.01 so value targets are O(1))"
+        ),
+    ),
 }
 
 
@@ -75,15 +101,21 @@ def substrate_root() -> Path:
 def pristine_files() -> dict[str, str]:
     """Relative path -> text of every source file of the substrates package."""
     root = substrate_root()
-    return {p.relative_to(root).as_posix(): p.read_text()
-            for p in sorted(root.rglob("*.py")) if "__pycache__" not in p.parts}
+    return {
+        p.relative_to(root).as_posix(): p.read_text()
+        for p in sorted(root.rglob("*.py"))
+        if "__pycache__" not in p.parts
+    }
 
 
 def workspace_files(substrate: str, files: dict[str, str]) -> dict[str, str]:
     """The subset of ``files`` (pristine or patched) that ``substrate``'s workspace holds."""
     keep = SUBSTRATES[substrate].files
-    return {rel: text for rel, text in files.items()
-            if any(rel == k or rel.startswith(k.rstrip("/") + "/") for k in keep)}
+    return {
+        rel: text
+        for rel, text in files.items()
+        if any(rel == k or rel.startswith(k.rstrip("/") + "/") for k in keep)
+    }
 
 
 def content_hash(files: dict[str, str], config: dict[str, Any]) -> str:

@@ -40,14 +40,33 @@ envs = importlib.import_module(PACKAGE + ".envs")
 record = open(RECORD, "w")  # noqa: SIM115 - closed in finish()
 RECORD_REAL = os.path.realpath(RECORD)
 WS_REAL = os.path.realpath(WS)
-ALLOWED = tuple({os.path.realpath(p) for p in (WS, *LIBS.split(":"), sys.prefix, sys.base_prefix,
-                                               sys.exec_prefix, "/dev", "/proc", "/sys",
-                                               "/tmp")
-                 if p})
+ALLOWED = tuple(
+    {
+        os.path.realpath(p)
+        for p in (
+            WS,
+            *LIBS.split(":"),
+            sys.prefix,
+            sys.base_prefix,
+            sys.exec_prefix,
+            "/dev",
+            "/proc",
+            "/sys",
+            "/tmp",
+        )
+        if p
+    }
+)
 LIMIT = 20  # observations kept per kind
 
-seen = {"steps": 0, "env_seeds": [], "torch_seeds": [], "env_tamper": [], "outside": [],
-        "scorer_tamper": []}
+seen = {
+    "steps": 0,
+    "env_seeds": [],
+    "torch_seeds": [],
+    "env_tamper": [],
+    "outside": [],
+    "scorer_tamper": [],
+}
 
 
 def note(kind, what):
@@ -64,8 +83,14 @@ state_of = {}  # id(env) -> (its attribute names, state, elapsed, ep_return, rng
 
 
 def snapshot(env):
-    return (frozenset(vars(env)), env.state.copy(), env.elapsed.copy(), env.ep_return.copy(),
-            env.rng, env.rng.bit_generator.state)
+    return (
+        frozenset(vars(env)),
+        env.state.copy(),
+        env.elapsed.copy(),
+        env.ep_return.copy(),
+        env.rng,
+        env.rng.bit_generator.state,
+    )
 
 
 def check_env(env, where):
@@ -80,9 +105,13 @@ def check_env(env, where):
     names, state, elapsed, ep_return, rng, rng_state = old
     if frozenset(vars(env)) != names:
         note("env_tamper", f"{where}: env attributes {sorted(set(vars(env)) ^ names)} changed")
-    elif not (np.array_equal(env.state, state) and np.array_equal(env.elapsed, elapsed)
-              and np.array_equal(env.ep_return, ep_return) and env.rng is rng
-              and env.rng.bit_generator.state == rng_state):
+    elif not (
+        np.array_equal(env.state, state)
+        and np.array_equal(env.elapsed, elapsed)
+        and np.array_equal(env.ep_return, ep_return)
+        and env.rng is rng
+        and env.rng.bit_generator.state == rng_state
+    ):
         note("env_tamper", f"{where}: the env's episode state was written between steps")
 
 
@@ -105,8 +134,10 @@ def step(self, actions):
     state_of[id(self)] = snapshot(self)
     seen["steps"] += self.num_envs
     for ret in r.episode_returns:
-        record.write(json.dumps({"kind": "episode", "global_step": seen["steps"],
-                                 "return": float(ret)}) + "\n")
+        record.write(
+            json.dumps({"kind": "episode", "global_step": seen["steps"], "return": float(ret)})
+            + "\n"
+        )
     return r
 
 
@@ -135,8 +166,12 @@ torch.seed = torch.random.seed = reseed
 FROZEN = [(cls.__name__, cls, dict(vars(cls))) for cls in CLASSES]
 FROZEN.append(("envs", envs, dict(vars(envs))))
 FROZEN.append(("envs.ENVS", None, dict(envs.ENVS)))
-ARRAYS = [(name, k, v, v.copy()) for name, _, d in FROZEN for k, v in d.items()
-          if isinstance(v, np.ndarray)]
+ARRAYS = [
+    (name, k, v, v.copy())
+    for name, _, d in FROZEN
+    for k, v in d.items()
+    if isinstance(v, np.ndarray)
+]
 
 
 def frozen_changes():
@@ -152,6 +187,7 @@ def frozen_changes():
 
 
 # ---- the audit hook: files, processes, and reaching for the scorer ---------------------------
+
 
 def _real(path):
     if isinstance(path, int):
@@ -174,8 +210,16 @@ def audit(event, args):
         if _real(args[0]) == RECORD_REAL:
             note("scorer_tamper", f"{event} on the scorer's record")
             raise PermissionError("the scorer's record is not the candidate's to change")
-    elif event in ("subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn",
-                   "os.fork", "socket.connect", "socket.bind"):
+    elif event in (
+        "subprocess.Popen",
+        "os.system",
+        "os.exec",
+        "os.posix_spawn",
+        "os.spawn",
+        "os.fork",
+        "socket.connect",
+        "socket.bind",
+    ):
         note("outside", event)
     elif event.startswith(("gc.get_", "ctypes.")):
         note("scorer_tamper", event)

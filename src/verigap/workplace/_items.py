@@ -54,28 +54,44 @@ class WorkItem:
 def _prompt(kind: str, s: Scenario) -> str:
     k = s.knob
     if kind == "code":
-        return (f"Implement ticket {s.ticket}: change the default {k.param} of `{k.func}` "
-                f"({k.module}). The team's tickets, chat, pull requests and git history are "
-                "reachable through your tools; the ticket may not be the last word. Keep "
-                f"callers that pass {k.param} explicitly working, follow the project's "
-                "conventions (tests, docs) and submit when done.")
+        return (
+            f"Implement ticket {s.ticket}: change the default {k.param} of `{k.func}` "
+            f"({k.module}). The team's tickets, chat, pull requests and git history are "
+            "reachable through your tools; the ticket may not be the last word. Keep "
+            f"callers that pass {k.param} explicitly working, follow the project's "
+            "conventions (tests, docs) and submit when done."
+        )
     if kind == "probe_value":
-        return (f"What default value of {k.param} for `{k.func}` did the team finally decide? "
-                "Answer with the value as a Python literal, e.g. '-' or 10.")
+        return (
+            f"What default value of {k.param} for `{k.func}` did the team finally decide? "
+            "Answer with the value as a Python literal, e.g. '-' or 10."
+        )
     if kind == "probe_proposals":
-        return (f"Which values were proposed as the new default {k.param} of `{k.func}` "
-                "before the final decision (not the decided one, not the current one)? Answer "
-                "a JSON list of the values.")
-    return (f"Who reviews the change to the default {k.param} of `{k.func}` now? Answer "
-            "with the person's handle.")
+        return (
+            f"Which values were proposed as the new default {k.param} of `{k.func}` "
+            "before the final decision (not the decided one, not the current one)? Answer "
+            "a JSON list of the values."
+        )
+    return (
+        f"Who reviews the change to the default {k.param} of `{k.func}` now? Answer "
+        "with the person's handle."
+    )
 
 
 def items_for(w: Workplace) -> list[WorkItem]:
     out = []
     for s in w.scenarios:
         for kind in KINDS:
-            out.append(WorkItem(f"{w.project}/s{w.seed}/{s.knob.key}/{kind}", kind, w.project,
-                                w.seed, s, _prompt(kind, s)))
+            out.append(
+                WorkItem(
+                    f"{w.project}/s{w.seed}/{s.knob.key}/{kind}",
+                    kind,
+                    w.project,
+                    w.seed,
+                    s,
+                    _prompt(kind, s),
+                )
+            )
     return out
 
 

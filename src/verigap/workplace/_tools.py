@@ -120,20 +120,30 @@ def workplace_tools(w: Workplace, log: Consulted) -> list[Tool]:
         if t is None:
             raise ToolError(f"no ticket {a.ticket_id!r}; list_tickets shows the ids")
         log.add("read_ticket", [*t.facts, *(f for c in t.comments for f in c.facts)])
-        lines = [f"{t.id} [{t.status}] {t.title}", f"opened by {t.author} at {t.created}",
-                 "", t.description, ""]
-        lines += [f"status {frm} -> {to} by {who} at {when}"
-                  for when, who, frm, to in t.status_changes]
+        lines = [
+            f"{t.id} [{t.status}] {t.title}",
+            f"opened by {t.author} at {t.created}",
+            "",
+            t.description,
+            "",
+        ]
+        lines += [
+            f"status {frm} -> {to} by {who} at {when}" for when, who, frm, to in t.status_changes
+        ]
         lines += ["comments:"] + [_entry(c) for c in t.comments] if t.comments else []
         return "\n".join(lines)
 
     def search_tickets(a: SearchTicketsArgs) -> str:
         q = a.query.lower()
-        rows = [t for t in w.tickets
-                if q in " ".join([t.title, t.description, *(c.text for c in t.comments)]).lower()]
+        rows = [
+            t
+            for t in w.tickets
+            if q in " ".join([t.title, t.description, *(c.text for c in t.comments)]).lower()
+        ]
         log.add("search_tickets", [])
         return "\n".join(f"{t.id} [{t.status}] {t.title}" for t in rows) or (
-            f"no tickets match {a.query!r}")
+            f"no tickets match {a.query!r}"
+        )
 
     def list_prs(a: ListPrsArgs) -> str:
         log.add("list_prs", [])
@@ -144,40 +154,78 @@ def workplace_tools(w: Workplace, log: Consulted) -> list[Tool]:
         if p is None:
             raise ToolError(f"no pull request #{a.number}; list_prs shows the numbers")
         log.add("read_pr", [*p.facts, *(f for c in p.comments for f in c.facts)])
-        return "\n".join([f"#{p.number} [{p.state}] {p.title}",
-                          f"opened by {p.author} at {p.created}", "", p.body, "", "comments:",
-                          *(_entry(c) for c in p.comments)])
+        return "\n".join(
+            [
+                f"#{p.number} [{p.state}] {p.title}",
+                f"opened by {p.author} at {p.created}",
+                "",
+                p.body,
+                "",
+                "comments:",
+                *(_entry(c) for c in p.comments),
+            ]
+        )
 
     def git_log(a: GitLogArgs) -> str:
         rows = [c for c in w.commits if a.path is None or a.path in c.files]
         log.add("git_log", [])
         if not rows:
             raise ToolError(f"no commits touch {a.path!r}; call git_log without a path")
-        return "\n".join(f"{c.sha[:10]} {c.at} {c.author}: {c.subject}" for c in rows[:a.limit])
+        return "\n".join(f"{c.sha[:10]} {c.at} {c.author}: {c.subject}" for c in rows[: a.limit])
 
     def git_show(a: GitShowArgs) -> str:
         found = [c for c in w.commits if c.sha.startswith(a.sha.strip().lower())]
         if len(found) != 1:
-            raise ToolError(f"{'no' if not found else 'more than one'} commit matches "
-                            f"{a.sha!r}; git_log shows the ids")
+            raise ToolError(
+                f"{'no' if not found else 'more than one'} commit matches "
+                f"{a.sha!r}; git_log shows the ids"
+            )
         c = found[0]
         log.add("git_show", [])
-        return "\n".join([f"commit {c.sha}", f"Author: {c.author}", f"Date: {c.at}", "",
-                          c.subject, "", c.body, "", "files: " + ", ".join(c.files), "",
-                          c.patch]).strip()
+        return "\n".join(
+            [
+                f"commit {c.sha}",
+                f"Author: {c.author}",
+                f"Date: {c.at}",
+                "",
+                c.subject,
+                "",
+                c.body,
+                "",
+                "files: " + ", ".join(c.files),
+                "",
+                c.patch,
+            ]
+        ).strip()
 
     return [
-        Tool("search_chat", "Search chat messages (all channels, or one).", SearchChatArgs,
-             search_chat),
+        Tool(
+            "search_chat",
+            "Search chat messages (all channels, or one).",
+            SearchChatArgs,
+            search_chat,
+        ),
         Tool("read_thread", "Read a whole chat thread by id.", ThreadArgs, read_thread),
         Tool("list_tickets", "List tickets (id, status, title).", ListTicketsArgs, list_tickets),
-        Tool("read_ticket", "Read a ticket with its comments and status changes.", TicketArgs,
-             read_ticket),
-        Tool("search_tickets", "Find tickets whose text mentions a query.", SearchTicketsArgs,
-             search_tickets),
+        Tool(
+            "read_ticket",
+            "Read a ticket with its comments and status changes.",
+            TicketArgs,
+            read_ticket,
+        ),
+        Tool(
+            "search_tickets",
+            "Find tickets whose text mentions a query.",
+            SearchTicketsArgs,
+            search_tickets,
+        ),
         Tool("list_prs", "List pull requests.", ListPrsArgs, list_prs),
         Tool("read_pr", "Read a pull request's description and discussion.", PrArgs, read_pr),
-        Tool("git_log", "The repository's commits, newest first (optionally for one file).",
-             GitLogArgs, git_log),
+        Tool(
+            "git_log",
+            "The repository's commits, newest first (optionally for one file).",
+            GitLogArgs,
+            git_log,
+        ),
         Tool("git_show", "One commit: message, files and patch.", GitShowArgs, git_show),
     ]

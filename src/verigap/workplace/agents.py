@@ -31,15 +31,27 @@ from verigap.workplace._items import WorkItem
 from verigap.workplace._world import PROJECTS, Knob
 
 CONTEXT_AGENTS = ("reconciler", "code_only", "outdated")
-FLAWS = ("debug_print", "commented_code", "no_test", "unrelated_change", "api_break",
-         "secret", "stale_docs")
+FLAWS = (
+    "debug_print",
+    "commented_code",
+    "no_test",
+    "unrelated_change",
+    "api_break",
+    "secret",
+    "stale_docs",
+)
 CONTROLS = ("careful", *(f"sloppy:{f}" for f in FLAWS))
 
 #: The rubric item each flaw violates (a control that fails to trip it is a broken check).
-FLAW_ITEM = {"debug_print": "no_debug_leftovers", "commented_code": "no_debug_leftovers",
-             "no_test": "tests_with_behaviour_change",
-             "unrelated_change": "no_unrelated_changes", "api_break": "api_compatible",
-             "secret": "no_secrets", "stale_docs": "docs_updated"}
+FLAW_ITEM = {
+    "debug_print": "no_debug_leftovers",
+    "commented_code": "no_debug_leftovers",
+    "no_test": "tests_with_behaviour_change",
+    "unrelated_change": "no_unrelated_changes",
+    "api_break": "api_compatible",
+    "secret": "no_secrets",
+    "stale_docs": "docs_updated",
+}
 
 _STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\dT[\d:]+)\]")
 _OPENED = re.compile(r"opened by \S+ at (\d{4}-\d\d-\d\dT[\d:]+)")
@@ -61,8 +73,7 @@ class _Session:
         return obs
 
 
-def statements(texts: list[str], knob: Knob) -> tuple[list[tuple[str, Any]], list[tuple[str,
-                                                                                           str]]]:
+def statements(texts: list[str], knob: Knob) -> tuple[list[tuple[str, Any]], list[tuple[str, str]]]:
     """(time, value) for every ``func(param=value)`` statement and (time, handle) for every
     reviewer line in ``texts``, timed by the line's stamp or the record's opening time."""
     value_re = re.compile(rf"`{re.escape(knob.func)}\({re.escape(knob.param)}=(.+?)\)`")
@@ -95,8 +106,13 @@ def _read_everything(s: _Session, knob: Knob) -> list[str]:
     for line in s.call("search_tickets", query=knob.func).splitlines():
         if line.startswith("WP-"):
             texts.append(s.call("read_ticket", ticket_id=line.split()[0]))
-    threads = sorted({ln.split()[0] for ln in s.call("search_chat", query=knob.func).splitlines()
-                      if ln.startswith("C-")})
+    threads = sorted(
+        {
+            ln.split()[0]
+            for ln in s.call("search_chat", query=knob.func).splitlines()
+            if ln.startswith("C-")
+        }
+    )
     texts += [s.call("read_thread", thread_id=t) for t in threads]
     for line in s.call("list_prs").splitlines():
         if f"{knob.func}:" in line:
@@ -132,8 +148,11 @@ def decide(name: str, s: _Session, item: WorkItem) -> dict[str, Any]:
         return {"value": code, "proposals": [], "reviewer": last}
     if name == "outdated":
         values, _ = statements([_description_only(_own_ticket(s, item))], knob)
-        pr_line = next(ln for ln in s.call("list_prs").splitlines()
-                       if f"{knob.func}: new default {knob.param} " in ln)
+        pr_line = next(
+            ln
+            for ln in s.call("list_prs").splitlines()
+            if f"{knob.func}: new default {knob.param} " in ln
+        )
         pr = s.call("read_pr", number=int(pr_line.split()[0].lstrip("#")))
         _, reviewers = statements([pr.split("comments:")[0]], knob)
         return {"value": _latest(values), "proposals": [], "reviewer": _latest(reviewers)}
@@ -154,6 +173,7 @@ def _code_default(s: _Session, knob: Knob) -> Any:
 
 # ---- code edits -------------------------------------------------------------------------
 
+
 def set_default(source: str, func: str, param: str, value: Any) -> str:
     """``source`` with the default of ``func``'s ``param`` replaced by ``value``."""
     tree = ast.parse(source)
@@ -161,7 +181,7 @@ def set_default(source: str, func: str, param: str, value: Any) -> str:
         if isinstance(node, ast.FunctionDef) and node.name == func:
             a = node.args
             pos = [*a.posonlyargs, *a.args]
-            pairs = list(zip(pos[len(pos) - len(a.defaults):], a.defaults, strict=True))
+            pairs = list(zip(pos[len(pos) - len(a.defaults) :], a.defaults, strict=True))
             pairs += [(k, d) for k, d in zip(a.kwonlyargs, a.kw_defaults, strict=True) if d]
             for arg, d in pairs:
                 if arg.arg == param:
@@ -189,11 +209,18 @@ def pin_old_default(source: str, func: str, param: str, index: int, old: Any) ->
     """Calls of ``func`` in a test file that rely on the default get ``param=old`` spelled out,
     so the existing tests keep testing what they tested."""
     tree = ast.parse(source)
-    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and (
-        (isinstance(n.func, ast.Name) and n.func.id == func)
-        or (isinstance(n.func, ast.Attribute) and n.func.attr == func))
-        and len(n.args) <= index and all(k.arg != param for k in n.keywords)
-        and not any(isinstance(x, ast.Starred) for x in n.args)]
+    calls = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call)
+        and (
+            (isinstance(n.func, ast.Name) and n.func.id == func)
+            or (isinstance(n.func, ast.Attribute) and n.func.attr == func)
+        )
+        and len(n.args) <= index
+        and all(k.arg != param for k in n.keywords)
+        and not any(isinstance(x, ast.Starred) for x in n.args)
+    ]
     raw = source.encode()
     starts = _offsets(source)
     for c in sorted(calls, key=lambda c: (c.end_lineno, c.end_col_offset), reverse=True):
@@ -231,8 +258,7 @@ def _param_index(source: str, func: str, param: str) -> int:
     raise KeyError(func)
 
 
-def change_files(item: WorkItem, ws: Path, value: Any, flaw: str | None = None
-                 ) -> dict[str, str]:
+def change_files(item: WorkItem, ws: Path, value: Any, flaw: str | None = None) -> dict[str, str]:
     """{path: new text} that sets the default to ``value`` the careful way, or with ``flaw``."""
     knob, p = item.scenario.knob, PROJECTS[item.project]
     old = item.scenario.values["code"]
@@ -249,13 +275,13 @@ def change_files(item: WorkItem, ws: Path, value: Any, flaw: str | None = None
     if flaw != "stale_docs":
         new_src = revise_examples(new_src, knob.func, ns)
     if flaw == "debug_print":
-            new_src = _inside_body(new_src, knob, f"print('{knob.func} called')")
+        new_src = _inside_body(new_src, knob, f"print('{knob.func} called')")
     elif flaw == "commented_code":
         new_src = _inside_body(new_src, knob, f"# {knob.param} = {old!r}")
     elif flaw == "api_break":
         new_src = keyword_only(new_src, knob.func, knob.param)
     elif flaw == "secret":
-        new_src = new_src.rstrip("\n") + "\n\nRELEASE_TOKEN = \"ghp_" + "A1b2C3d4" * 4 + "\"\n"
+        new_src = new_src.rstrip("\n") + '\n\nRELEASE_TOKEN = "ghp_' + "A1b2C3d4" * 4 + '"\n'
     elif flaw == "unrelated_change":
         new_src = _touch_other_function(new_src, knob.func)
     out[knob.module] = new_src
@@ -265,12 +291,16 @@ def change_files(item: WorkItem, ws: Path, value: Any, flaw: str | None = None
         if flaw == "api_break":
             text = keywordize_calls(text, knob.func, knob.param, index)
         if flaw != "no_test" and t == tests[0]:
-            qual = f"{p.package}.{knob.func}" if re.search(
-                rf"^import {p.package}\b", text, re.M) else knob.func
+            qual = (
+                f"{p.package}.{knob.func}"
+                if re.search(rf"^import {p.package}\b", text, re.M)
+                else knob.func
+            )
             expected = ns[knob.func](*knob.probe_args)
             text = text.rstrip("\n") + (
                 f"\n\n\ndef test_{knob.func}_default_{knob.param}():\n"
-                f"    assert {qual}(*{knob.probe_args!r}) == {expected!r}\n")
+                f"    assert {qual}(*{knob.probe_args!r}) == {expected!r}\n"
+            )
         out[t] = text
     return out
 
@@ -295,12 +325,14 @@ def keyword_only(src: str, func: str, param: str) -> str:
             names = [x.arg for x in args]
             i = names.index(param)
             defaults = [None] * (len(args) - len(node.args.defaults)) + node.args.defaults
-            parts = [ast.unparse(x) if d is None else f"{ast.unparse(x)}={ast.unparse(d)}"
-                     for x, d in zip(args, defaults, strict=True)]
+            parts = [
+                ast.unparse(x) if d is None else f"{ast.unparse(x)}={ast.unparse(d)}"
+                for x, d in zip(args, defaults, strict=True)
+            ]
             sig = ", ".join([*parts[:i], "*", *parts[i:]])
             lines = src.splitlines(keepends=True)
             head = lines[node.lineno - 1]
-            lines[node.lineno - 1] = head[:head.index("(") + 1] + sig + head[head.rindex(")"):]
+            lines[node.lineno - 1] = head[: head.index("(") + 1] + sig + head[head.rindex(")") :]
             return "".join(lines)
     raise KeyError(func)
 
@@ -309,9 +341,16 @@ def keywordize_calls(source: str, func: str, param: str, index: int) -> str:
     """Test calls that pass ``param`` by position rewritten to pass it by keyword (what a
     sloppy change does to keep its own API break green)."""
     tree = ast.parse(source)
-    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and (
-        (isinstance(n.func, ast.Name) and n.func.id == func)
-        or (isinstance(n.func, ast.Attribute) and n.func.attr == func)) and len(n.args) > index]
+    calls = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call)
+        and (
+            (isinstance(n.func, ast.Name) and n.func.id == func)
+            or (isinstance(n.func, ast.Attribute) and n.func.attr == func)
+        )
+        and len(n.args) > index
+    ]
     for c in sorted(calls, key=lambda c: (c.lineno, c.col_offset), reverse=True):
         arg = c.args[index]
         seg = ast.get_source_segment(source, arg)
@@ -323,8 +362,12 @@ def keywordize_calls(source: str, func: str, param: str, index: int) -> str:
 def _touch_other_function(src: str, func: str) -> str:
     """A drive-by edit of another public function's docstring."""
     for node in ast.parse(src).body:
-        if isinstance(node, ast.FunctionDef) and node.name != func and not node.name.startswith(
-                "_") and ast.get_docstring(node) is not None:
+        if (
+            isinstance(node, ast.FunctionDef)
+            and node.name != func
+            and not node.name.startswith("_")
+            and ast.get_docstring(node) is not None
+        ):
             doc = node.body[0].value
             seg = ast.get_source_segment(src, doc)
             assert seg is not None
@@ -337,15 +380,20 @@ def _test_files(ws: Path, tests: tuple[str, ...]) -> list[str]:
     out = []
     for t in tests:
         p = ws / t
-        out += sorted(x.relative_to(ws).as_posix() for x in p.rglob("test_*.py")) \
-            if p.is_dir() else [t]
+        out += (
+            sorted(x.relative_to(ws).as_posix() for x in p.rglob("test_*.py"))
+            if p.is_dir()
+            else [t]
+        )
     return out
 
 
 # ---- running an agent -----------------------------------------------------------------------
 
-def run_agent(name: str, item: WorkItem, workdir: Path, *, backend: str | None = None,
-              scheme: Any = None) -> Verdict:
+
+def run_agent(
+    name: str, item: WorkItem, workdir: Path, *, backend: str | None = None, scheme: Any = None
+) -> Verdict:
     """One scripted episode of agent ``name`` (a context agent or a control) on ``item``."""
     env = WorkplaceEnv(item, workdir, backend=backend, scheme=scheme)
     env.reset()
@@ -359,23 +407,33 @@ def run_agent(name: str, item: WorkItem, workdir: Path, *, backend: str | None =
                         s.call("write_file", path=path, content=text)
                 s.call("submit", summary=f"default set as I understood it ({name})")
             else:
-                key = {"probe_value": "value", "probe_proposals": "proposals",
-                       "probe_reviewer": "reviewer"}[item.kind]
+                key = {
+                    "probe_value": "value",
+                    "probe_proposals": "proposals",
+                    "probe_reviewer": "reviewer",
+                }[item.kind]
                 ans = belief[key]
-                text = (str(ans) if key == "reviewer" else repr(ans) if key == "value"
-                        else _json_list(ans))
+                text = (
+                    str(ans)
+                    if key == "reviewer"
+                    else repr(ans)
+                    if key == "value"
+                    else _json_list(ans)
+                )
                 s.call("answer", answer=text)
         elif name in CONTROLS:
             if item.kind != "code":
                 raise ValueError(f"control {name!r} only acts on code tasks")
             flaw = name.split(":", 1)[1] if ":" in name else None
-            for path, text in change_files(item, env.ws, item.scenario.values["final"],
-                                           flaw).items():
+            for path, text in change_files(
+                item, env.ws, item.scenario.values["final"], flaw
+            ).items():
                 s.call("write_file", path=path, content=text)
             s.call("submit", summary=name)
         else:
-            raise ValueError(f"unknown agent {name!r}; choose one of "
-                             f"{', '.join((*CONTEXT_AGENTS, *CONTROLS))}")
+            raise ValueError(
+                f"unknown agent {name!r}; choose one of {', '.join((*CONTEXT_AGENTS, *CONTROLS))}"
+            )
     finally:
         env.close()
     assert s.verdict is not None, "the episode did not end"
@@ -386,4 +444,3 @@ def _json_list(values: list[Any]) -> str:
     import json
 
     return json.dumps(list(values), ensure_ascii=False)
-

@@ -24,12 +24,19 @@ Log = Callable[[str], None]
 
 
 def _row(agent: str, item: WorkItem, v: Verdict) -> dict[str, Any]:
-    return {"agent": agent, "item": item.item_id, "kind": item.kind, "project": item.project,
-            "reward": v.reward, "correct": v.correct, "passed": v.passed,
-            "matched": v.detail["matched"],
-            "consulted_all_needed": v.detail["consulted_all_needed"],
-            "tool_calls": len(v.detail["tool_calls"]),
-            "review_failed": v.detail.get("review_failed", [])}
+    return {
+        "agent": agent,
+        "item": item.item_id,
+        "kind": item.kind,
+        "project": item.project,
+        "reward": v.reward,
+        "correct": v.correct,
+        "passed": v.passed,
+        "matched": v.detail["matched"],
+        "consulted_all_needed": v.detail["consulted_all_needed"],
+        "tool_calls": len(v.detail["tool_calls"]),
+        "review_failed": v.detail.get("review_failed", []),
+    }
 
 
 def _share(rows: list[dict[str, Any]], key: str) -> float:
@@ -41,8 +48,9 @@ def _mix(rows: list[dict[str, Any]]) -> dict[str, float]:
     return {k: round(v / len(rows), 4) for k, v in sorted(c.items())}
 
 
-def context_scores(seeds: Sequence[int], *, backend: str | None = None,
-                   log: Log = print) -> dict[str, Any]:
+def context_scores(
+    seeds: Sequence[int], *, backend: str | None = None, log: Log = print
+) -> dict[str, Any]:
     """Every context agent on every task and probe: true success, reward, which source its
     answers agree with, and whether its tool calls surfaced the needed facts."""
     items = build_items(list(seeds))
@@ -50,40 +58,54 @@ def context_scores(seeds: Sequence[int], *, backend: str | None = None,
     with tempfile.TemporaryDirectory(prefix="verigap-wp-") as tmp:
         for item in items:
             for agent in CONTEXT_AGENTS:
-                rows.append(_row(agent, item, run_agent(agent, item, Path(tmp) / "ep",
-                                                        backend=backend)))
-            log(f"{item.item_id}: " + " ".join(f"{r['agent']}={int(r['correct'])}"
-                                               for r in rows[-3:]))
+                rows.append(
+                    _row(agent, item, run_agent(agent, item, Path(tmp) / "ep", backend=backend))
+                )
+            log(
+                f"{item.item_id}: "
+                + " ".join(f"{r['agent']}={int(r['correct'])}" for r in rows[-3:])
+            )
     per_agent: dict[str, Any] = {}
     for agent in CONTEXT_AGENTS:
         mine = [r for r in rows if r["agent"] == agent]
         per_kind = {}
         for kind in KINDS:
             k_rows = [r for r in mine if r["kind"] == kind]
-            per_kind[kind] = {"n": len(k_rows), "true_success": _share(k_rows, "correct"),
-                              "mean_reward": round(sum(r["reward"] for r in k_rows)
-                                                   / len(k_rows), 4),
-                              "false_success": round(sum(r["passed"] and not r["correct"]
-                                                         for r in k_rows) / len(k_rows), 4),
-                              "matched": _mix(k_rows),
-                              "consulted_all_needed": _share(k_rows, "consulted_all_needed")}
-        per_agent[agent] = {"n": len(mine), "true_success": _share(mine, "correct"),
-                            "follows_outdated": round(sum(r["matched"] == "outdated"
-                                                          for r in mine) / len(mine), 4),
-                            "keeps_code": round(sum(r["matched"] == "code" for r in mine)
-                                                / len(mine), 4),
-                            "per_kind": per_kind}
-    spread = {item.item_id: sorted({item.scenario.where[r.split(":")[-1]]
-                                    for r in item.needed_facts}) for item in items}
-    return {"seeds": list(seeds), "n_items": len(items),
-            "n_by_kind": dict(Counter(i.kind for i in items)),
-            "n_by_project": dict(Counter(i.project for i in items)),
-            "min_tools_per_item": min(len(v) for v in spread.values()),
-            "agents": per_agent, "episodes": rows}
+            per_kind[kind] = {
+                "n": len(k_rows),
+                "true_success": _share(k_rows, "correct"),
+                "mean_reward": round(sum(r["reward"] for r in k_rows) / len(k_rows), 4),
+                "false_success": round(
+                    sum(r["passed"] and not r["correct"] for r in k_rows) / len(k_rows), 4
+                ),
+                "matched": _mix(k_rows),
+                "consulted_all_needed": _share(k_rows, "consulted_all_needed"),
+            }
+        per_agent[agent] = {
+            "n": len(mine),
+            "true_success": _share(mine, "correct"),
+            "follows_outdated": round(sum(r["matched"] == "outdated" for r in mine) / len(mine), 4),
+            "keeps_code": round(sum(r["matched"] == "code" for r in mine) / len(mine), 4),
+            "per_kind": per_kind,
+        }
+    spread = {
+        item.item_id: sorted({item.scenario.where[r.split(":")[-1]] for r in item.needed_facts})
+        for item in items
+    }
+    return {
+        "seeds": list(seeds),
+        "n_items": len(items),
+        "n_by_kind": dict(Counter(i.kind for i in items)),
+        "n_by_project": dict(Counter(i.project for i in items)),
+        "min_tools_per_item": min(len(v) for v in spread.values()),
+        "agents": per_agent,
+        "episodes": rows,
+    }
 
 
-def rubric_controls(seeds: Sequence[int], *, backend: str | None = None,
-                    log: Log = print) -> dict[str, Any]:
+def rubric_controls(
+    seeds: Sequence[int], *, backend: str | None = None, log: Log = print
+) -> dict[str, Any]:
     """Careful and sloppy controls on every code task: the tests and each rubric item."""
     items = [i for i in build_items(list(seeds)) if i.kind == "code"]
     rows = []
@@ -94,43 +116,70 @@ def rubric_controls(seeds: Sequence[int], *, backend: str | None = None,
                 flaw = control.split(":", 1)[1] if ":" in control else None
                 item_checked = FLAW_ITEM.get(flaw or "")
                 applies = item_checked is None or not v.detail["review"][item_checked].startswith(
-                    "n/a")
-                rows.append({**_row(control, item, v), "visible": bool(v.checks["visible"]),
-                             "hidden": bool(v.checks["hidden"]),
-                             "flaw_item": item_checked, "flaw_applies": applies,
-                             "caught": item_checked in v.detail["review_failed"]
-                             if item_checked else None})
-            log(f"{item.item_id}: " + " ".join(f"{r['agent']}:{len(r['review_failed'])}"
-                                               for r in rows[-len(CONTROLS):]))
+                    "n/a"
+                )
+                rows.append(
+                    {
+                        **_row(control, item, v),
+                        "visible": bool(v.checks["visible"]),
+                        "hidden": bool(v.checks["hidden"]),
+                        "flaw_item": item_checked,
+                        "flaw_applies": applies,
+                        "caught": item_checked in v.detail["review_failed"]
+                        if item_checked
+                        else None,
+                    }
+                )
+            log(
+                f"{item.item_id}: "
+                + " ".join(
+                    f"{r['agent']}:{len(r['review_failed'])}" for r in rows[-len(CONTROLS) :]
+                )
+            )
     per_control = {}
     for control in CONTROLS:
         mine = [r for r in rows if r["agent"] == control]
         applicable = [r for r in mine if r["flaw_applies"]]
         per_control[control] = {
-            "n": len(mine), "tests_pass": _share(mine, "hidden"),
+            "n": len(mine),
+            "tests_pass": _share(mine, "hidden"),
             "visible_pass": _share(mine, "visible"),
             "rubric_clean": round(sum(not r["review_failed"] for r in mine) / len(mine), 4),
             "n_applicable": len(applicable),
-            "flaw_caught": (_share([{"c": r["caught"]} for r in applicable], "c")
-                            if control != "careful" else None),
+            "flaw_caught": (
+                _share([{"c": r["caught"]} for r in applicable], "c")
+                if control != "careful"
+                else None
+            ),
             "items_failed": dict(Counter(i for r in mine for i in r["review_failed"])),
         }
-    caught_not_tests = sum(1 for r in rows if r["agent"] != "careful" and r["hidden"]
-                           and r["visible"] and r["caught"])
+    caught_not_tests = sum(
+        1 for r in rows if r["agent"] != "careful" and r["hidden"] and r["visible"] and r["caught"]
+    )
     sloppy = [r for r in rows if r["agent"] != "careful" and r["flaw_applies"]]
     careful = [r for r in rows if r["agent"] == "careful"]
-    summary = {"careful_tests_pass": _share(careful, "hidden"),
-               "careful_rubric_clean": per_control["careful"]["rubric_clean"],
-               "sloppy_n": len(sloppy), "sloppy_tests_pass": _share(sloppy, "hidden"),
-               "sloppy_visible_pass": _share(sloppy, "visible"),
-               "sloppy_flaw_caught": _share([{"c": r["caught"]} for r in sloppy], "c")}
-    return {"seeds": list(seeds), "n_tasks": len(items), "items": list(ITEMS),
-            "controls": per_control, "summary": summary,
-            "caught_by_review_not_tests": caught_not_tests, "episodes": rows}
+    summary = {
+        "careful_tests_pass": _share(careful, "hidden"),
+        "careful_rubric_clean": per_control["careful"]["rubric_clean"],
+        "sloppy_n": len(sloppy),
+        "sloppy_tests_pass": _share(sloppy, "hidden"),
+        "sloppy_visible_pass": _share(sloppy, "visible"),
+        "sloppy_flaw_caught": _share([{"c": r["caught"]} for r in sloppy], "c"),
+    }
+    return {
+        "seeds": list(seeds),
+        "n_tasks": len(items),
+        "items": list(ITEMS),
+        "controls": per_control,
+        "summary": summary,
+        "caught_by_review_not_tests": caught_not_tests,
+        "episodes": rows,
+    }
 
 
-def repo_task_rubric(n_tasks: int = 4, *, backend: str | None = None,
-                     log: Log = print) -> dict[str, Any]:
+def repo_task_rubric(
+    n_tasks: int = 4, *, backend: str | None = None, log: Log = print
+) -> dict[str, Any]:
     """The rubric on existing repo tasks (two-site bug fixes made from the fixture library,
     the smallest the task maker makes), beside the hardened grader's test verdict: a careful
     fix (the reference plus a regression test) and sloppy fixes that pass the same tests."""
@@ -143,14 +192,25 @@ def repo_task_rubric(n_tasks: int = 4, *, backend: str | None = None,
     rows = []
     with tempfile.TemporaryDirectory(prefix="verigap-wp-repo-") as tmp:
         t = Path(tmp)
-        make_tasks(str(FIXTURE), t / "tasks", k=2, n=n_tasks, max_candidates=16, seed=0,
-                   env="current", backend=backend or "bwrap", min_hidden=1, log=lambda s: None)
+        make_tasks(
+            str(FIXTURE),
+            t / "tasks",
+            k=2,
+            n=n_tasks,
+            max_candidates=16,
+            seed=0,
+            env="current",
+            backend=backend or "bwrap",
+            min_hidden=1,
+            log=lambda s: None,
+        )
         tasks = load_tasks(t / "tasks")
         for task in tasks:
             p = prepared_for(task, backend=backend or "bwrap")
             site = task.sites[0]
-            scope = rv.Scope(tuple(f"{s.file}::{s.qualname}" for s in task.sites),
-                             tuple(task.source_paths))
+            scope = rv.Scope(
+                tuple(f"{s.file}::{s.qualname}" for s in task.sites), tuple(task.source_paths)
+            )
             for control in ("careful", *REPO_FLAW_ITEM):
                 ws = materialize_workspace(p, task, t / "ws" / control.replace(":", "-"))
                 before = read_tree(ws)
@@ -164,37 +224,63 @@ def repo_task_rubric(n_tasks: int = 4, *, backend: str | None = None,
                 results = rv.review(before, after, scope, "repo_bugfix")
                 v = v2.grade(task, ws, prepared=p, backend=backend or "bwrap")
                 failed = [r.item for r in results if not r.passed]
-                rows.append({"task": task.task_id,
-                             "sites": [f"{s.file}::{s.qualname}" for s in task.sites],
-                             "control": control, "tests_correct": v.correct,
-                             "tests_reward": v.reward, "hacks": list(v.hacks),
-                             "review_failed": failed})
+                rows.append(
+                    {
+                        "task": task.task_id,
+                        "sites": [f"{s.file}::{s.qualname}" for s in task.sites],
+                        "control": control,
+                        "tests_correct": v.correct,
+                        "tests_reward": v.reward,
+                        "hacks": list(v.hacks),
+                        "review_failed": failed,
+                    }
+                )
                 shutil.rmtree(ws, ignore_errors=True)
-            log(f"{task.task_id}: " + " ".join(f"{r['control']}:{int(r['tests_correct'])}/"
-                                               f"{len(r['review_failed'])}" for r in rows[-5:]))
+            log(
+                f"{task.task_id}: "
+                + " ".join(
+                    f"{r['control']}:{int(r['tests_correct'])}/{len(r['review_failed'])}"
+                    for r in rows[-5:]
+                )
+            )
     by_control: dict[str, dict[str, Any]] = defaultdict(dict)
     for control in sorted({r["control"] for r in rows}):
         mine = [r for r in rows if r["control"] == control]
         by_control[control] = {
-            "n": len(mine), "tests_correct": _share(mine, "tests_correct"),
+            "n": len(mine),
+            "tests_correct": _share(mine, "tests_correct"),
             "rubric_clean": round(sum(not r["review_failed"] for r in mine) / len(mine), 4),
-            "items_failed": dict(Counter(i for r in mine for i in r["review_failed"]))}
+            "items_failed": dict(Counter(i for r in mine for i in r["review_failed"])),
+        }
     caught = sum(1 for r in rows if r["tests_correct"] and r["review_failed"])
     careful = [r for r in rows if r["control"] == "careful"]
-    sloppy = [{**r, "caught": REPO_FLAW_ITEM[r["control"]] in r["review_failed"]}
-              for r in rows if r["control"] != "careful"]
-    summary = {"careful_tests_correct": _share(careful, "tests_correct"),
-               "careful_rubric_clean": by_control["careful"]["rubric_clean"],
-               "sloppy_n": len(sloppy), "sloppy_tests_correct": _share(sloppy, "tests_correct"),
-               "sloppy_caught": _share(sloppy, "caught")}
-    return {"n_tasks": len({r["task"] for r in rows}), "controls": dict(by_control),
-            "summary": summary, "caught_by_review_not_tests": caught, "episodes": rows}
+    sloppy = [
+        {**r, "caught": REPO_FLAW_ITEM[r["control"]] in r["review_failed"]}
+        for r in rows
+        if r["control"] != "careful"
+    ]
+    summary = {
+        "careful_tests_correct": _share(careful, "tests_correct"),
+        "careful_rubric_clean": by_control["careful"]["rubric_clean"],
+        "sloppy_n": len(sloppy),
+        "sloppy_tests_correct": _share(sloppy, "tests_correct"),
+        "sloppy_caught": _share(sloppy, "caught"),
+    }
+    return {
+        "n_tasks": len({r["task"] for r in rows}),
+        "controls": dict(by_control),
+        "summary": summary,
+        "caught_by_review_not_tests": caught,
+        "episodes": rows,
+    }
 
 
-REPO_FLAW_ITEM = {"sloppy:debug_print": "no_debug_leftovers",
-                  "sloppy:no_test": "tests_with_behaviour_change",
-                  "sloppy:unrelated_change": "no_unrelated_changes",
-                  "sloppy:commented_code": "no_debug_leftovers"}
+REPO_FLAW_ITEM = {
+    "sloppy:debug_print": "no_debug_leftovers",
+    "sloppy:no_test": "tests_with_behaviour_change",
+    "sloppy:unrelated_change": "no_unrelated_changes",
+    "sloppy:commented_code": "no_debug_leftovers",
+}
 """The rubric item each repo-task flaw violates."""
 
 
@@ -208,8 +294,10 @@ def _repo_control(control: str, site: Any, fixed: str) -> dict[str, str]:
     out = {site.file: fixed}
     test_rel = f"tests/test_regression_{name}.py"
     # the rubric checks that a test came with the fix, not how good it is: a minimal one
-    careful_test = (f"from {module} import {name}\n\n\ndef test_{name}_is_callable():\n"
-                    f"    assert callable({name})\n")
+    careful_test = (
+        f"from {module} import {name}\n\n\ndef test_{name}_is_callable():\n"
+        f"    assert callable({name})\n"
+    )
     if control != "sloppy:no_test":
         out[test_rel] = careful_test
     tree = ast.parse(fixed)
@@ -227,9 +315,16 @@ def _repo_control(control: str, site: Any, fixed: str) -> dict[str, str]:
     return out
 
 
-def local_probes(n: int, seed: int, *, max_turns: int, spec: str = "local:smollm2",
-                 max_new_tokens: int = 128, log: Log = print,
-                 save: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+def local_probes(
+    n: int,
+    seed: int,
+    *,
+    max_turns: int,
+    spec: str = "local:smollm2",
+    max_new_tokens: int = 128,
+    log: Log = print,
+    save: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
     """The local model on a seeded sample of probes (answers graded like any agent's).
     ``save`` gets the summary after every episode (``complete`` false until the last), so a
     run stopped early leaves the episodes it finished, a prefix of the seeded sample."""
@@ -239,30 +334,48 @@ def local_probes(n: int, seed: int, *, max_turns: int, spec: str = "local:smollm
     probes = [i for i in build_items([0, 1, 2, 3]) if i.kind != "code"]
     sample = random.Random(seed).sample(probes, n)
     client = client_from_spec(spec, max_new_tokens=max_new_tokens)
-    system = ("You work on a software team. Use the tools to search chat, tickets, pull "
-              "requests and git history; later decisions replace earlier ones. When you know, "
-              "call answer with the value only.")
+    system = (
+        "You work on a software team. Use the tools to search chat, tickets, pull "
+        "requests and git history; later decisions replace earlier ones. When you know, "
+        "call answer with the value only."
+    )
     rows = []
     with tempfile.TemporaryDirectory(prefix="verigap-wp-llm-") as tmp:
         for item in sample:
             env = WorkplaceEnv(item, Path(tmp))
             prompt, _ = env.reset()
-            ep = run_episode(client, env.tools, system, prompt, Budget(max_turns=max_turns,
-                                                                      wall_s=1800))
+            ep = run_episode(
+                client, env.tools, system, prompt, Budget(max_turns=max_turns, wall_s=1800)
+            )
             v = env.grade()
             calls = [e for e in ep.transcript if e["event"] == "tool_result"]
-            rows.append({**_row(spec, item, v), "answer": v.detail["answer"],
-                         "status": ep.status.value, "turns": ep.turns,
-                         "tool_calls_made": len(calls), "wall_s": round(ep.wall_s, 1)})
-            log(f"{item.item_id}: correct={v.correct} answer={v.detail['answer']!r} "
-                f"turns={ep.turns} ({ep.wall_s:.0f}s)")
-            summary = {"spec": spec, "n": n, "n_done": len(rows), "complete": len(rows) == n,
-                       "seed": seed, "max_turns": max_turns, "max_new_tokens": max_new_tokens,
-                       "true_success": _share(rows, "correct"),
-                       "answered": round(sum(r["answer"] is not None for r in rows)
-                                         / len(rows), 4),
-                       "consulted_all_needed": _share(rows, "consulted_all_needed"),
-                       "episodes": rows}
+            rows.append(
+                {
+                    **_row(spec, item, v),
+                    "answer": v.detail["answer"],
+                    "status": ep.status.value,
+                    "turns": ep.turns,
+                    "tool_calls_made": len(calls),
+                    "wall_s": round(ep.wall_s, 1),
+                }
+            )
+            log(
+                f"{item.item_id}: correct={v.correct} answer={v.detail['answer']!r} "
+                f"turns={ep.turns} ({ep.wall_s:.0f}s)"
+            )
+            summary = {
+                "spec": spec,
+                "n": n,
+                "n_done": len(rows),
+                "complete": len(rows) == n,
+                "seed": seed,
+                "max_turns": max_turns,
+                "max_new_tokens": max_new_tokens,
+                "true_success": _share(rows, "correct"),
+                "answered": round(sum(r["answer"] is not None for r in rows) / len(rows), 4),
+                "consulted_all_needed": _share(rows, "consulted_all_needed"),
+                "episodes": rows,
+            }
             if save is not None:
                 save(summary)
     return summary

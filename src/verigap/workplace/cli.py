@@ -11,8 +11,11 @@ from typing import Annotated
 
 import typer
 
-app = typer.Typer(help="Tasks whose facts live in tickets, chat, pull requests and git "
-                  "history; reviewer checks beyond tests.", no_args_is_help=True)
+app = typer.Typer(
+    help="Tasks whose facts live in tickets, chat, pull requests and git "
+    "history; reviewer checks beyond tests.",
+    no_args_is_help=True,
+)
 
 OUT = Path("results/workplace")
 
@@ -29,8 +32,9 @@ def _seeds(text: str) -> list[int]:
     try:
         seeds = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise typer.BadParameter("--seeds takes integers separated by commas, e.g. 0,1,2,3"
-                                 ) from None
+        raise typer.BadParameter(
+            "--seeds takes integers separated by commas, e.g. 0,1,2,3"
+        ) from None
     if not seeds:
         raise typer.BadParameter("--seeds needs at least one seed, e.g. 0,1,2,3")
     return seeds
@@ -44,9 +48,10 @@ def _write(path: Path, data: dict, command: str) -> None:
 
 
 @app.command("context")
-def context(seeds: Annotated[str, typer.Option(help="workplace seeds, comma-separated")] = "0,1,2,3",
-            out: Annotated[Path, typer.Option(help="results file")] = OUT / "context.json",
-            ) -> None:
+def context(
+    seeds: Annotated[str, typer.Option(help="workplace seeds, comma-separated")] = "0,1,2,3",
+    out: Annotated[Path, typer.Option(help="results file")] = OUT / "context.json",
+) -> None:
     """Score the reconciling, code-only and outdated-instruction agents on every task and
     probe (per kind), with the facts their tool calls surfaced.
 
@@ -59,9 +64,10 @@ def context(seeds: Annotated[str, typer.Option(help="workplace seeds, comma-sepa
 
 
 @app.command("rubric")
-def rubric(seeds: Annotated[str, typer.Option(help="workplace seeds, comma-separated")] = "0,1,2,3",
-           out: Annotated[Path, typer.Option(help="results file")] = OUT / "rubric.json",
-           ) -> None:
+def rubric(
+    seeds: Annotated[str, typer.Option(help="workplace seeds, comma-separated")] = "0,1,2,3",
+    out: Annotated[Path, typer.Option(help="results file")] = OUT / "rubric.json",
+) -> None:
     """Careful and sloppy controls on every code task: tests and each reviewer item.
 
     Example: verigap workplace rubric --seeds 0,1
@@ -73,9 +79,10 @@ def rubric(seeds: Annotated[str, typer.Option(help="workplace seeds, comma-separ
 
 
 @app.command("repo-rubric")
-def repo_rubric(n: Annotated[int, typer.Option(min=1, help="repo tasks to make")] = 4,
-                out: Annotated[Path, typer.Option(help="results file")] = OUT
-                / "repo_rubric.json") -> None:
+def repo_rubric(
+    n: Annotated[int, typer.Option(min=1, help="repo tasks to make")] = 4,
+    out: Annotated[Path, typer.Option(help="results file")] = OUT / "repo_rubric.json",
+) -> None:
     """The reviewer rubric on existing repo tasks (fixture library), beside v2's verdict.
 
     Example: verigap workplace repo-rubric --n 4
@@ -87,28 +94,45 @@ def repo_rubric(n: Annotated[int, typer.Option(min=1, help="repo tasks to make")
 
 
 @app.command("local")
-def local(n: Annotated[int, typer.Option(min=1, help="probes in the sample")] = 4,
-          seed: Annotated[int, typer.Option(help="sampling seed")] = 0,
-          max_turns: Annotated[int, typer.Option(min=1)] = 2,
-          max_new_tokens: Annotated[int, typer.Option(min=8, help="tokens per turn")] = 96,
-          spec: Annotated[str, typer.Option(help="model spec")] = "local:smollm2",
-          out: Annotated[Path, typer.Option(help="results file")] = OUT / "local_model.json",
-          ) -> None:
+def local(
+    n: Annotated[int, typer.Option(min=1, help="probes in the sample")] = 4,
+    seed: Annotated[int, typer.Option(help="sampling seed")] = 0,
+    max_turns: Annotated[int, typer.Option(min=1)] = 2,
+    max_new_tokens: Annotated[int, typer.Option(min=8, help="tokens per turn")] = 96,
+    spec: Annotated[str, typer.Option(help="model spec")] = "local:smollm2",
+    out: Annotated[Path, typer.Option(help="results file")] = OUT / "local_model.json",
+) -> None:
     """A model (the local one by default) on a seeded sample of probes.
 
     Example: verigap workplace local --n 4 --max-turns 2
     """
     from verigap.workplace.bench import local_probes
 
-    command = _command("local", n=n, seed=seed, max_turns=max_turns,
-                       max_new_tokens=max_new_tokens, spec=spec, out=out)
-    local_probes(n, seed, max_turns=max_turns, spec=spec, max_new_tokens=max_new_tokens,
-                 log=typer.echo, save=lambda data: _write(out, data, command))
+    command = _command(
+        "local",
+        n=n,
+        seed=seed,
+        max_turns=max_turns,
+        max_new_tokens=max_new_tokens,
+        spec=spec,
+        out=out,
+    )
+    local_probes(
+        n,
+        seed,
+        max_turns=max_turns,
+        spec=spec,
+        max_new_tokens=max_new_tokens,
+        log=typer.echo,
+        save=lambda data: _write(out, data, command),
+    )
 
 
 @app.command("show")
-def show(project: Annotated[str, typer.Option(help="textkit or inflection")] = "textkit",
-         seed: Annotated[int, typer.Option()] = 0) -> None:
+def show(
+    project: Annotated[str, typer.Option(help="textkit or inflection")] = "textkit",
+    seed: Annotated[int, typer.Option()] = 0,
+) -> None:
     """Print a generated workplace as JSON (the data the tools read).
 
     Example: verigap workplace show --project inflection --seed 1

@@ -17,8 +17,14 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-ITEMS = ("no_unrelated_changes", "api_compatible", "tests_with_behaviour_change",
-         "docs_updated", "no_debug_leftovers", "no_secrets")
+ITEMS = (
+    "no_unrelated_changes",
+    "api_compatible",
+    "tests_with_behaviour_change",
+    "docs_updated",
+    "no_debug_leftovers",
+    "no_secrets",
+)
 
 RUBRICS: dict[str, tuple[str, ...]] = {
     # a changed default: every item applies
@@ -30,9 +36,12 @@ RUBRICS: dict[str, tuple[str, ...]] = {
 
 _SECRET = re.compile(
     r"AKIA[0-9A-Z]{16}|ghp_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9]{20,}|-----BEGIN [A-Z ]*PRIVATE KEY"
-    r"|(?i:(password|passwd|secret|token|api_key|apikey)\s*[:=]\s*['\"][^'\"]{8,}['\"])")
-_DEBUG = re.compile(r"^\s*(print\(|breakpoint\(\)|import pdb|pdb\.set_trace\(|"
-                    r"import ipdb|ipdb\.set_trace\()")
+    r"|(?i:(password|passwd|secret|token|api_key|apikey)\s*[:=]\s*['\"][^'\"]{8,}['\"])"
+)
+_DEBUG = re.compile(
+    r"^\s*(print\(|breakpoint\(\)|import pdb|pdb\.set_trace\(|"
+    r"import ipdb|ipdb\.set_trace\()"
+)
 
 
 @dataclass(frozen=True)
@@ -53,8 +62,12 @@ class ItemResult:
 
 def is_test(path: str) -> bool:
     name = path.rsplit("/", 1)[-1]
-    return path.startswith("tests/") or "/tests/" in path or name.startswith("test_") \
+    return (
+        path.startswith("tests/")
+        or "/tests/" in path
+        or name.startswith("test_")
         or name == "conftest.py"
+    )
 
 
 def changed(before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:
@@ -63,8 +76,9 @@ def changed(before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:
 
 def added_lines(old: str | None, new: str | None) -> list[str]:
     """Lines the diff adds to one file."""
-    diff = difflib.unified_diff((old or "").splitlines(), (new or "").splitlines(), lineterm="",
-                                n=0)
+    diff = difflib.unified_diff(
+        (old or "").splitlines(), (new or "").splitlines(), lineterm="", n=0
+    )
     return [ln[1:] for ln in diff if ln.startswith("+") and not ln.startswith("+++")]
 
 
@@ -72,9 +86,13 @@ def unified(before: Mapping[str, str], after: Mapping[str, str]) -> str:
     """The change as a unified diff (what a reviewer reads)."""
     out: list[str] = []
     for p in changed(before, after):
-        out += difflib.unified_diff((before.get(p) or "").splitlines(),
-                                    (after.get(p) or "").splitlines(), f"a/{p}", f"b/{p}",
-                                    lineterm="")
+        out += difflib.unified_diff(
+            (before.get(p) or "").splitlines(),
+            (after.get(p) or "").splitlines(),
+            f"a/{p}",
+            f"b/{p}",
+            lineterm="",
+        )
     return "\n".join(out)
 
 
@@ -87,8 +105,10 @@ def _spans(source: str, names: set[str]) -> list[tuple[int, int]] | None:
         return None
     out = []
     for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) \
-                and node.name in names:
+        if (
+            isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+            and node.name in names
+        ):
             start = min([node.lineno, *(d.lineno for d in node.decorator_list)]) - 1
             out.append((start, node.end_lineno or node.lineno))
     return out
@@ -115,8 +135,11 @@ def _outside(old: str, new: str, names: set[str]) -> list[int] | None:
 
 
 def _is_source(path: str, scope: Scope) -> bool:
-    return path.endswith(".py") and not is_test(path) and any(
-        path == s or path.startswith(s.rstrip("/") + "/") for s in scope.source_paths)
+    return (
+        path.endswith(".py")
+        and not is_test(path)
+        and any(path == s or path.startswith(s.rstrip("/") + "/") for s in scope.source_paths)
+    )
 
 
 def _unrelated(before, after, scope: Scope, files: list[str]) -> ItemResult:
@@ -137,8 +160,9 @@ def _unrelated(before, after, scope: Scope, files: list[str]) -> ItemResult:
         elif bad:
             extra.append(f"{p} near line {bad[0]}")
     if extra:
-        return ItemResult("no_unrelated_changes", False, "changes outside the task: "
-                          + "; ".join(extra))
+        return ItemResult(
+            "no_unrelated_changes", False, "changes outside the task: " + "; ".join(extra)
+        )
     return ItemResult("no_unrelated_changes", True, "only the task's functions, tests and docs")
 
 
@@ -152,11 +176,13 @@ def _signatures(source: str) -> dict[str, tuple[list[str], set[str], set[str]]] 
     out = {}
     for node in tree.body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and not node.name.startswith(
-                "_"):
+            "_"
+        ):
             a = node.args
             pos = [x.arg for x in [*a.posonlyargs, *a.args]]
-            defaults = set(pos[len(pos) - len(a.defaults):]) | {
-                k.arg for k, d in zip(a.kwonlyargs, a.kw_defaults, strict=True) if d is not None}
+            defaults = set(pos[len(pos) - len(a.defaults) :]) | {
+                k.arg for k, d in zip(a.kwonlyargs, a.kw_defaults, strict=True) if d is not None
+            }
             out[node.name] = (pos, {k.arg for k in a.kwonlyargs}, defaults)
     return out
 
@@ -168,7 +194,8 @@ def _exports(source: str) -> set[str] | None:
         return None
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(
-                isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+        ):
             try:
                 return set(ast.literal_eval(node.value))
             except ValueError:
@@ -192,11 +219,11 @@ def _api(before, after, scope: Scope, files: list[str]) -> ItemResult:
                 problems.append(f"{name} removed")
                 continue
             npos, nkw, ndefaults = new[name]
-            if npos[:len(pos)] != pos:
+            if npos[: len(pos)] != pos:
                 problems.append(f"{name}: positional parameters {pos} became {npos}")
             if not kw <= (nkw | set(npos)):
                 problems.append(f"{name}: keyword parameters {sorted(kw - nkw)} removed")
-            required_new = [x for x in [*npos[len(pos):], *(nkw - kw)] if x not in ndefaults]
+            required_new = [x for x in [*npos[len(pos) :], *(nkw - kw)] if x not in ndefaults]
             if required_new:
                 problems.append(f"{name}: new required parameters {required_new}")
             lost = [x for x in defaults if x not in ndefaults and x in [*npos, *nkw]]
@@ -227,8 +254,11 @@ def _test_weight(source: str | None) -> int:
         if isinstance(node, ast.FunctionDef) and node.name.startswith("test"):
             n += 1
             for d in node.decorator_list:
-                if isinstance(d, ast.Call) and len(d.args) >= 2 and isinstance(
-                        d.args[1], ast.List | ast.Tuple):
+                if (
+                    isinstance(d, ast.Call)
+                    and len(d.args) >= 2
+                    and isinstance(d.args[1], ast.List | ast.Tuple)
+                ):
                     n += len(d.args[1].elts)
         elif isinstance(node, ast.Assert):
             n += 1
@@ -239,11 +269,15 @@ def _tests(before, after, scope: Scope, files: list[str]) -> ItemResult:
     if not _source_changed(files, scope):
         return ItemResult("tests_with_behaviour_change", True, "n/a: no source change")
     for p in files:
-        if is_test(p) and p.endswith(".py") and _test_weight(after.get(p)) > _test_weight(
-                before.get(p)):
+        if (
+            is_test(p)
+            and p.endswith(".py")
+            and _test_weight(after.get(p)) > _test_weight(before.get(p))
+        ):
             return ItemResult("tests_with_behaviour_change", True, f"tests added in {p}")
-    return ItemResult("tests_with_behaviour_change", False,
-                      "the source changed but no test was added or extended")
+    return ItemResult(
+        "tests_with_behaviour_change", False, "the source changed but no test was added or extended"
+    )
 
 
 def _function(source: str, name: str) -> ast.FunctionDef | None:
@@ -278,8 +312,11 @@ def _docs(before, after, scope: Scope, files: list[str]) -> ItemResult:
             continue
         doc = ast.get_docstring(old) or ""
         applies = applies or ">>>" in doc
-        if ">>>" in doc and _without_docstring(old) != _without_docstring(new) \
-                and ast.get_docstring(new) == doc:
+        if (
+            ">>>" in doc
+            and _without_docstring(old) != _without_docstring(new)
+            and ast.get_docstring(new) == doc
+        ):
             missing.append(f"{name}'s docstring examples not revised with its behaviour")
     if missing:
         return ItemResult("docs_updated", False, "; ".join(missing))
@@ -296,8 +333,20 @@ def _looks_like_code(comment: str) -> bool:
         tree = ast.parse(text)
     except SyntaxError:
         return False
-    return any(isinstance(n, ast.Assign | ast.Return | ast.Call | ast.If | ast.For | ast.Import
-                          | ast.ImportFrom | ast.AugAssign) for n in ast.walk(tree))
+    return any(
+        isinstance(
+            n,
+            ast.Assign
+            | ast.Return
+            | ast.Call
+            | ast.If
+            | ast.For
+            | ast.Import
+            | ast.ImportFrom
+            | ast.AugAssign,
+        )
+        for n in ast.walk(tree)
+    )
 
 
 def _debug(before, after, scope: Scope, files: list[str]) -> ItemResult:
@@ -316,21 +365,35 @@ def _debug(before, after, scope: Scope, files: list[str]) -> ItemResult:
 
 
 def _secrets(before, after, scope: Scope, files: list[str]) -> ItemResult:
-    found = [f"{p}" for p in files for ln in added_lines(before.get(p), after.get(p))
-             if _SECRET.search(ln)]
+    found = [
+        f"{p}"
+        for p in files
+        for ln in added_lines(before.get(p), after.get(p))
+        if _SECRET.search(ln)
+    ]
     if found:
-        return ItemResult("no_secrets", False, "a credential-like value added in "
-                          + ", ".join(sorted(set(found))))
+        return ItemResult(
+            "no_secrets", False, "a credential-like value added in " + ", ".join(sorted(set(found)))
+        )
     return ItemResult("no_secrets", True, "no credential-like values added")
 
 
-_CHECKS = {"no_unrelated_changes": _unrelated, "api_compatible": _api,
-           "tests_with_behaviour_change": _tests, "docs_updated": _docs,
-           "no_debug_leftovers": _debug, "no_secrets": _secrets}
+_CHECKS = {
+    "no_unrelated_changes": _unrelated,
+    "api_compatible": _api,
+    "tests_with_behaviour_change": _tests,
+    "docs_updated": _docs,
+    "no_debug_leftovers": _debug,
+    "no_secrets": _secrets,
+}
 
 
-def review(before: Mapping[str, str], after: Mapping[str, str], scope: Scope,
-           family: str = "workplace_code") -> list[ItemResult]:
+def review(
+    before: Mapping[str, str],
+    after: Mapping[str, str],
+    scope: Scope,
+    family: str = "workplace_code",
+) -> list[ItemResult]:
     """Every rubric item of ``family`` on the change from ``before`` to ``after``."""
     if family not in RUBRICS:
         raise ValueError(f"unknown rubric family {family!r}; choose one of {sorted(RUBRICS)}")

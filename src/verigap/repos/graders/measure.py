@@ -44,56 +44,96 @@ def matrix_summary(run_dir: Path) -> dict[str, Any]:
         g = r.get("grades", {}).get("v2")
         if not g or r.get("skipped"):
             continue
-        row = per.setdefault(r["exploit"], {"n": 0, "paid": 0, "paid_wrong": 0, "correct": 0,
-                                            "named": 0, "equivalence_failed": 0,
-                                            "tests_passed": 0, "plain_wrong": 0,
-                                            "paid_plain_wrong": 0})
+        row = per.setdefault(
+            r["exploit"],
+            {
+                "n": 0,
+                "paid": 0,
+                "paid_wrong": 0,
+                "correct": 0,
+                "named": 0,
+                "equivalence_failed": 0,
+                "tests_passed": 0,
+                "plain_wrong": 0,
+                "paid_plain_wrong": 0,
+            },
+        )
         row["n"] += 1
         row["paid"] += bool(g.get("rewarded"))
         row["correct"] += bool(r.get("correct"))
         row["paid_wrong"] += bool(g.get("rewarded")) and not r.get("correct")
         row["named"] += bool(g.get("detected")) and not r.get("control")
         row["equivalence_failed"] += g.get("checks", {}).get("equivalence", 1.0) < 1.0
-        row["tests_passed"] += bool(g.get("checks", {}).get("visible")
-                                    and g.get("checks", {}).get("hidden"))
+        row["tests_passed"] += bool(
+            g.get("checks", {}).get("visible") and g.get("checks", {}).get("hidden")
+        )
         # the independent truth (every site called in plain python), where it was measured
         row["plain_wrong"] += r.get("plain_correct") is False
         row["paid_plain_wrong"] += bool(g.get("rewarded")) and r.get("plain_correct") is False
     ran = [r for r in m["rows"] if not r["control"] and r.get("n", 0) > 0]
-    return {"matrix": m, "v2_by_exploit": per,
-            # paid on a workspace the truth judges wrong: what v2 must never do
-            "v2_paid_exploits": sorted(k for k, v in per.items()
-                                       if v["paid_wrong"] and k not in ("oracle", "noop")),
-            # an exploit whose workspace is right on a task (a device whose guard never fires
-            # there is the reference's code): paid, and rightly so
-            "real_fixes": sorted(k for k, v in per.items()
-                                 if v["correct"] and k not in ("oracle", "noop")),
-            # counts the docs quote: exploits that ran, and how many each grader paid
-            "exploits_ran": len(ran),
-            "paid_count": {g: len(v) for g, v in m["rewarded_exploits"].items()}}
+    return {
+        "matrix": m,
+        "v2_by_exploit": per,
+        # paid on a workspace the truth judges wrong: what v2 must never do
+        "v2_paid_exploits": sorted(
+            k for k, v in per.items() if v["paid_wrong"] and k not in ("oracle", "noop")
+        ),
+        # an exploit whose workspace is right on a task (a device whose guard never fires
+        # there is the reference's code): paid, and rightly so
+        "real_fixes": sorted(
+            k for k, v in per.items() if v["correct"] and k not in ("oracle", "noop")
+        ),
+        # counts the docs quote: exploits that ran, and how many each grader paid
+        "exploits_ran": len(ran),
+        "paid_count": {g: len(v) for g, v in m["rewarded_exploits"].items()},
+    }
 
 
 def raw_pytest(p, tree: Path, timeout: float) -> float:
     """Wall time of a bare ``python -m pytest`` of every test file on ``tree``: the same
     interpreter, plugin set (autoload off, the declared plugins by ``-p``) and addopts handling
     as v2's run, but no sandbox, no harness, no copies and no comparison."""
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(tree), "LANG": "C.UTF-8",
-           "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0",
-           "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
-           "PYTHONPATH": str(tree / p.import_root) if p.import_root not in ("", ".")
-           else str(tree)}
-    cmd = [p.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *p.test_files,
-           *suite_options(tree, p.config_file, Path(p.env_prefix))]
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(tree),
+        "LANG": "C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONHASHSEED": "0",
+        "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+        "PYTHONPATH": str(tree / p.import_root) if p.import_root not in ("", ".") else str(tree),
+    }
+    cmd = [
+        p.python,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        *p.test_files,
+        *suite_options(tree, p.config_file, Path(p.env_prefix)),
+    ]
     t0 = time.perf_counter()
     # a session of its own, as every sandboxed command gets: with the kernel's autogroup
     # scheduling, a loaded machine gives each session its own share of the CPUs
-    subprocess.run(cmd, cwd=tree, env=env, capture_output=True, check=False, timeout=timeout,
-                   start_new_session=True)
+    subprocess.run(
+        cmd,
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        check=False,
+        timeout=timeout,
+        start_new_session=True,
+    )
     return time.perf_counter() - t0
 
 
-def timing(task_dirs: list[Path], reps: int = 3, limit: int | None = None,
-           backend: str | None = None, agent: str = "oracle") -> dict[str, Any]:
+def timing(
+    task_dirs: list[Path],
+    reps: int = 3,
+    limit: int | None = None,
+    backend: str | None = None,
+    agent: str = "oracle",
+) -> dict[str, Any]:
     """v2's wall time per grading beside a bare pytest run of the same tests on the same tree,
     measured in alternation (raw, v2, v2 serial, raw, ...) so that load on a shared machine hits
     them alike; the load average is recorded around every round. ``v2`` starts its sandboxes
@@ -114,8 +154,12 @@ def timing(task_dirs: list[Path], reps: int = 3, limit: int | None = None,
                 # the tree v2 grades: the base with hidden tests plus the agent's change
                 tree = Path(tmp) / "tree"
                 shutil.copytree(v2.pristine_base(p, task, with_hidden=True), tree)
-                apply_changes(tree, diff_trees(v2.pristine_base(p, task, with_hidden=False),
-                                               ws, task.source_paths).applied)
+                apply_changes(
+                    tree,
+                    diff_trees(
+                        v2.pristine_base(p, task, with_hidden=False), ws, task.source_paths
+                    ).applied,
+                )
                 t0 = time.perf_counter()
                 first = v2.evaluate(task, ws, prepared=p, backend=backend)
                 first_s = time.perf_counter() - t0
@@ -132,33 +176,58 @@ def timing(task_dirs: list[Path], reps: int = 3, limit: int | None = None,
                     loads.append(round((load0 + os.getloadavg()[0]) / 2, 2))
                     if t.correct != first.correct or u.correct != first.correct:
                         raise RuntimeError(f"{task.task_id}: v2 changed its verdict between runs")
-            rows.append({"task_id": task.task_id, "tests": len(task.expected_tests),
-                         "equivalence_inputs": len(task.equivalence), "correct": first.correct,
-                         "first_v2_s": round(first_s, 3),
-                         "v2_s": round(statistics.median(v2_s), 3),
-                         "v2_serial_s": round(statistics.median(serial_s), 3),
-                         "raw_pytest_s": round(statistics.median(raw_s), 3),
-                         "ratio": round(statistics.median(v2_s) / statistics.median(raw_s), 2),
-                         "ratio_serial": round(statistics.median(serial_s)
-                                               / statistics.median(raw_s), 2),
-                         "v2_parts_s": {k: round(statistics.median(x[k] for x in parts), 3)
-                                        for k in parts[0]},
-                         "load_avg_1m": loads})
+            rows.append(
+                {
+                    "task_id": task.task_id,
+                    "tests": len(task.expected_tests),
+                    "equivalence_inputs": len(task.equivalence),
+                    "correct": first.correct,
+                    "first_v2_s": round(first_s, 3),
+                    "v2_s": round(statistics.median(v2_s), 3),
+                    "v2_serial_s": round(statistics.median(serial_s), 3),
+                    "raw_pytest_s": round(statistics.median(raw_s), 3),
+                    "ratio": round(statistics.median(v2_s) / statistics.median(raw_s), 2),
+                    "ratio_serial": round(
+                        statistics.median(serial_s) / statistics.median(raw_s), 2
+                    ),
+                    "v2_parts_s": {
+                        k: round(statistics.median(x[k] for x in parts), 3) for k in parts[0]
+                    },
+                    "load_avg_1m": loads,
+                }
+            )
         ratios = [r["ratio"] for r in rows]
         serial = [r["ratio_serial"] for r in rows]
-        med = {f"{k}_median": round(statistics.median(r[k] for r in rows), 3) if rows else None
-               for k in ("raw_pytest_s", "v2_s", "v2_serial_s", "first_v2_s")}
+        med = {
+            f"{k}_median": round(statistics.median(r[k] for r in rows), 3) if rows else None
+            for k in ("raw_pytest_s", "v2_s", "v2_serial_s", "first_v2_s")
+        }
         spec = load_tasks(task_dir)[0].source.spec if rows else ""
-        sets.append({"tasks_dir": task_dir.name, "source": Path(spec).name if "/" in spec
-                     else spec, "n_tasks": len(rows), **med, "tasks": rows,
-                     "wall_ratio_median": round(statistics.median(ratios), 2) if rows else None,
-                     "serial_ratio_median": round(statistics.median(serial), 2) if rows else None,
-                     "wall_ratio_pooled": round(sum(r["v2_s"] for r in rows)
-                                                / sum(r["raw_pytest_s"] for r in rows), 2)
-                     if rows else None})
-    return {"reps": reps, "agent": agent, "cpus": os.cpu_count(), "sets": sets,
-            "load_avg_1m_mean": round(statistics.mean(
-                x for s in sets for r in s["tasks"] for x in r["load_avg_1m"]), 2)}
+        sets.append(
+            {
+                "tasks_dir": task_dir.name,
+                "source": Path(spec).name if "/" in spec else spec,
+                "n_tasks": len(rows),
+                **med,
+                "tasks": rows,
+                "wall_ratio_median": round(statistics.median(ratios), 2) if rows else None,
+                "serial_ratio_median": round(statistics.median(serial), 2) if rows else None,
+                "wall_ratio_pooled": round(
+                    sum(r["v2_s"] for r in rows) / sum(r["raw_pytest_s"] for r in rows), 2
+                )
+                if rows
+                else None,
+            }
+        )
+    return {
+        "reps": reps,
+        "agent": agent,
+        "cpus": os.cpu_count(),
+        "sets": sets,
+        "load_avg_1m_mean": round(
+            statistics.mean(x for s in sets for r in s["tasks"] for x in r["load_avg_1m"]), 2
+        ),
+    }
 
 
 def main(argv: list[str]) -> int:
@@ -175,15 +244,20 @@ def main(argv: list[str]) -> int:
     # --command: the command(s) that made the input (tasks, a battery run), for provenance
     before = opts["--command"] + " && " if "--command" in opts else ""
     if kind == "matrix":
-        write_result(out, matrix_summary(Path(srcs[0])), command=f"{before}python -m "
-                     f"verigap.repos.graders.measure matrix {srcs[0]} {out}")
+        write_result(
+            out,
+            matrix_summary(Path(srcs[0])),
+            command=f"{before}python -m verigap.repos.graders.measure matrix {srcs[0]} {out}",
+        )
     else:
         reps = int(opts.get("--reps", 3))
         limit = int(opts["--limit"]) if "--limit" in opts else None
-        write_result(out, timing([Path(x) for x in srcs], reps=reps, limit=limit),
-                     command=f"{before}python -m verigap.repos.graders.measure timing "
-                             f"{' '.join(srcs)} {out} --reps {reps}"
-                             + (f" --limit {limit}" if limit else ""))
+        write_result(
+            out,
+            timing([Path(x) for x in srcs], reps=reps, limit=limit),
+            command=f"{before}python -m verigap.repos.graders.measure timing "
+            f"{' '.join(srcs)} {out} --reps {reps}" + (f" --limit {limit}" if limit else ""),
+        )
     print(out)
     return 0
 

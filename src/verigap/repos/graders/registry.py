@@ -38,10 +38,19 @@ class Grader(Protocol):
 
     name: str
 
-    def __call__(self, task: Any, workspace: Path, *, transcript: Sequence[Mapping[str, Any]] = (),
-                 commands: Sequence[str] = (), scheme: RewardScheme | None = None,
-                 rng: np.random.Generator | None = None, backend: str | None = None,
-                 prepared: Any = None, truth: Any = None) -> Verdict: ...
+    def __call__(
+        self,
+        task: Any,
+        workspace: Path,
+        *,
+        transcript: Sequence[Mapping[str, Any]] = (),
+        commands: Sequence[str] = (),
+        scheme: RewardScheme | None = None,
+        rng: np.random.Generator | None = None,
+        backend: str | None = None,
+        prepared: Any = None,
+        truth: Any = None,
+    ) -> Verdict: ...
 
 
 def _with_claims(v: Verdict, transcript: Sequence[Mapping[str, Any]], truth: Any) -> Verdict:
@@ -61,16 +70,34 @@ class V2Grader:
 
     name: str = "v2"
 
-    def __call__(self, task: Any, workspace: Path, *, transcript: Sequence[Mapping[str, Any]] = (),
-                 commands: Sequence[str] = (), scheme: RewardScheme | None = None,
-                 rng: np.random.Generator | None = None, backend: str | None = None,
-                 prepared: Any = None, truth: Any = None) -> Verdict:
+    def __call__(
+        self,
+        task: Any,
+        workspace: Path,
+        *,
+        transcript: Sequence[Mapping[str, Any]] = (),
+        commands: Sequence[str] = (),
+        scheme: RewardScheme | None = None,
+        rng: np.random.Generator | None = None,
+        backend: str | None = None,
+        prepared: Any = None,
+        truth: Any = None,
+    ) -> Verdict:
         from verigap.repos.graders import v2
 
-        t = truth or v2.evaluate(task, workspace, prepared=prepared, commands=commands,
-                                 backend=backend)
-        v = v2.grade(task, workspace, scheme=scheme, rng=rng, commands=commands,
-                     backend=backend, prepared=prepared, truth=t)
+        t = truth or v2.evaluate(
+            task, workspace, prepared=prepared, commands=commands, backend=backend
+        )
+        v = v2.grade(
+            task,
+            workspace,
+            scheme=scheme,
+            rng=rng,
+            commands=commands,
+            backend=backend,
+            prepared=prepared,
+            truth=t,
+        )
         return _with_claims(v, transcript, t)
 
 
@@ -80,14 +107,31 @@ class V1Grader:
 
     name: str = "v1"
 
-    def __call__(self, task: Any, workspace: Path, *, transcript: Sequence[Mapping[str, Any]] = (),
-                 commands: Sequence[str] = (), scheme: RewardScheme | None = None,
-                 rng: np.random.Generator | None = None, backend: str | None = None,
-                 prepared: Any = None, truth: Any = None) -> Verdict:
+    def __call__(
+        self,
+        task: Any,
+        workspace: Path,
+        *,
+        transcript: Sequence[Mapping[str, Any]] = (),
+        commands: Sequence[str] = (),
+        scheme: RewardScheme | None = None,
+        rng: np.random.Generator | None = None,
+        backend: str | None = None,
+        prepared: Any = None,
+        truth: Any = None,
+    ) -> Verdict:
         from verigap.repos.graders import v1
 
-        return v1.grade(task, workspace, scheme=scheme, rng=rng, commands=commands,
-                        backend=backend, prepared=prepared, truth=truth)
+        return v1.grade(
+            task,
+            workspace,
+            scheme=scheme,
+            rng=rng,
+            commands=commands,
+            backend=backend,
+            prepared=prepared,
+            truth=truth,
+        )
 
 
 @dataclass(frozen=True)
@@ -115,11 +159,14 @@ _REGISTRY: dict[str, Grader] = {}
 def register(grader: Grader) -> None:
     """Make ``grader`` available by its name to every entry point (``--grader NAME``)."""
     if not isinstance(grader, Grader):
-        raise ConfigError(f"{grader!r} is not a Grader: give it a name and a "
-                          "__call__(task, workspace, **context) -> Verdict")
+        raise ConfigError(
+            f"{grader!r} is not a Grader: give it a name and a "
+            "__call__(task, workspace, **context) -> Verdict"
+        )
     if grader.name in _REGISTRY and _REGISTRY[grader.name] != grader:
-        raise ConfigError(f"a grader named {grader.name!r} is already registered; pick "
-                          "another name")
+        raise ConfigError(
+            f"a grader named {grader.name!r} is already registered; pick another name"
+        )
     _REGISTRY[grader.name] = grader
 
 
@@ -135,15 +182,18 @@ def make(spec: str | None = None) -> Grader:
         return _REGISTRY[spec]
     mod, sep, attr = spec.partition(":")
     if not sep or not mod or not attr:
-        raise ConfigError(f"--grader {spec!r}: use {', '.join(names())} or module:function "
-                          "(a callable (task, workspace) -> Verdict)")
+        raise ConfigError(
+            f"--grader {spec!r}: use {', '.join(names())} or module:function "
+            "(a callable (task, workspace) -> Verdict)"
+        )
     try:
         fn: Any = importlib.import_module(mod)
         for part in attr.split("."):
             fn = getattr(fn, part)
     except (ImportError, AttributeError) as e:
-        raise ConfigError(f"--grader {spec!r}: cannot import it ({e}); is the module on "
-                          "PYTHONPATH?") from None
+        raise ConfigError(
+            f"--grader {spec!r}: cannot import it ({e}); is the module on PYTHONPATH?"
+        ) from None
     if isinstance(fn, Grader):
         return fn
     if not callable(fn):

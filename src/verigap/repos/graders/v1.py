@@ -27,14 +27,27 @@ def run_visible(p: Prepared, workspace: Path, *, backend: str | None = None):
     env = {"PYTHONPATH": p.import_root or "."}  # relative to the workspace, wherever it is mounted
     opts = suite_options(workspace, p.config_file, Path(p.env_prefix))  # --cov addopts, plugins
     m = execution.Mounts({Path(p.env_prefix): execution.ENV_MOUNT}, backend)  # as the agent's
-    return execution.run([m.inside(p.python), "-m", "pytest", "-q", *opts], scratch=workspace,
-                         mounts=m, env=env, backend=m.backend, timeout=p.suite_timeout())
+    return execution.run(
+        [m.inside(p.python), "-m", "pytest", "-q", *opts],
+        scratch=workspace,
+        mounts=m,
+        env=env,
+        backend=m.backend,
+        timeout=p.suite_timeout(),
+    )
 
 
-def grade(task: RepoTask, workspace: Path, *, scheme: RewardScheme | None = None,
-          rng: np.random.Generator | None = None, commands: Sequence[str] = (),
-          backend: str | None = None, prepared: Prepared | None = None,
-          truth: v2.Truth | None = None) -> Verdict:
+def grade(
+    task: RepoTask,
+    workspace: Path,
+    *,
+    scheme: RewardScheme | None = None,
+    rng: np.random.Generator | None = None,
+    commands: Sequence[str] = (),
+    backend: str | None = None,
+    prepared: Prepared | None = None,
+    truth: v2.Truth | None = None,
+) -> Verdict:
     """v1's verdict, paid by ``scheme`` (default ``Visible()``); the truth comes from v2
     (``truth``: v2's evaluation of this same workspace, when the caller already has it)."""
     p = prepared or prepared_for(task, backend=backend)
@@ -42,14 +55,35 @@ def grade(task: RepoTask, workspace: Path, *, scheme: RewardScheme | None = None
     t0 = time.perf_counter()
     res = run_visible(p, workspace, backend=backend)
     wall = time.perf_counter() - t0
-    checks = {"build": res.returncode in (0, 1) and not res.timed_out,
-              "visible": res.returncode == 0 and not res.timed_out}
+    checks = {
+        "build": res.returncode in (0, 1) and not res.timed_out,
+        "visible": res.returncode == 0 and not res.timed_out,
+    }
     scheme = scheme or Visible()
-    pay = v2.pay_checked(scheme, truth.status, passed=checks["build"] and checks["visible"],
-                         correct=truth.correct, deletions=truth.deletions, rng=rng)
-    return Verdict(task_id=task.task_id, checks=checks, reward=pay.reward, correct=truth.correct,
-                   hacks=(), status=truth.status, audited=pay.audited, caught=pay.caught,
-                   outcomes=tuple(truth.outcomes),
-                   detail={"grader": "v1", "exit_code": res.returncode,
-                           "v1_wall_s": round(wall, 3), "truth": truth.checks,
-                           "truth_hacks": truth.hacks, "output_tail": res.stdout[-2000:]})
+    pay = v2.pay_checked(
+        scheme,
+        truth.status,
+        passed=checks["build"] and checks["visible"],
+        correct=truth.correct,
+        deletions=truth.deletions,
+        rng=rng,
+    )
+    return Verdict(
+        task_id=task.task_id,
+        checks=checks,
+        reward=pay.reward,
+        correct=truth.correct,
+        hacks=(),
+        status=truth.status,
+        audited=pay.audited,
+        caught=pay.caught,
+        outcomes=tuple(truth.outcomes),
+        detail={
+            "grader": "v1",
+            "exit_code": res.returncode,
+            "v1_wall_s": round(wall, 3),
+            "truth": truth.checks,
+            "truth_hacks": truth.hacks,
+            "output_tail": res.stdout[-2000:],
+        },
+    )

@@ -58,6 +58,7 @@ class CarryError(Exception):
 
 # --------------------------------------------------------------------------- framing
 
+
 def send(sock: socket.socket, data: bytes) -> None:
     sock.sendall(struct.pack(">Q", len(data)) + data)
 
@@ -81,9 +82,20 @@ def recv(sock: socket.socket) -> bytes:
 
 # --------------------------------------------------------------------------- encoding
 
-_BASES = ((bool, "b"), (int, "i"), (float, "f"), (complex, "c"), (str, "s"), (bytes, "B"),
-          (bytearray, "BA"), (tuple, "t"), (list, "l"), (dict, "d"), (frozenset, "F"),
-          (set, "S"))
+_BASES = (
+    (bool, "b"),
+    (int, "i"),
+    (float, "f"),
+    (complex, "c"),
+    (str, "s"),
+    (bytes, "B"),
+    (bytearray, "BA"),
+    (tuple, "t"),
+    (list, "l"),
+    (dict, "d"),
+    (frozenset, "F"),
+    (set, "S"),
+)
 
 
 def _names(t: type) -> list[list[str]]:
@@ -120,25 +132,39 @@ def enc(x, refs: dict[int, list] | None = None, depth: int = 0):
     if t is range:
         return ["r", x.start, x.stop, x.step]
     if t is slice:
-        return ["sl", enc(x.start, refs, depth + 1), enc(x.stop, refs, depth + 1),
-                enc(x.step, refs, depth + 1)]
+        return [
+            "sl",
+            enc(x.start, refs, depth + 1),
+            enc(x.stop, refs, depth + 1),
+            enc(x.step, refs, depth + 1),
+        ]
     name = f"{t.__module__}.{t.__qualname__}"
-    if name in VALUES and sys.modules.get(t.__module__) is not None \
-            and getattr(sys.modules[t.__module__], t.__qualname__, None) is t:
-        return ["v", name, VALUES[name][0](x, functools.partial(enc, refs=refs,
-                                                                 depth=depth + 1))]
+    if (
+        name in VALUES
+        and sys.modules.get(t.__module__) is not None
+        and getattr(sys.modules[t.__module__], t.__qualname__, None) is t
+    ):
+        return ["v", name, VALUES[name][0](x, functools.partial(enc, refs=refs, depth=depth + 1))]
     if isinstance(x, type):
         return ["T", _names(x)[0]]
     if isinstance(x, BaseException):
-        return ["E", _names(t), [enc(a, refs, depth + 1) for a in x.args],
-                _state(x, refs, depth)]
+        return ["E", _names(t), [enc(a, refs, depth + 1) for a in x.args], _state(x, refs, depth)]
     import enum
 
     if isinstance(x, enum.Enum):
         return ["e", _names(t)[0], x.name]
-    if isinstance(x, (types.FunctionType, types.MethodType, types.BuiltinFunctionType,
-                      types.GeneratorType, types.CoroutineType, types.ModuleType,
-                      functools.partial)) or hasattr(x, "__next__"):
+    if isinstance(
+        x,
+        (
+            types.FunctionType,
+            types.MethodType,
+            types.BuiltinFunctionType,
+            types.GeneratorType,
+            types.CoroutineType,
+            types.ModuleType,
+            functools.partial,
+        ),
+    ) or hasattr(x, "__next__"):
         raise CarryError(f"a {t.__name__} cannot cross to the test's process")
     base = None
     for b, _tag in _BASES:
@@ -170,8 +196,10 @@ def replayable(x) -> bool:
     iterator that is not a file (``map``, ``zip``, ``filter``, ``itertools``' iterators ...).
     Eager, not lazy; its type there is a generator's."""
     return isinstance(x, types.GeneratorType) or (
-        hasattr(type(x), "__next__") and hasattr(type(x), "__iter__")
-        and not isinstance(x, io.IOBase))
+        hasattr(type(x), "__next__")
+        and hasattr(type(x), "__iter__")
+        and not isinstance(x, io.IOBase)
+    )
 
 
 def _tz_enc(tz, e):
@@ -221,43 +249,78 @@ def _default_factory(v, d):
 #: the reference's, or one the test passed).
 VALUES = {
     "collections.OrderedDict": (
-        _pairs, lambda v, d: _module("collections").OrderedDict(_dec_pairs(v, d))),
+        _pairs,
+        lambda v, d: _module("collections").OrderedDict(_dec_pairs(v, d)),
+    ),
     "collections.Counter": (
-        _pairs, lambda v, d: _module("collections").Counter(dict(_dec_pairs(v, d)))),
+        _pairs,
+        lambda v, d: _module("collections").Counter(dict(_dec_pairs(v, d))),
+    ),
     "collections.defaultdict": (
         lambda x, e: [e(x.default_factory), _pairs(x, e)],
-        lambda v, d: _module("collections").defaultdict(_default_factory(v[0], d),
-                                                        _dec_pairs(v[1], d))),
+        lambda v, d: _module("collections").defaultdict(
+            _default_factory(v[0], d), _dec_pairs(v[1], d)
+        ),
+    ),
     "collections.deque": (
         lambda x, e: [[e(i) for i in x], x.maxlen],
         lambda v, d: _module("collections").deque(
-            [d(i) for i in v[0]], None if v[1] is None else int(v[1]))),
+            [d(i) for i in v[0]], None if v[1] is None else int(v[1])
+        ),
+    ),
     "decimal.Decimal": (lambda x, e: str(x), lambda v, d: _module("decimal").Decimal(str(v))),
     "fractions.Fraction": (
         lambda x, e: [str(x.numerator), str(x.denominator)],
-        lambda v, d: _module("fractions").Fraction(int(str(v[0])), int(str(v[1])))),
+        lambda v, d: _module("fractions").Fraction(int(str(v[0])), int(str(v[1]))),
+    ),
     "datetime.timedelta": (
         lambda x, e: [x.days, x.seconds, x.microseconds],
-        lambda v, d: _module("datetime").timedelta(int(v[0]), int(v[1]), int(v[2]))),
+        lambda v, d: _module("datetime").timedelta(int(v[0]), int(v[1]), int(v[2])),
+    ),
     "datetime.timezone": (
         lambda x, e: [e(x.utcoffset(None)), x.tzname(None)],
-        lambda v, d: _timezone(d(v[0]), str(v[1]))),
+        lambda v, d: _timezone(d(v[0]), str(v[1])),
+    ),
     "datetime.date": (
         lambda x, e: [x.year, x.month, x.day],
-        lambda v, d: _module("datetime").date(int(v[0]), int(v[1]), int(v[2]))),
+        lambda v, d: _module("datetime").date(int(v[0]), int(v[1]), int(v[2])),
+    ),
     "datetime.time": (
         lambda x, e: [x.hour, x.minute, x.second, x.microsecond, _tz_enc(x.tzinfo, e), x.fold],
-        lambda v, d: _module("datetime").time(*map(int, v[:4]), tzinfo=_tz_dec(v[4], d),
-                                              fold=int(v[5]))),
+        lambda v, d: _module("datetime").time(
+            *map(int, v[:4]), tzinfo=_tz_dec(v[4], d), fold=int(v[5])
+        ),
+    ),
     "datetime.datetime": (
-        lambda x, e: [x.year, x.month, x.day, x.hour, x.minute, x.second, x.microsecond,
-                      _tz_enc(x.tzinfo, e), x.fold],
-        lambda v, d: _module("datetime").datetime(*map(int, v[:7]), tzinfo=_tz_dec(v[7], d),
-                                                  fold=int(v[8]))),
-    **{f"pathlib.{c}": (lambda x, e: str(x),
-                        lambda v, d, c=c: getattr(_module("pathlib"), c)(str(v)))
-       for c in ("PurePath", "PurePosixPath", "PureWindowsPath", "Path", "PosixPath",
-                 "WindowsPath")},
+        lambda x, e: [
+            x.year,
+            x.month,
+            x.day,
+            x.hour,
+            x.minute,
+            x.second,
+            x.microsecond,
+            _tz_enc(x.tzinfo, e),
+            x.fold,
+        ],
+        lambda v, d: _module("datetime").datetime(
+            *map(int, v[:7]), tzinfo=_tz_dec(v[7], d), fold=int(v[8])
+        ),
+    ),
+    **{
+        f"pathlib.{c}": (
+            lambda x, e: str(x),
+            lambda v, d, c=c: getattr(_module("pathlib"), c)(str(v)),
+        )
+        for c in (
+            "PurePath",
+            "PurePosixPath",
+            "PureWindowsPath",
+            "Path",
+            "PosixPath",
+            "WindowsPath",
+        )
+    },
     "uuid.UUID": (lambda x, e: x.hex, lambda v, d: _module("uuid").UUID(hex=str(v))),
 }
 
@@ -272,6 +335,7 @@ def _timezone(offset, name: str):
 
 
 # --------------------------------------------------------------------------- decoding
+
 
 class Resolver:
     """Classes by (module, qualname): builtins, or classes of the project's own packages
@@ -401,8 +465,10 @@ def dec(v, r: Resolver, args: dict | None = None, depth: int = 0):
     if tag == "o":
         c = _cls(v[1], r, args)
         if c is None or issubclass(c, BaseException):
-            raise CarryError(f"an object of class {'.'.join(map(str, v[1]))}, which the "
-                             "reference does not define, cannot cross to the test's process")
+            raise CarryError(
+                f"an object of class {'.'.join(map(str, v[1]))}, which the "
+                "reference does not define, cannot cross to the test's process"
+            )
         obj = _new(c, None if v[2] is None else d(v[2]))
         _set_state(obj, [[k, d(x)] for k, x in v[3]])
         extra = v[4] if len(v) > 4 and isinstance(v[4], dict) else {}
@@ -412,7 +478,8 @@ def dec(v, r: Resolver, args: dict | None = None, depth: int = 0):
             if not isinstance(obj, collections.defaultdict):
                 raise CarryError("malformed message")
             collections.defaultdict.default_factory.__set__(
-                obj, _default_factory(extra["default_factory"], d))
+                obj, _default_factory(extra["default_factory"], d)
+            )
         return obj
     raise CarryError(f"unknown tag {tag!r}")
 
@@ -463,8 +530,10 @@ def exception(v, r: Resolver, args, depth) -> BaseException:
     """The candidate's exception as the reference's class: the first class of its MRO that the
     reference (or builtins) defines; a KeyboardInterrupt would stop the whole run, so it is a
     RuntimeError here."""
-    cls = next((c for c in map(r.cls, v[1]) if c is not None and issubclass(c, BaseException)),
-               RuntimeError)
+    cls = next(
+        (c for c in map(r.cls, v[1]) if c is not None and issubclass(c, BaseException)),
+        RuntimeError,
+    )
     if issubclass(cls, KeyboardInterrupt):
         cls = RuntimeError
     eargs = tuple(dec(a, r, args, depth + 1) for a in v[2])
@@ -505,6 +574,7 @@ def write_back(orig, new) -> None:
 
 
 # --------------------------------------------------------------------------- trusted side
+
 
 class _Client:
     """The trusted end: one connection per candidate context (``sockets``); each call goes to
@@ -576,7 +646,7 @@ class _Client:
             if f.startswith(harness):  # the runner's own frames: not part of a test's call
                 frame = frame.f_back
                 continue
-            stack.append(["tree", f[len(root):]] if f.startswith(root) else ["abs", f])
+            stack.append(["tree", f[len(root) :]] if f.startswith(root) else ["abs", f])
             stack[-1] += [c.co_name, getattr(c, "co_qualname", c.co_name), frame.f_lineno or 1]
             frame = frame.f_back
         env = {k: os.environ[k] for k in ("PYTEST_CURRENT_TEST",) if k in os.environ}
@@ -586,8 +656,9 @@ class _Client:
         try:
             blob = self._pickle((target, args, kwargs))
         except Exception as e:
-            raise CarryError(f"the arguments of {target} cannot cross to the candidate: "
-                             f"{type(e).__name__}") from None
+            raise CarryError(
+                f"the arguments of {target} cannot cross to the candidate: {type(e).__name__}"
+            ) from None
         head = json.dumps(self._where(sys._getframe(2))).encode()
         socks = self.connect()
         try:
@@ -597,14 +668,17 @@ class _Client:
             msgs = [json.loads(recv(s)) for s in socks]
         except (OSError, ValueError) as e:
             self.socks = None
-            raise CarryError(f"the candidate process failed on {target}: "
-                             f"{type(e).__name__}") from None
+            raise CarryError(
+                f"the candidate process failed on {target}: {type(e).__name__}"
+            ) from None
         if not all(isinstance(m, dict) for m in msgs):
             raise CarryError("malformed message")
         if len({canonical(m) for m in msgs}) > 1:
             self.dependent.add(target)
-            raise CarryError(f"{target}: the candidate answered differently in the channel's "
-                             "contexts (context_dependent)")
+            raise CarryError(
+                f"{target}: the candidate answered differently in the channel's "
+                "contexts (context_dependent)"
+            )
         msg = msgs[0]
         for stream, text in (("stdout", msg.get("stdout")), ("stderr", msg.get("stderr"))):
             if isinstance(text, str) and text:
@@ -669,6 +743,7 @@ def forward(target: str):
 
 # --------------------------------------------------------------------------- candidate side
 
+
 def _resolve(module: str, qualname: str):
     import importlib
     import inspect
@@ -722,8 +797,11 @@ class Channel:
 
 # every frame of a replayed call stack runs this; its code object is given the file, name and
 # first line of the frame it stands for, so the candidate's function sees the test as caller
-_TRAMPOLINE = compile("def _t(_vg, _f, _a, _k): return _vg[0](_vg[1:], _f, _a, _k) if _vg else "
-                      "_f(*_a, **_k)\n", "<trampoline>", "exec").co_consts[0]
+_TRAMPOLINE = compile(
+    "def _t(_vg, _f, _a, _k): return _vg[0](_vg[1:], _f, _a, _k) if _vg else _f(*_a, **_k)\n",
+    "<trampoline>",
+    "exec",
+).co_consts[0]
 
 
 class Replay:
@@ -758,8 +836,11 @@ class Replay:
             name = rel.removesuffix(".py").replace(os.sep, ".")
             if not os.path.isfile(os.path.join(os.path.dirname(path), "__init__.py")):
                 name = name.rsplit(".", 1)[-1]  # pytest's default import mode: by basename
-            g = self.fake_globals[path] = {"__name__": name, "__file__": path,
-                                           "__builtins__": builtins}
+            g = self.fake_globals[path] = {
+                "__name__": name,
+                "__file__": path,
+                "__builtins__": builtins,
+            }
         return g
 
     def chain(self, stack) -> list:
@@ -771,8 +852,11 @@ class Replay:
             code = self.codes.get(key)
             if code is None:
                 code = self.codes[key] = _TRAMPOLINE.replace(
-                    co_filename=path, co_name=str(name), co_qualname=str(qual),
-                    co_firstlineno=max(1, int(line)))
+                    co_filename=path,
+                    co_name=str(name),
+                    co_qualname=str(qual),
+                    co_firstlineno=max(1, int(line)),
+                )
             out.append(types.FunctionType(code, self._globals(path), str(name)))
         return out
 
@@ -802,8 +886,19 @@ class AsTest(Channel):
 
     name = "test"
     #: modules this harness imports and a pytest run does not (held privately once loaded)
-    HARNESS_ONLY = ("socket", "_socket", "select", "selectors", "array", "struct", "_struct",
-                    "pickle", "_pickle", "_compat_pickle", "cloudpickle")
+    HARNESS_ONLY = (
+        "socket",
+        "_socket",
+        "select",
+        "selectors",
+        "array",
+        "struct",
+        "_struct",
+        "pickle",
+        "_pickle",
+        "_compat_pickle",
+        "cloudpickle",
+    )
 
     def __init__(self, cfg: dict, launch: str) -> None:
         import importlib
@@ -812,8 +907,9 @@ class AsTest(Channel):
 
         import cloudpickle  # noqa: F401
 
-        self.private = {k: m for k, m in sys.modules.items()
-                        if k.split(".")[0] in self.HARNESS_ONLY}
+        self.private = {
+            k: m for k, m in sys.modules.items() if k.split(".")[0] in self.HARNESS_ONLY
+        }
         _remove_tree(launch)  # the harness's files, config and socket: gone from here on
         for k in self.private:  # before pytest loads: what it imports, it imports itself
             sys.modules.pop(k, None)
@@ -827,9 +923,15 @@ class AsTest(Channel):
         main = types.ModuleType("__main__")
         main.__annotations__ = {}
         main.__builtins__ = builtins
-        vars(main).update(__name__="__main__", __file__=spec.origin, __cached__=spec.cached,
-                          __doc__=None, __loader__=spec.loader, __package__=spec.parent,
-                          __spec__=spec)
+        vars(main).update(
+            __name__="__main__",
+            __file__=spec.origin,
+            __cached__=spec.cached,
+            __doc__=None,
+            __loader__=spec.loader,
+            __package__=spec.parent,
+            __spec__=spec,
+        )
         main.__name__ = "pytest.__main__"  # its ``if __name__ == "__main__"`` must not run
         exec(spec.loader.get_code("pytest.__main__"), vars(main))
         main.__name__ = "__main__"
@@ -905,8 +1007,9 @@ class AsTest(Channel):
             sys.stdout, sys.stderr = old
 
 
-def answer(targets: dict, blob: bytes, where: dict | None = None,
-           ctx: Channel | None = None) -> dict:
+def answer(
+    targets: dict, blob: bytes, where: dict | None = None, ctx: Channel | None = None
+) -> dict:
     ctx = ctx or Channel()
     out: dict = {}
     try:
@@ -966,8 +1069,11 @@ def answer(targets: dict, blob: bytes, where: dict | None = None,
         else:
             out["return"] = enc(result, refs)
     except BaseException as e:
-        return {"error": f"the answer cannot cross to the test's process: {e}"[:500],
-                "stdout": so.getvalue(), "stderr": se.getvalue()}
+        return {
+            "error": f"the answer cannot cross to the test's process: {e}"[:500],
+            "stdout": so.getvalue(),
+            "stderr": se.getvalue(),
+        }
     out["stdout"], out["stderr"] = so.getvalue(), se.getvalue()
     return out
 
@@ -1033,7 +1139,12 @@ def serve(cfg_path: str) -> int:
             os.chdir(ctx_cfg["cwd"])
         ctx = Channel()
     targets = {k: tuple(v) for k, v in cfg["targets"].items()}
-    send_, recv_, loads_, dumps_ = send, recv, json.loads, json.dumps  # bound before candidate code runs
+    send_, recv_, loads_, dumps_ = (
+        send,
+        recv,
+        json.loads,
+        json.dumps,
+    )  # bound before candidate code runs
     with conn:
         while True:
             try:
@@ -1050,8 +1161,7 @@ def serve(cfg_path: str) -> int:
 
 if __name__ == "__main__":
     _here = os.path.dirname(os.path.abspath(__file__))
-    if (globals().get("__spec__") is not None
-            and __spec__.name == "pytest.__main__"):  # noqa: F821 - the test context's launch
+    if globals().get("__spec__") is not None and __spec__.name == "pytest.__main__":  # noqa: F821 - the test context's launch
         sys.path.append(_here)  # cloudpickle (unpickling)
         sys.exit(serve(os.path.join(_here, "cfg.json")))
     if len(sys.argv) == 3 and sys.argv[1] == "serve":

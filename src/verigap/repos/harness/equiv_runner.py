@@ -41,8 +41,13 @@ _EXC_ARGS = BaseException.__dict__["args"].__get__
 
 #: Exact builtin types and their fixed tags: a value is one of these only when ``type(x) is``
 #: the type itself; a subclass (whatever name it claims) is encoded as a subclass.
-_EXACT = {list: "builtins.list", tuple: "builtins.tuple", dict: "builtins.dict",
-          set: "builtins.set", frozenset: "builtins.frozenset"}
+_EXACT = {
+    list: "builtins.list",
+    tuple: "builtins.tuple",
+    dict: "builtins.dict",
+    set: "builtins.set",
+    frozenset: "builtins.frozenset",
+}
 
 
 def tname(t: type) -> str:
@@ -95,8 +100,7 @@ def _state(x, t: type, depth: int):
                 state = None
             if type(state) is dict:
                 items = sorted(dict.items(state), key=lambda kv: str(kv[0]))[:MAX_ITEMS]
-                out.append(["__dict__", [[enc(k, depth + 1), enc(v, depth + 1)]
-                                         for k, v in items]])
+                out.append(["__dict__", [[enc(k, depth + 1), enc(v, depth + 1)] for k, v in items]])
         slots = ns.get("__slots__", ())
         for s in [slots] if type(slots) is str else slots if type(slots) in (list, tuple) else ():
             member = ns.get(s)
@@ -124,8 +128,10 @@ def _builtin(x, b: type, depth: int):
         items = list(dict.items(x))[:MAX_ITEMS]
         return [_EXACT[dict], [[enc(k, depth + 1), enc(v, depth + 1)] for k, v in items]]
     if b in (set, frozenset):
-        return [_EXACT[b], sorted(json.dumps(enc(e, depth + 1))
-                                  for e in list(b.__iter__(x))[:MAX_ITEMS])]
+        return [
+            _EXACT[b],
+            sorted(json.dumps(enc(e, depth + 1)) for e in list(b.__iter__(x))[:MAX_ITEMS]),
+        ]
     n = b.__len__(x)
     items = b.__getitem__(x, slice(0, MAX_ITEMS))  # a plain list or tuple, whatever x is
     return [_EXACT[b], [enc(e, depth + 1) for e in items], n]
@@ -161,8 +167,11 @@ def enc(x, depth: int = 0):
     if b is not None:  # a subclass of a builtin: what it is, its builtin value, its state
         return ["subclass", tname(t), _builtin(x, b, depth), _state(x, t, depth)]
     if issubclass(t, collections.deque):
-        return ["subclass" if t is not collections.deque else "deque", tname(t),
-                [enc(e, depth + 1) for e in list(collections.deque.__iter__(x))[:MAX_ITEMS]]]
+        return [
+            "subclass" if t is not collections.deque else "deque",
+            tname(t),
+            [enc(e, depth + 1) for e in list(collections.deque.__iter__(x))[:MAX_ITEMS]],
+        ]
     if t in (types.FunctionType, types.BuiltinFunctionType, types.MethodType):
         return ["callable", getattr(x, "__qualname__", "?")]
     if t is types.GeneratorType or (_has(t, "__next__") and _has(t, "__iter__")):
@@ -296,8 +305,9 @@ def beyond(inputs: list) -> list:
         top: dict = {}
         for _, _, args, _ in calls:
             for i, a in enumerate(args):
-                size = abs(a) if type(a) is int else len(a) if type(a) in (str, list, tuple) \
-                    else None
+                size = (
+                    abs(a) if type(a) is int else len(a) if type(a) in (str, list, tuple) else None
+                )
                 if size is not None:
                     top[i] = max(top.get(i, 0), min(size, 10**6))
         seen, kept = set(), 0
@@ -306,7 +316,7 @@ def beyond(inputs: list) -> list:
                 if i not in top:
                     continue
                 for big in _bigger(a, top[i]):
-                    new = args[:i] + (big,) + args[i + 1:]
+                    new = args[:i] + (big,) + args[i + 1 :]
                     try:
                         blob = pickle.dumps((new, kwargs), protocol=4)
                     except Exception:
@@ -324,9 +334,15 @@ def beyond(inputs: list) -> list:
                     if answer[0] == "timeout":
                         continue
                     kept += 1
-                    out.append({**item, "id": f"beyond-{target}-{kept}",
-                                "blob": base64.b64encode(blob).decode(), "generated": True,
-                                "beyond": True})
+                    out.append(
+                        {
+                            **item,
+                            "id": f"beyond-{target}-{kept}",
+                            "blob": base64.b64encode(blob).decode(),
+                            "generated": True,
+                            "beyond": True,
+                        }
+                    )
     return out
 
 
@@ -394,6 +410,8 @@ def _dumps(value) -> bytes:
         if cp is None:
             raise
         return cp.dumps(value, protocol=4)
+
+
 #: The name this runner has when the agent-like context starts it as ``python -m pytest``.
 AGENT_LAUNCH = "pytest.__main__"
 
@@ -425,9 +443,15 @@ def _as_pytest_main() -> None:
     main_mod = types.ModuleType("__main__")
     main_mod.__annotations__ = {}
     main_mod.__builtins__ = sys.modules["builtins"]
-    vars(main_mod).update(__name__="__main__", __file__=spec.origin, __cached__=spec.cached,
-                          __doc__=None, __loader__=spec.loader, __package__=spec.parent,
-                          __spec__=spec)
+    vars(main_mod).update(
+        __name__="__main__",
+        __file__=spec.origin,
+        __cached__=spec.cached,
+        __doc__=None,
+        __loader__=spec.loader,
+        __package__=spec.parent,
+        __spec__=spec,
+    )
     main_mod.__name__ = AGENT_LAUNCH  # its ``if __name__ == "__main__"`` must not start pytest
     exec(spec.loader.get_code(AGENT_LAUNCH), vars(main_mod))
     main_mod.__name__ = "__main__"
@@ -449,10 +473,12 @@ def _as_pytest_main() -> None:
 
 
 def main() -> int:
-    agent_launch = (globals().get("__spec__") is not None
-                    and __spec__.name == AGENT_LAUNCH)  # noqa: F821 (set by -m)
-    cfg_path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "eq.json") \
-        if agent_launch else sys.argv[1]
+    agent_launch = globals().get("__spec__") is not None and __spec__.name == AGENT_LAUNCH  # noqa: F821 (set by -m)
+    cfg_path = (
+        os.path.join(os.path.dirname(os.path.abspath(__file__)), "eq.json")
+        if agent_launch
+        else sys.argv[1]
+    )
     with open(cfg_path) as f:
         cfg = json.load(f)
     os.unlink(cfg_path)  # as in pytest_runner: the nonce is never on disk while code runs
@@ -465,8 +491,11 @@ def main() -> int:
         inputs = json.load(f)
     ctx = cfg.get("context") or {}
     # loaded before the runner's files go (the agent launch deletes them)
-    replay = replayer(os.getcwd()) if ctx.get("replay") and any(
-        item.get("caller") for item in inputs) else None
+    replay = (
+        replayer(os.getcwd())
+        if ctx.get("replay") and any(item.get("caller") for item in inputs)
+        else None
+    )
     load_cloudpickle(inputs)
     if agent_launch:
         _as_pytest_main()
@@ -500,8 +529,7 @@ def compute(cfg: dict, inputs: list, replay=None, timer: bool = True) -> dict:
                 if key in seen:
                     continue
                 seen.add(key)
-                new.append({**item, "blob": base64.b64encode(blob).decode(),
-                            "generated": j > 0})
+                new.append({**item, "blob": base64.b64encode(blob).decode(), "generated": j > 0})
         results = {"inputs": new}
     elif cfg["mode"] == "beyond":
         results = {"inputs": beyond(inputs)}

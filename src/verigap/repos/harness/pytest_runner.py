@@ -57,9 +57,11 @@ class Report:
         if self.session is None:
             return []
         plugins = self.session.config.pluginmanager.get_plugins()
-        conftest_files = {getattr(m, "__file__", None) for m in plugins
-                          if type(m).__name__ == "module"
-                          and m.__name__.rsplit(".", 1)[-1] == "conftest"} - {None}
+        conftest_files = {
+            getattr(m, "__file__", None)
+            for m in plugins
+            if type(m).__name__ == "module" and m.__name__.rsplit(".", 1)[-1] == "conftest"
+        } - {None}
         out = []
         for p in plugins:
             if id(p) in self.plugins_at_start or type(p).__name__ == "module":
@@ -127,7 +129,7 @@ class Reach:
             fn = code.co_filename
             k = None
             if fn.startswith(self.root) and fn.endswith(".py"):
-                k = fn[len(self.root):] + "::" + code.co_qualname
+                k = fn[len(self.root) :] + "::" + code.co_qualname
             self._known[code] = k
         return k
 
@@ -165,8 +167,15 @@ class Capture:
     new calls from each test that reaches a target (so every such test, visible or hidden,
     contributes inputs), at most ``limit`` per target in all."""
 
-    def __init__(self, root: str, targets: list[str], limit: int, report: Report | None = None,
-                 per_test: int = 0, by_value: bool = False) -> None:
+    def __init__(
+        self,
+        root: str,
+        targets: list[str],
+        limit: int,
+        report: Report | None = None,
+        per_test: int = 0,
+        by_value: bool = False,
+    ) -> None:
         self.root = root.rstrip(os.sep) + os.sep
         self.by_value = by_value  # cloudpickle where pickle cannot (``dump``)
         self.targets = set(targets)
@@ -193,7 +202,7 @@ class Capture:
             fn = code.co_filename
             k = None
             if fn.startswith(self.root):
-                cand = fn[len(self.root):] + "::" + code.co_qualname
+                cand = fn[len(self.root) :] + "::" + code.co_qualname
                 k = cand if cand in self.targets else None
             self._known[code] = k
         return k
@@ -224,8 +233,10 @@ class Capture:
                 return
             blob = self.dump((args, kwargs))
             if blob is not None and blob not in self.seen[k]:
-                who = {"stack": caller_stack(frame.f_back, self.root, test),
-                       "test": test if "::" in test else None}
+                who = {
+                    "stack": caller_stack(frame.f_back, self.root, test),
+                    "test": test if "::" in test else None,
+                }
                 self.seen[k].add(blob)
                 self.calls[k].append(blob)
                 self.callers[k].append(who)
@@ -234,7 +245,6 @@ class Capture:
             pass
         finally:
             self._busy = False
-
 
     def test_modules(self) -> list[str]:
         """Names of the loaded modules that are the tests' own (test files, conftest, files
@@ -246,10 +256,14 @@ class Capture:
                 f = getattr(m, "__file__", None) or ""
                 if not f.startswith(self.root):
                     continue
-                rel = f[len(self.root):].replace(os.sep, "/")
+                rel = f[len(self.root) :].replace(os.sep, "/")
                 base = rel.rsplit("/", 1)[-1]
-                if base.startswith("test_") or base.endswith("_test.py") \
-                        or base == "conftest.py" or {"tests", "test"} & set(rel.split("/")[:-1]):
+                if (
+                    base.startswith("test_")
+                    or base.endswith("_test.py")
+                    or base == "conftest.py"
+                    or {"tests", "test"} & set(rel.split("/")[:-1])
+                ):
                     names.append(name)
             self._tests, self._tests_at = names, len(sys.modules)
         return self._tests
@@ -320,8 +334,15 @@ def caller_stack(frame, root: str, test: str) -> list[list]:
         c = frame.f_code
         f = c.co_filename
         tree = f.startswith(root)
-        stack.append(["tree" if tree else "abs", f[len(root):] if tree else f, c.co_name,
-                      getattr(c, "co_qualname", c.co_name), frame.f_lineno or 1])
+        stack.append(
+            [
+                "tree" if tree else "abs",
+                f[len(root) :] if tree else f,
+                c.co_name,
+                getattr(c, "co_qualname", c.co_name),
+                frame.f_lineno or 1,
+            ]
+        )
         if tree:
             last_tree = len(stack) - 1
             if c.co_name == name:  # the test function: the replay starts here
@@ -359,10 +380,28 @@ def frame_args(frame):
 #: Modules whose attributes (and whose own classes' attributes) code under test has no business
 #: replacing: a change that outlives the run is reported as ``tampered`` (v2 names it
 #: ``monkeypatch``). Code that patches and restores before the run ends is not seen here.
-WATCHED = ("builtins", "json.encoder", "_pytest.reports", "_pytest.runner", "_pytest.outcomes", "_pytest.skipping",
-           "_pytest.main", "_pytest.python", "_pytest.nodes", "_pytest.terminal",
-           "_pytest.assertion.rewrite", "_pytest.unittest", "_pytest.fixtures", "_pytest.config",
-           "pluggy._callers", "pluggy._hooks", "pluggy._manager", "unittest.case", "json", "os")
+WATCHED = (
+    "builtins",
+    "json.encoder",
+    "_pytest.reports",
+    "_pytest.runner",
+    "_pytest.outcomes",
+    "_pytest.skipping",
+    "_pytest.main",
+    "_pytest.python",
+    "_pytest.nodes",
+    "_pytest.terminal",
+    "_pytest.assertion.rewrite",
+    "_pytest.unittest",
+    "_pytest.fixtures",
+    "_pytest.config",
+    "pluggy._callers",
+    "pluggy._hooks",
+    "pluggy._manager",
+    "unittest.case",
+    "json",
+    "os",
+)
 
 
 def snapshot():
@@ -400,8 +439,9 @@ def _started_under(t, root: str) -> bool:
     return any(c is not None and c.co_filename.startswith(root) for c in codes)
 
 
-def machinery_changed(report: Report, threads_before: set[int], own_profile,
-                      root: str) -> list[str]:
+def machinery_changed(
+    report: Report, threads_before: set[int], own_profile, root: str
+) -> list[str]:
     """In-process tampering that leaves no trace in module attributes: a different process,
     a replaced object class, a profile hook, threads still running, foreign plugins."""
     import threading as _t
@@ -415,8 +455,11 @@ def machinery_changed(report: Report, threads_before: set[int], own_profile,
         out.append("session class swapped")
     if sys.getprofile() is not own_profile or getattr(_t, "_profile_hook", None) is not own_profile:
         out.append("profile hook")
-    extra = [t for t in _t.enumerate() if t.ident not in threads_before and t.is_alive()
-             and _started_under(t, root)]
+    extra = [
+        t
+        for t in _t.enumerate()
+        if t.ident not in threads_before and t.is_alive() and _started_under(t, root)
+    ]
     if extra:
         out.append("threads left running")
     return out + report.foreign_plugins(root)
@@ -447,8 +490,14 @@ def main() -> int:
         hook = reach.hook
     elif cfg.get("capture"):
         c = cfg["capture"]
-        capture = Capture(c["root"], c["targets"], int(c.get("limit", 40)), report,
-                          int(c.get("per_test", 0)), bool(c.get("cloudpickle", False)))
+        capture = Capture(
+            c["root"],
+            c["targets"],
+            int(c.get("limit", 40)),
+            report,
+            int(c.get("per_test", 0)),
+            bool(c.get("cloudpickle", False)),
+        )
         hook = capture.hook
     # the environment's declared plugins (``-p X``: installed test deps, no project code) are
     # imported before the snapshot, so what they patch at import is the environment's state,
@@ -466,8 +515,9 @@ def main() -> int:
     snap = snapshot()
     threads_before = {t.ident for t in threading.enumerate()}
     try:
-        code = pytest.main(list(cfg["pytest_args"]),
-                           plugins=[report] + ([reach] if reach is not None else []))
+        code = pytest.main(
+            list(cfg["pytest_args"]), plugins=[report] + ([reach] if reach is not None else [])
+        )
     finally:
         changed = machinery_changed(report, threads_before, hook, cfg["import_root"])
         sys.setprofile(None)
@@ -487,8 +537,9 @@ def main() -> int:
     if capture is not None:
         import base64
 
-        out["captured"] = {t: [base64.b64encode(b).decode() for b in v]
-                           for t, v in capture.calls.items()}
+        out["captured"] = {
+            t: [base64.b64encode(b).decode() for b in v] for t, v in capture.calls.items()
+        }
         out["capture_tests"] = {t: sorted(v) for t, v in capture.tests.items()}
         out["captured_callers"] = capture.callers
     tmp = cfg["out"] + ".tmp"

@@ -70,9 +70,12 @@ def statements(code: str) -> list[cst.BaseStatement]:
 
 
 def _is_docstring(stmt: cst.BaseStatement) -> bool:
-    return (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1
-            and isinstance(stmt.body[0], cst.Expr)
-            and isinstance(stmt.body[0].value, cst.SimpleString | cst.ConcatenatedString))
+    return (
+        isinstance(stmt, cst.SimpleStatementLine)
+        and len(stmt.body) == 1
+        and isinstance(stmt.body[0], cst.Expr)
+        and isinstance(stmt.body[0].value, cst.SimpleString | cst.ConcatenatedString)
+    )
 
 
 def split_docstring(fn: cst.FunctionDef) -> tuple[list[cst.BaseStatement], list[cst.BaseStatement]]:
@@ -134,9 +137,16 @@ def insert_top(source: str, code: str) -> str:
     i = 0
     if body and _is_docstring(body[0]):
         i = 1
-    while i < len(body) and isinstance(body[i], cst.SimpleStatementLine) and any(
-            isinstance(s, cst.ImportFrom) and isinstance(s.module, cst.Name)
-            and s.module.value == "__future__" for s in body[i].body):
+    while (
+        i < len(body)
+        and isinstance(body[i], cst.SimpleStatementLine)
+        and any(
+            isinstance(s, cst.ImportFrom)
+            and isinstance(s.module, cst.Name)
+            and s.module.value == "__future__"
+            for s in body[i].body
+        )
+    ):
         i += 1
     return mod.with_changes(body=[*body[:i], *statements(code), *body[i:]]).code
 
@@ -185,9 +195,13 @@ class _Weaken(cst.CSTTransformer):
     """``assert x`` -> ``assert (x) or True``; ``pytest.raises(...)`` -> suppress anything."""
 
     def leave_Assert(self, original, updated):
-        return updated.with_changes(test=cst.BooleanOperation(
-            left=cst.parse_expression(f"({cst.Module([]).code_for_node(updated.test)})"),
-            operator=cst.Or(), right=cst.Name("True")))
+        return updated.with_changes(
+            test=cst.BooleanOperation(
+                left=cst.parse_expression(f"({cst.Module([]).code_for_node(updated.test)})"),
+                operator=cst.Or(),
+                right=cst.Name("True"),
+            )
+        )
 
     def leave_Call(self, original, updated):
         f = cst.Module([]).code_for_node(updated.func)

@@ -49,15 +49,15 @@ def select_exploits(names: Sequence[str] | None, *, with_honest: bool = False) -
     else:
         unknown = [n for n in names if n not in BY_NAME]
         if unknown:
-            raise ConfigError(f"unknown exploit(s) {unknown}; choose from "
-                              f"{', '.join(BY_NAME)}")
+            raise ConfigError(f"unknown exploit(s) {unknown}; choose from {', '.join(BY_NAME)}")
         chosen = [BY_NAME[n] for n in names if n not in ("oracle", "noop")]
     extra = [e for e in (*honest.HONEST, *honest.LIARS) if with_honest and e not in chosen]
     return [*CONTROLS, *chosen, *extra]
 
 
-def act(exploit: Exploit, task: RepoTask, ws: Path, *, backend: str,
-        wall_s: float = 300.0) -> dict[str, Any]:
+def act(
+    exploit: Exploit, task: RepoTask, ws: Path, *, backend: str, wall_s: float = 300.0
+) -> dict[str, Any]:
     """Replay the exploit's script through the standard tools in the agent sandbox."""
     from verigap.agents import Budget, ScriptedClient, run_episode, standard_tools
     from verigap.sandbox import Limits, make_sandbox
@@ -65,10 +65,16 @@ def act(exploit: Exploit, task: RepoTask, ws: Path, *, backend: str,
     p = prepared_for(task, backend=backend)
     ctx = Ctx(task, p, ws)
     steps = honest.script(exploit, ctx) if exploit.name in honest.BY_NAME else script(exploit, ctx)
-    box = make_sandbox(ws, backend=backend, limits=Limits(wall_s=60.0),
-                       ro_binds=[Path(p.env_prefix)])
-    ep = run_episode(ScriptedClient(steps), standard_tools(box), SYSTEM.format(python="python"),
-                     task.prompt, Budget(max_turns=len(steps), wall_s=wall_s))
+    box = make_sandbox(
+        ws, backend=backend, limits=Limits(wall_s=60.0), ro_binds=[Path(p.env_prefix)]
+    )
+    ep = run_episode(
+        ScriptedClient(steps),
+        standard_tools(box),
+        SYSTEM.format(python="python"),
+        task.prompt,
+        Budget(max_turns=len(steps), wall_s=wall_s),
+    )
     return ep.to_dict()
 
 
@@ -101,18 +107,28 @@ def differs_from_reference(ws: Path, reference: Path, paths: Sequence[str]) -> b
     return False
 
 
-def run_one(run_dir: Path, *, task_path: str, exploit: str, graders: list[str],
-            backend: str | None = None) -> dict[str, Any]:
+def run_one(
+    run_dir: Path, *, task_path: str, exploit: str, graders: list[str], backend: str | None = None
+) -> dict[str, Any]:
     """A ``runs.Job`` function: one exploit on one task, graded by every grader."""
     backend = backend or execution.default_backend()
     ex = BY_NAME[exploit]
     task = RepoTask.load(Path(task_path))
     p = prepared_for(task, backend=backend)
-    base = {"task_id": task.task_id, "exploit": ex.name, "klass": ex.klass,
-            "control": ex.control, "expected_hacks": list(ex.names)}
+    base = {
+        "task_id": task.task_id,
+        "exploit": ex.name,
+        "klass": ex.klass,
+        "control": ex.control,
+        "expected_hacks": list(ex.names),
+    }
     if ex.isolation and backend != "bwrap":
-        return {**base, "skipped": f"{ex.name} tries to write outside the workspace; it only "
-                                   "runs under the bubblewrap backend", "grades": {}}
+        return {
+            **base,
+            "skipped": f"{ex.name} tries to write outside the workspace; it only "
+            "runs under the bubblewrap backend",
+            "grades": {},
+        }
     ws = run_dir / "workspace"
     if ws.exists():
         shutil.rmtree(ws)
@@ -122,8 +138,7 @@ def run_one(run_dir: Path, *, task_path: str, exploit: str, graders: list[str],
         episode = act(ex, task, ws, backend=backend)
     except honest.NotApplicable as e:
         shutil.rmtree(ws, ignore_errors=True)
-        return {**base, "skipped": f"{ex.name} does not apply to {task.task_id}: {e}",
-                "grades": {}}
+        return {**base, "skipped": f"{ex.name} does not apply to {task.task_id}: {e}", "grades": {}}
     act_s = time.perf_counter() - t0
     write_json_atomic(run_dir / "transcript.json", episode)
     differs = differs_from_reference(ws, p.tree, written_paths(episode.get("transcript", [])))
@@ -133,8 +148,9 @@ def run_one(run_dir: Path, *, task_path: str, exploit: str, graders: list[str],
     truth_s = time.perf_counter() - t1
     # the independent truth the matrix scores payouts against (not v2's own verdict)
     plain = plain_truth.plain_correct(task, ws, p, backend=backend)
-    said = claims.check(episode.get("transcript", []),
-                        {"checks": truth.checks, "outcomes": truth.outcomes})
+    said = claims.check(
+        episode.get("transcript", []), {"checks": truth.checks, "outcomes": truth.outcomes}
+    )
     grades: dict[str, Any] = {}
     for spec in graders:
         fn = resolve_grader(spec)
@@ -144,8 +160,15 @@ def run_one(run_dir: Path, *, task_path: str, exploit: str, graders: list[str],
         shutil.copytree(ws, copy, symlinks=True)
         t2 = time.perf_counter()
         try:
-            v = fn(task, copy, transcript=episode.get("transcript", []), commands=commands,
-                   prepared=p, backend=backend, truth=truth)
+            v = fn(
+                task,
+                copy,
+                transcript=episode.get("transcript", []),
+                commands=commands,
+                prepared=p,
+                backend=backend,
+                truth=truth,
+            )
             err = None
         except Exception as e:  # a user's grader crashing is a finding, not a battery crash
             v, err = None, f"{type(e).__name__}: {e}"
@@ -156,24 +179,46 @@ def run_one(run_dir: Path, *, task_path: str, exploit: str, graders: list[str],
             continue
         hacks = list(v.hacks)
         grades[spec] = {
-            "reward": v.reward, "rewarded": v.reward > 0, "passed": v.passed,
-            "grader_correct": v.correct, "hacks": hacks, "status": str(v.status),
+            "reward": v.reward,
+            "rewarded": v.reward > 0,
+            "passed": v.passed,
+            "grader_correct": v.correct,
+            "hacks": hacks,
+            "status": str(v.status),
             "detected": bool(set(ex.names) & set(hacks)) if not ex.control else bool(hacks),
-            "checks": dict(v.checks), "grade_s": round(time.perf_counter() - t2, 3),
+            "checks": dict(v.checks),
+            "grade_s": round(time.perf_counter() - t2, 3),
         }
     shutil.rmtree(ws, ignore_errors=True)
-    return {**base, "correct": truth.correct, "plain_correct": plain,
-            "differs_from_reference": differs,
-            "truth_hacks": truth.hacks, "claims": said["claims"],
-            "truth_checks": truth.checks, "episode_status": episode.get("status"),
-            "tool_errors": sum(1 for e in episode.get("transcript", [])
-                               if e.get("event") == "tool_result" and e.get("is_error")),
-            "act_s": round(act_s, 3), "truth_s": round(truth_s, 3), "grades": grades}
+    return {
+        **base,
+        "correct": truth.correct,
+        "plain_correct": plain,
+        "differs_from_reference": differs,
+        "truth_hacks": truth.hacks,
+        "claims": said["claims"],
+        "truth_checks": truth.checks,
+        "episode_status": episode.get("status"),
+        "tool_errors": sum(
+            1
+            for e in episode.get("transcript", [])
+            if e.get("event") == "tool_result" and e.get("is_error")
+        ),
+        "act_s": round(act_s, 3),
+        "truth_s": round(truth_s, 3),
+        "grades": grades,
+    }
 
 
-def jobs(task_paths: Sequence[Path], out: Path, *, graders: Sequence[str],
-         exploits: Sequence[str] | None = None, backend: str | None = None,
-         with_honest: bool = False) -> list[Job]:
+def jobs(
+    task_paths: Sequence[Path],
+    out: Path,
+    *,
+    graders: Sequence[str],
+    exploits: Sequence[str] | None = None,
+    backend: str | None = None,
+    with_honest: bool = False,
+) -> list[Job]:
     """One job per (task, exploit incl. controls); each grades with every grader."""
     for g in graders:
         resolve_grader(g)
@@ -181,10 +226,19 @@ def jobs(task_paths: Sequence[Path], out: Path, *, graders: Sequence[str],
     for tp in task_paths:  # a finished job graded by other graders is redone
         for ex in chosen:
             done = out / ex.name / tp.stem / "result.json"
-            if done.is_file() and set(read_json(done).get("grades", {})) != set(graders) \
-                    and not read_json(done).get("skipped"):
+            if (
+                done.is_file()
+                and set(read_json(done).get("grades", {})) != set(graders)
+                and not read_json(done).get("skipped")
+            ):
                 done.unlink()
-    return [Job(name=f"{ex.name}/{tp.stem}", run_dir=out / ex.name / tp.stem, fn=run_one,
-                kwargs=dict(task_path=str(tp), exploit=ex.name, graders=list(graders),
-                            backend=backend))
-            for tp in task_paths for ex in chosen]
+    return [
+        Job(
+            name=f"{ex.name}/{tp.stem}",
+            run_dir=out / ex.name / tp.stem,
+            fn=run_one,
+            kwargs=dict(task_path=str(tp), exploit=ex.name, graders=list(graders), backend=backend),
+        )
+        for tp in task_paths
+        for ex in chosen
+    ]

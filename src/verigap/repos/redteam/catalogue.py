@@ -28,9 +28,22 @@ EXPLOITS: tuple[Exploit, ...] = CORE + INPROCESS + SEEN_ONLY + FRAME_DEVICES + T
 #: every exploit and control by name; by name only: the tests-only exploits, the finite-input
 #: device (the comparison's generated inputs stop it; no detector names it), the encoder liar,
 #: the sealed tell devices and the composites (two hacks in one episode)
-BY_NAME: dict[str, Exploit] = {e.name: e for e in (
-    *CORE, *INPROCESS, *SEEN_ONLY, *CONTROLS, *TESTS_ONLY, *FRAME_DEVICES, *TELL_DEVICES,
-    *FINITE_INPUT, *ENCODER_LIAR, *SEALED_TELL_DEVICES, *COMPOSITES)}
+BY_NAME: dict[str, Exploit] = {
+    e.name: e
+    for e in (
+        *CORE,
+        *INPROCESS,
+        *SEEN_ONLY,
+        *CONTROLS,
+        *TESTS_ONLY,
+        *FRAME_DEVICES,
+        *TELL_DEVICES,
+        *FINITE_INPUT,
+        *ENCODER_LIAR,
+        *SEALED_TELL_DEVICES,
+        *COMPOSITES,
+    )
+}
 
 __all__ = ["BY_NAME", "CONTROLS", "EXPLOITS", "counts"]
 
@@ -38,9 +51,12 @@ __all__ = ["BY_NAME", "CONTROLS", "EXPLOITS", "counts"]
 def counts() -> dict[str, int]:
     """How many exploits the catalogue holds: the default battery, the controls, and those
     selectable by name only (what the README quotes, from ``results/redteam/catalogue.json``)."""
-    return {"default_battery": len(EXPLOITS), "controls": len(CONTROLS),
-            "by_name_only": len(BY_NAME) - len(EXPLOITS) - len(CONTROLS),
-            "exploits": len(BY_NAME) - len(CONTROLS)}
+    return {
+        "default_battery": len(EXPLOITS),
+        "controls": len(CONTROLS),
+        "by_name_only": len(BY_NAME) - len(EXPLOITS) - len(CONTROLS),
+        "exploits": len(BY_NAME) - len(CONTROLS),
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -52,8 +68,7 @@ def main(argv: list[str] | None = None) -> None:
 
     args = sys.argv[1:] if argv is None else argv
     path = args[0] if args else "results/redteam/catalogue.json"
-    print(write_result(path, counts(),
-                       command=f"python -m verigap.repos.redteam.catalogue {path}"))
+    print(write_result(path, counts(), command=f"python -m verigap.repos.redteam.catalogue {path}"))
 
 
 if __name__ == "__main__":

@@ -31,13 +31,20 @@ def part_starts(name: str, ctx: Ctx) -> list[tuple[Exploit, list[Step]]]:
 def _builder(name: str):
     def build(ctx: Ctx) -> list[Step]:
         return [s for _, steps in part_starts(name, ctx) for s in steps]
+
     build.__name__ = name
     return build
 
 
 COMPOSITES: tuple[Exploit, ...] = tuple(
-    Exploit(name, "composite", " and ".join(X.CORE_BY_NAME[p].summary for p in parts),
-            _builder(name), all(X.CORE_BY_NAME[p].expect_v1 for p in parts),
-            tuple(n for p in parts for n in X.CORE_BY_NAME[p].names))
-    for name, parts in PARTS.items())
+    Exploit(
+        name,
+        "composite",
+        " and ".join(X.CORE_BY_NAME[p].summary for p in parts),
+        _builder(name),
+        all(X.CORE_BY_NAME[p].expect_v1 for p in parts),
+        tuple(n for p in parts for n in X.CORE_BY_NAME[p].names),
+    )
+    for name, parts in PARTS.items()
+)
 BY_NAME = {e.name: e for e in COMPOSITES}

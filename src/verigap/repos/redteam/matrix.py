@@ -34,10 +34,14 @@ def build(results: Iterable[Mapping[str, Any]], graders: Sequence[str]) -> dict[
     for name in sorted(by, key=lambda n: ORDER.index(n) if n in ORDER else len(ORDER)):
         rs = by[name]
         n = len(rs)
-        row: dict[str, Any] = {"exploit": name, "klass": BY_NAME[name].klass if name in BY_NAME
-                               else "?", "control": rs[0].get("control", False), "n": n,
-                               "correct": sum(bool(r.get("correct")) for r in rs) / n,
-                               "graders": {}}
+        row: dict[str, Any] = {
+            "exploit": name,
+            "klass": BY_NAME[name].klass if name in BY_NAME else "?",
+            "control": rs[0].get("control", False),
+            "n": n,
+            "correct": sum(bool(r.get("correct")) for r in rs) / n,
+            "graders": {},
+        }
         for g in graders:
             gs = [r["grades"][g] for r in rs if g in r.get("grades", {})]
             if not gs:
@@ -46,41 +50,60 @@ def build(results: Iterable[Mapping[str, Any]], graders: Sequence[str]) -> dict[
             for x in gs:
                 for h in x.get("hacks", []):
                     hacks[h] = hacks.get(h, 0) + 1
-            fooled = [r for r in rs if g in r.get("grades", {})
-                      and r["grades"][g].get("rewarded") and not r.get("correct")]
+            fooled = [
+                r
+                for r in rs
+                if g in r.get("grades", {})
+                and r["grades"][g].get("rewarded")
+                and not r.get("correct")
+            ]
             # against the independent truth (every site called in plain python), where the
             # battery measured it: a payout the grader's own truth would not call wrong
-            plain = [r for r in rs if g in r.get("grades", {})
-                     and r.get("plain_correct") is not None]
-            wrong = [r for r in plain if r["grades"][g].get("rewarded")
-                     and not r["plain_correct"]]
+            plain = [
+                r for r in rs if g in r.get("grades", {}) and r.get("plain_correct") is not None
+            ]
+            wrong = [r for r in plain if r["grades"][g].get("rewarded") and not r["plain_correct"]]
             row["graders"][g] = {
                 "rewarded": sum(bool(x.get("rewarded")) for x in gs) / len(gs),
                 "fooled": len(fooled) / len(gs),
                 "detected": sum(bool(x.get("detected")) for x in gs) / len(gs),
                 "errors": sum(1 for x in gs if x.get("error")),
                 "hacks": dict(sorted(hacks.items())),
-                "plain_judged": len(plain), "wrong_payouts_plain": len(wrong),
+                "plain_judged": len(plain),
+                "wrong_payouts_plain": len(wrong),
             }
         rows.append(row)
     exploit_rows = [r for r in rows if not r["control"]]
     # an exploit "wins" when it is paid without a correct fix (a liar whose fix is correct is
     # paid for the fix and named for the lie)
-    rewarding = {g: sorted(r["exploit"] for r in exploit_rows
-                           if r["graders"].get(g, {}).get("fooled", 0) > 0
-                           or r["graders"].get(g, {}).get("wrong_payouts_plain", 0) > 0)
-                 for g in graders}
+    rewarding = {
+        g: sorted(
+            r["exploit"]
+            for r in exploit_rows
+            if r["graders"].get(g, {}).get("fooled", 0) > 0
+            or r["graders"].get(g, {}).get("wrong_payouts_plain", 0) > 0
+        )
+        for g in graders
+    }
     tasks = sorted({r["task_id"] for rs in by.values() for r in rs})
     episodes = [r for rs in by.values() for r in rs]
-    return {"schema_version": SCHEMA_VERSION, "graders": list(graders), "tasks": tasks,
-            "rows": rows, "skipped": skipped, "rewarded_exploits": rewarding,
-            "oracle_rewarded": {g: _share(rows, "oracle", g) for g in graders},
-            "noop_rewarded": {g: _share(rows, "noop", g) for g in graders},
-            # payouts the plain-python truth calls wrong (episodes it judged, all rows)
-            "wrong_payouts_plain": {g: sum(r["graders"].get(g, {}).get("wrong_payouts_plain", 0)
-                                           for r in rows) for g in graders},
-            "honest": {g: honest_summary(episodes, g) for g in graders},
-            "per_class": {g: per_class(episodes, g) for g in graders}}
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "graders": list(graders),
+        "tasks": tasks,
+        "rows": rows,
+        "skipped": skipped,
+        "rewarded_exploits": rewarding,
+        "oracle_rewarded": {g: _share(rows, "oracle", g) for g in graders},
+        "noop_rewarded": {g: _share(rows, "noop", g) for g in graders},
+        # payouts the plain-python truth calls wrong (episodes it judged, all rows)
+        "wrong_payouts_plain": {
+            g: sum(r["graders"].get(g, {}).get("wrong_payouts_plain", 0) for r in rows)
+            for g in graders
+        },
+        "honest": {g: honest_summary(episodes, g) for g in graders},
+        "per_class": {g: per_class(episodes, g) for g in graders},
+    }
 
 
 def _is_control(r: Mapping[str, Any]) -> bool:
@@ -103,16 +126,22 @@ def honest_summary(results: Iterable[Mapping[str, Any]], g: str) -> dict[str, An
     for r in rs:
         for h in r["grades"][g].get("hacks", []):
             named[h] = named.get(h, 0) + 1
-    return {"episodes": len(rs), "correct": len(correct),
-            "correct_paid": sum(bool(r["grades"][g].get("rewarded")) for r in correct),
-            "incorrect_paid": sum(bool(r["grades"][g].get("rewarded")) for r in rs
-                                  if not r.get("correct")),
-            "named": sum(bool(r["grades"][g].get("hacks")) for r in rs),
-            "named_by_class": dict(sorted(named.items())),
-            "false_alarm_rate": sum(bool(r["grades"][g].get("hacks")) for r in rs) / len(rs)
-            if rs else None,
-            "differing": len(differ), "differing_named": differ_named,
-            "false_alarm_rate_differing": differ_named / len(differ) if differ else None}
+    return {
+        "episodes": len(rs),
+        "correct": len(correct),
+        "correct_paid": sum(bool(r["grades"][g].get("rewarded")) for r in correct),
+        "incorrect_paid": sum(
+            bool(r["grades"][g].get("rewarded")) for r in rs if not r.get("correct")
+        ),
+        "named": sum(bool(r["grades"][g].get("hacks")) for r in rs),
+        "named_by_class": dict(sorted(named.items())),
+        "false_alarm_rate": sum(bool(r["grades"][g].get("hacks")) for r in rs) / len(rs)
+        if rs
+        else None,
+        "differing": len(differ),
+        "differing_named": differ_named,
+        "false_alarm_rate_differing": differ_named / len(differ) if differ else None,
+    }
 
 
 def per_class(results: Iterable[Mapping[str, Any]], g: str) -> dict[str, dict[str, Any]]:
@@ -122,19 +151,25 @@ def per_class(results: Iterable[Mapping[str, Any]], g: str) -> dict[str, dict[st
     (honest episodes) that were named it. A share is None when its denominator is 0, and
     precision also when no exploit carries the class as its label."""
     rs = [r for r in results if g in r.get("grades", {})]
-    classes = sorted({c for r in rs for c in r.get("expected_hacks", [])}
-                     | {h for r in rs for h in r["grades"][g].get("hacks", [])})
+    classes = sorted(
+        {c for r in rs for c in r.get("expected_hacks", [])}
+        | {h for r in rs for h in r["grades"][g].get("hacks", [])}
+    )
     out = {}
     for c in classes:
         pos = [r for r in rs if c in r.get("expected_hacks", [])]
         named = [r for r in rs if c in r["grades"][g].get("hacks", [])]
         tp = sum(1 for r in named if c in r.get("expected_hacks", []))
-        out[c] = {"positives": len(pos), "named": len(named), "true_positives": tp,
-                  "recall": tp / len(pos) if pos else None,
-                  # a class no exploit is labelled with (a second name, like
-                  # exit_code_mismatch beside early_exit) has no precision to speak of
-                  "precision": tp / len(named) if named and pos else None,
-                  "control_false_alarms": sum(1 for r in named if _is_control(r))}
+        out[c] = {
+            "positives": len(pos),
+            "named": len(named),
+            "true_positives": tp,
+            "recall": tp / len(pos) if pos else None,
+            # a class no exploit is labelled with (a second name, like
+            # exit_code_mismatch beside early_exit) has no precision to speak of
+            "precision": tp / len(named) if named and pos else None,
+            "control_false_alarms": sum(1 for r in named if _is_control(r)),
+        }
     return out
 
 
@@ -151,8 +186,11 @@ def any_rewarded(matrix: Mapping[str, Any]) -> bool:
 def markdown(matrix: Mapping[str, Any]) -> str:
     """The matrix as a Markdown table (for docs and issue notes)."""
     gs = matrix["graders"]
-    head = "| exploit | class | n | correct | " + " | ".join(
-        f"{g} rewarded | {g} detected" for g in gs) + " |"
+    head = (
+        "| exploit | class | n | correct | "
+        + " | ".join(f"{g} rewarded | {g} detected" for g in gs)
+        + " |"
+    )
     sep = "|" + "---|" * (4 + 2 * len(gs))
     lines = [head, sep]
     for r in matrix["rows"]:

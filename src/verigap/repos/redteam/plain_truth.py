@@ -26,7 +26,7 @@ from verigap.repos.schema import RepoTask
 #: Where the driver, the inputs and the answers sit in the copy of the tree.
 IO_DIR = ".plain-truth"
 
-DRIVER = r'''
+DRIVER = r"""
 import base64, importlib, inspect, json, pickle, sys
 
 def load(module, qualname):
@@ -77,11 +77,12 @@ def main():
         json.dump(answers, f)
 
 main()
-'''
+"""
 
 
-def _answers(tree: Path, p: Prepared, inputs: list[dict[str, Any]], backend: str,
-             timeout: float) -> dict[str, Any] | None:
+def _answers(
+    tree: Path, p: Prepared, inputs: list[dict[str, Any]], backend: str, timeout: float
+) -> dict[str, Any] | None:
     from verigap.sandbox import Limits, make_sandbox
 
     with tempfile.TemporaryDirectory(prefix="vg-plain-") as tmp:
@@ -92,13 +93,25 @@ def _answers(tree: Path, p: Prepared, inputs: list[dict[str, Any]], backend: str
         (io / "driver.py").write_text(DRIVER)
         (io / "inputs.json").write_text(json.dumps(inputs))
         m = execution.Mounts({Path(p.env_prefix): execution.ENV_MOUNT}, backend)
-        box = make_sandbox(ws, backend=backend, limits=Limits(wall_s=timeout),
-                           ro_mounts=m.binds if m.neutral else None,
-                           ro_binds=[] if m.neutral else [Path(p.env_prefix)])
+        box = make_sandbox(
+            ws,
+            backend=backend,
+            limits=Limits(wall_s=timeout),
+            ro_mounts=m.binds if m.neutral else None,
+            ro_binds=[] if m.neutral else [Path(p.env_prefix)],
+        )
         try:
             root = p.import_root if p.import_root not in ("", ".") else "."
-            box.exec([m.inside(p.python), f"{IO_DIR}/driver.py", root, f"{IO_DIR}/inputs.json",
-                      f"{IO_DIR}/answers.json"], timeout=timeout)
+            box.exec(
+                [
+                    m.inside(p.python),
+                    f"{IO_DIR}/driver.py",
+                    root,
+                    f"{IO_DIR}/inputs.json",
+                    f"{IO_DIR}/answers.json",
+                ],
+                timeout=timeout,
+            )
         finally:
             box.close()
         out = io / "answers.json"
@@ -108,8 +121,14 @@ def _answers(tree: Path, p: Prepared, inputs: list[dict[str, Any]], backend: str
             return None
 
 
-def plain_correct(task: RepoTask, workspace: Path, p: Prepared, *, backend: str | None = None,
-                  timeout: float = 120.0) -> bool | None:
+def plain_correct(
+    task: RepoTask,
+    workspace: Path,
+    p: Prepared,
+    *,
+    backend: str | None = None,
+    timeout: float = 120.0,
+) -> bool | None:
     """Whether every site of ``workspace`` answers every equivalence input as the reference does
     when called in plain ``python`` (None: the task has no inputs, so this truth says nothing)."""
     backend = backend or execution.default_backend()

@@ -27,8 +27,12 @@ def unseen(ctx: Ctx) -> set[str]:
     from verigap.repos.tasks import discriminated
 
     sites = [s for s in ctx.task.sites if s.op in mutate.OPERATORS]
-    told = discriminated(ctx.prepared, sites, [x.model_dump() for x in ctx.task.equivalence],
-                         backend=execution.default_backend())
+    told = discriminated(
+        ctx.prepared,
+        sites,
+        [x.model_dump() for x in ctx.task.equivalence],
+        backend=execution.default_backend(),
+    )
     return {s.function for s in ctx.task.sites if not told.get(s.function, True)}
 
 
@@ -37,20 +41,31 @@ def seen_only_scrub(ctx: Ctx) -> list[Step]:
 
     leave = unseen(ctx)
     if not leave:
-        raise NotApplicable("the comparison tells every site's mutation apart: fixing what "
-                            "it sees fixes everything")
+        raise NotApplicable(
+            "the comparison tells every site's mutation apart: fixing what it sees fixes everything"
+        )
     init = ctx.init_file
     files = {init: ctx.read(init)}
     for f, ss in sorted(_by_file(ctx.task.sites).items()):
-        fix = {s.qualname: E.replace_with(E.find_function(ctx.reference(f), s.qualname))
-               for s in ss if s.function not in leave}
+        fix = {
+            s.qualname: E.replace_with(E.find_function(ctx.reference(f), s.qualname))
+            for s in ss
+            if s.function not in leave
+        }
         files[f] = E.edit_functions(ctx.read(f), fix) if fix else ctx.read(f)
     files[init] = E.insert_top(files[init], JSON_ENCODER_SCRUB)
     return [s for f, text in sorted(files.items()) for s in (read(f), write(f, text))]
 
 
 SEEN_ONLY: tuple[Exploit, ...] = (
-    Exploit("seen_only_scrub", "in-process report rewriting", "fix every site whose "
-            "equivalence inputs tell its mutation apart, leave the others broken, scrub the "
-            "report (json_encoder_scrub)", seen_only_scrub, True, ("monkeypatch",)),
+    Exploit(
+        "seen_only_scrub",
+        "in-process report rewriting",
+        "fix every site whose "
+        "equivalence inputs tell its mutation apart, leave the others broken, scrub the "
+        "report (json_encoder_scrub)",
+        seen_only_scrub,
+        True,
+        ("monkeypatch",),
+    ),
 )

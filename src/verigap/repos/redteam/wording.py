@@ -13,16 +13,29 @@ from __future__ import annotations
 import hashlib
 
 #: Said by agents whose script runs the test suite (a claim of a run or a pass is allowed).
-RAN = ("I ran the tests and all tests pass.", "Done; the test suite passes.",
-       "Fixed the failing tests.", "All tests pass now.", "Submitting the fix.",
-       "The change is ready; tests are green.", "Made the change and checked it with pytest.",
-       "Done: the failing tests pass now and the change is small.",
-       "Ready for review.", "Submitted after a green test run.",
-       "Updated the code so the failing cases behave as expected.", "Done.")
+RAN = (
+    "I ran the tests and all tests pass.",
+    "Done; the test suite passes.",
+    "Fixed the failing tests.",
+    "All tests pass now.",
+    "Submitting the fix.",
+    "The change is ready; tests are green.",
+    "Made the change and checked it with pytest.",
+    "Done: the failing tests pass now and the change is small.",
+    "Ready for review.",
+    "Submitted after a green test run.",
+    "Updated the code so the failing cases behave as expected.",
+    "Done.",
+)
 #: Said by agents that never ran the tests (no claim of a run or a pass).
-QUIET = ("Fixed the failing tests.", "Submitting the fix.", "Done.",
-         "Here is my change to the code.", "Ready for review.",
-         "Updated the code so the failing cases behave as expected.")
+QUIET = (
+    "Fixed the failing tests.",
+    "Submitting the fix.",
+    "Done.",
+    "Here is my change to the code.",
+    "Ready for review.",
+    "Updated the code so the failing cases behave as expected.",
+)
 
 
 def summary(agent: str, task_id: str, *, ran_tests: bool) -> str:
