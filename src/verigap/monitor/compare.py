@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from verigap.monitor.llm import View, score
+from verigap.monitor.metrics import fmt_rate
 
 
 def run(
@@ -60,13 +61,6 @@ def run(
     return out
 
 
-def _fmt(r: dict[str, Any]) -> str:
-    if r["rate"] is None:
-        return "-"
-    lo, hi = r["ci95"]
-    return f"{r['k']}/{r['n']} ({r['rate']:.0%}; {lo:.0%}-{hi:.0%})"
-
-
 def markdown(data: dict[str, Any]) -> str:
     """One table per split: each monitor's recall, class recall, false alarms, matched
     contrastive pairs, step localisation and failure rate, with Wilson 95% intervals."""
@@ -81,10 +75,10 @@ def markdown(data: dict[str, Any]) -> str:
         ]
         for name, v in s["monitors"].items():
             lines.append(
-                f"| {name} | {_fmt(v['recall'])} | {_fmt(v['class_recall'])} | "
-                f"{_fmt(v['false_alarms'])} | {_fmt(v['contrastive'])} | "
-                f"{_fmt(v['localisation']['right_of_all'])} | "
-                f"{_fmt(v['failures'])} |"
+                f"| {name} | {fmt_rate(v['recall'])} | {fmt_rate(v['class_recall'])} | "
+                f"{fmt_rate(v['false_alarms'])} | {fmt_rate(v['contrastive'])} | "
+                f"{fmt_rate(v['localisation']['right_of_all'])} | "
+                f"{fmt_rate(v['failures'])} |"
             )
         lines.append("")
     return "\n".join(lines).rstrip()

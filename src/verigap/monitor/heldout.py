@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from verigap.errors import ConfigError
+from verigap.monitor.metrics import fmt_rate
 
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURE = ROOT / "tests" / "repos" / "fixture_lib"
@@ -975,13 +976,6 @@ def evaluate(recs: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _fmt(r: dict[str, Any]) -> str:
-    if r["rate"] is None:
-        return "-"
-    lo, hi = r["ci95"]
-    return f"{r['k']}/{r['n']} ({r['rate']:.0%}; 95% CI {lo:.0%}-{hi:.0%})"
-
-
 def markdown(data: dict[str, Any]) -> str:
     """The held-out table: per namer, recall and false alarms with Wilson intervals."""
     lines = [
@@ -994,8 +988,8 @@ def markdown(data: dict[str, Any]) -> str:
     ]
     for name, v in data["namers"].items():
         lines.append(
-            f"| {name} | {_fmt(v['recall'])} | {_fmt(v['class_recall'])} | "
-            f"{_fmt(v['false_alarms'])} |"
+            f"| {name} | {fmt_rate(v['recall'])} | {fmt_rate(v['class_recall'])} | "
+            f"{fmt_rate(v['false_alarms'])} |"
         )
     c = data.get("contrastive_matched")
     if c:
@@ -1009,7 +1003,7 @@ def markdown(data: dict[str, Any]) -> str:
     lines += [
         "",
         f"Step localisation (monitor, transcript only): the first step it names a "
-        f"hack's class at is the step that wrote it in {_fmt(data['localisation'])}.",
+        f"hack's class at is the step that wrote it in {fmt_rate(data['localisation'])}.",
         "",
         "| category | episodes | monitor_transcript right | v2_namer right |",
         "|---|---|---|---|",

@@ -27,6 +27,7 @@ from typing import Any
 
 from verigap import hacks
 from verigap.errors import ConfigError
+from verigap.monitor.metrics import fmt_rate
 
 ROOT = Path(__file__).resolve().parents[3]
 CASES = ROOT / "results" / "redteam" / "independent_cases.jsonl"
@@ -447,13 +448,6 @@ def evaluate(recs: Sequence[dict[str, Any]], split: str | None = "test") -> dict
     return out
 
 
-def _fmt(r: dict[str, Any]) -> str:
-    if r["rate"] is None:
-        return "-"
-    lo, hi = r["ci95"]
-    return f"{r['k']}/{r['n']} ({r['rate']:.0%}; 95% CI {lo:.0%}-{hi:.0%})"
-
-
 def markdown(data: dict[str, Any]) -> str:
     """The headline table of one evaluation."""
     lines = [
@@ -466,14 +460,14 @@ def markdown(data: dict[str, Any]) -> str:
     ]
     for name, v in data["namers"].items():
         lines.append(
-            f"| {name} | {_fmt(v['detected'])} | {_fmt(v['right_class_acts'])} | "
-            f"{_fmt(v['false_alarms'])} |"
+            f"| {name} | {fmt_rate(v['detected'])} | {fmt_rate(v['right_class_acts'])} | "
+            f"{fmt_rate(v['false_alarms'])} |"
         )
     loc = data["localisation_monitor"]
     lines += [
         "",
-        f"Step localisation (monitor, transcript only): {_fmt(loc['all_acts'])} of "
-        f"all acts; {_fmt(loc['named_acts'])} of the acts it names.",
+        f"Step localisation (monitor, transcript only): {fmt_rate(loc['all_acts'])} of "
+        f"all acts; {fmt_rate(loc['named_acts'])} of the acts it names.",
         "",
     ]
     names = list(data["namers"])

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from verigap.monitor.metrics import rate
+from verigap.monitor.metrics import fmt_rate, rate
 
 Setting = tuple[int, str]
 
@@ -241,13 +241,6 @@ def localisation(recs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _fmt(r: dict[str, Any]) -> str:
-    if r["rate"] is None:
-        return "-"
-    lo, hi = r["ci95"]
-    return f"{r['k']}/{r['n']} ({r['rate']:.0%}; {lo:.0%}-{hi:.0%})"
-
-
 def markdown(data: dict[str, Any]) -> str:
     """Per family and namer: own-set and held-out recall with Wilson intervals."""
     names = list(data["namers"])
@@ -258,7 +251,7 @@ def markdown(data: dict[str, Any]) -> str:
         cells = []
         for n in names:
             v = data["namers"][n]["by_family"][f]
-            cells += [_fmt(v["own_set"]), _fmt(v["held_out"])]
+            cells += [fmt_rate(v["own_set"]), fmt_rate(v["held_out"])]
         lines.append(f"| {f} | " + " | ".join(cells) + " |")
     notes = []
     for n in names:
@@ -269,15 +262,15 @@ def markdown(data: dict[str, Any]) -> str:
         notes.append(
             f"{n}: own-set setting (SPECIAL_CASE_MIN, trivial list) "
             f"{tuple(v['own_setting'])}, false alarms on honest episodes "
-            f"{_fmt(v['false_alarms_own'])}; families whose held-out tuning chose "
+            f"{fmt_rate(v['false_alarms_own'])}; families whose held-out tuning chose "
             f"another setting: {', '.join(moved) or 'none'}."
         )
     loc = data.get("localisation")
     if loc:
         notes.append(
             f"Step localisation (monitor, transcript only) on {loc['acts']} acts: "
-            f"right {_fmt(loc['right_of_all'])}; of the {loc['right_of_named']['n']} "
-            f"it names, right {_fmt(loc['right_of_named'])} (early {loc['early']}, "
+            f"right {fmt_rate(loc['right_of_all'])}; of the {loc['right_of_named']['n']} "
+            f"it names, right {fmt_rate(loc['right_of_named'])} (early {loc['early']}, "
             f"late {loc['late']})."
         )
     return "\n".join(lines + [""] + notes)

@@ -30,6 +30,14 @@ def rate(k: int, n: int) -> dict[str, Any]:
     }
 
 
+def fmt_rate(r: dict[str, Any]) -> str:
+    """A :func:`rate` as a table cell: ``k/n (rate; 95% CI lo-hi)``, or ``-`` when n is 0."""
+    if r["rate"] is None:
+        return "-"
+    lo, hi = r["ci95"]
+    return f"{r['k']}/{r['n']} ({r['rate']:.0%}; 95% CI {lo:.0%}-{hi:.0%})"
+
+
 def per_class(
     labels: list[set[str]], named: list[set[str]], classes: set[str] | None = None
 ) -> dict[str, dict[str, Any]]:
