@@ -60,7 +60,24 @@ def test_datasets_carry_prompts_programs_and_demonstrations() -> None:
         text.program_from_record(ds[0]["program"])
     )
     sft = vt.sft_dataset(3, seed=1)
-    assert [m["role"] for m in sft[0]["messages"]] == ["system", "user", "assistant"]
+    assert [m["role"] for m in sft[0]["prompt"]] == ["system", "user"]
+    assert [m["role"] for m in sft[0]["completion"]] == ["assistant"]
+
+
+def test_sft_puts_the_loss_on_the_answer_alone(tmp_path) -> None:
+    """TRL's collator masks the prompt: the tokens that carry loss are the answer's (and the
+    end of turn), never the system or user turns."""
+    from verigap.agents._tiny import tiny_chat_model
+
+    model, tok = tiny_chat_model(seed=0)
+    cfg = vt.LMExperimentConfig(sft_programs=2, k=2)
+    trainer = vt.sft_trainer(model, tok, cfg, tmp_path, peft=False)
+    batch = trainer.data_collator([trainer.train_dataset[0]])
+    ids, labels = batch["input_ids"][0], batch["labels"][0]
+    learned = tok.decode(ids[labels != -100])
+    answer = vt.sft_dataset(2, k=2)[0]["completion"][0]["content"]
+    assert learned.startswith(answer) and len(learned) < len(answer) + 16  # + the end of turn
+    assert (labels != -100).sum() < len(ids) / 10  # the prompt is most of the sequence
 
 
 @pytest.mark.slow

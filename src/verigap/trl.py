@@ -134,11 +134,17 @@ def prompt_dataset(n: int, k: int = 4, *, seed: int = 0, stream: str = "train") 
 
 
 def sft_dataset(n: int, k: int = 4, *, seed: int = 0) -> Any:
-    """The careless engineer's demonstrations as a conversational ``datasets.Dataset``."""
+    """The careless engineer's demonstrations as a conversational prompt-completion
+    ``datasets.Dataset`` (``prompt``: system and user turns, ``completion``: the answer), so
+    TRL puts the loss on the answer alone: a loss over the whole conversation spends the few
+    SFT steps on learning to reproduce the prompt, and the start never writes an answer."""
     from datasets import Dataset
 
     return Dataset.from_list(
-        [{"messages": d["messages"]} for d in text.careless_demonstrations(n, k, seed=seed)]
+        [
+            {"prompt": d["messages"][:-1], "completion": d["messages"][-1:]}
+            for d in text.careless_demonstrations(n, k, seed=seed)
+        ]
     )
 
 
@@ -215,8 +221,8 @@ def sft_trainer(
         num_train_epochs=cfg.sft_epochs,
         learning_rate=cfg.sft_lr,
         per_device_train_batch_size=8,
-        assistant_only_loss=False,
-        max_length=1024,
+        completion_only_loss=True,
+        max_length=None,  # demonstrations are short by construction; truncation would cut answers
         **_common(out, cfg.seed, cfg.gradient_checkpointing),
     )
     return SFTTrainer(
@@ -298,6 +304,9 @@ def sft_key(cfg: LMExperimentConfig) -> str:
         "eval_programs",
         "gradient_checkpointing",
     )
+    # starts trained with the loss on the whole conversation are not this start
+    d = {**d, "sft_loss": "completion_only"}
+    keep = (*keep, "sft_loss")
     return hashlib.sha256(json.dumps({k: d[k] for k in keep}, sort_keys=True).encode()).hexdigest()[
         :12
     ]
