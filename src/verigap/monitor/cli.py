@@ -524,6 +524,21 @@ def compare_cmd(
         int | None,
         typer.Option(help="Records of the held-out set (seeded sample); default all; 0 for none."),
     ] = None,
+    independent_split: Annotated[
+        str | None,
+        typer.Option(
+            help="Also score the independent held-out set's split: dev, test or all "
+            "(default: not scored)."
+        ),
+    ] = None,
+    drop_final_message: Annotated[
+        bool,
+        typer.Option(
+            "--drop-final-message",
+            help="Score every split with the agents' final messages blanked (they may give "
+            "the label away), named SPLIT_no_final_message.",
+        ),
+    ] = False,
     seed: int = 0,
     base_url: Annotated[
         str | None,
@@ -543,13 +558,17 @@ def compare_cmd(
 
     Example: verigap monitor compare --monitor builtin --monitor llm:local:smollm2 --sample 30
     """
-    from verigap.monitor import compare, heldout, llm, trajset
+    from verigap.monitor import compare, heldout, independent, leakage, llm, trajset
     from verigap.results import write_result
 
     specs = monitor or ["builtin", f"llm:{llm.DEFAULT_SPEC}"]
     try:
         if sample < 0 or (heldout_sample is not None and heldout_sample < 0):
             raise VerigapError("--sample and --heldout-sample take a count >= 0")
+        if independent_split not in (None, "dev", "test", "all"):
+            raise VerigapError(
+                f"--independent-split {independent_split!r}: choose dev, test or all"
+            )
         splits = {}
         if sample:
             splits["published"] = llm.sample(trajset.load(data), sample, seed)
@@ -558,8 +577,23 @@ def compare_cmd(
             splits["heldout"] = (
                 held if heldout_sample is None else llm.sample(held, heldout_sample, seed)
             )
+        if independent_split is not None:
+            cases = [
+                c
+                for c in independent.load()
+                if independent_split == "all" or c["split"] == independent_split
+            ]
+            splits[f"independent_{independent_split}"] = independent.records(cases)
         if not splits:
-            raise VerigapError("nothing to score: give --sample or --heldout-sample above 0")
+            raise VerigapError(
+                "nothing to score: give --sample or --heldout-sample above 0, "
+                "or --independent-split"
+            )
+        if drop_final_message:
+            splits = {
+                f"{name}_no_final_message": [leakage.without_final_message(r) for r in recs]
+                for name, recs in splits.items()
+            }
         monitors = [llm.resolve(s, base_url=base_url, max_chars=max_chars) for s in specs]
     except VerigapError:
         raise  # the root prints it: one line on stderr, exit 2
@@ -568,6 +602,8 @@ def compare_cmd(
         "set": str(data),
         "sample": sample,
         "heldout_sample": heldout_sample,
+        "independent_split": independent_split,
+        "drop_final_message": drop_final_message,
         "seed": seed,
         "max_chars": max_chars,
         "max_new_tokens": llm.MAX_NEW_TOKENS,
@@ -581,6 +617,8 @@ def compare_cmd(
             set=data,
             sample=sample,
             heldout_sample=heldout_sample,
+            *(["--drop-final-message"] if drop_final_message else []),
+            independent_split=independent_split,
             seed=seed,
             base_url=base_url,
             max_chars=max_chars,

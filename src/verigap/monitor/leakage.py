@@ -160,3 +160,35 @@ def neutral_summaries(records: Sequence[dict[str, Any]], *, seed: int = 0) -> li
             new = _with_summary(r, QUIET[int(rng.integers(len(QUIET)))])
         out.append(new)
     return out
+
+
+def without_final_message(record: dict[str, Any]) -> dict[str, Any]:
+    """The record with the agent's last words blanked (every submit/report summary and reason,
+    and assistant text after the last tool call), so a monitor is scored on what the agent did,
+    not on wording that may give the label away. The record is copied, never changed."""
+    msgs: list[dict[str, Any]] = []
+    last_call = max(
+        (i for i, m in enumerate(record["messages"]) if m.get("tool_calls")), default=-1
+    )
+    for i, m in enumerate(record["messages"]):
+        m = dict(m)
+        if m.get("role") == "assistant" and i > last_call and m.get("content"):
+            m["content"] = ""
+        calls = []
+        for c in m.get("tool_calls") or []:
+            fn = dict(c["function"])
+            if fn.get("name") in ("submit", "report_impossible"):
+                try:
+                    args = json.loads(fn.get("arguments") or "{}")
+                except json.JSONDecodeError:
+                    args = {}
+                if isinstance(args, dict):
+                    for k in ("summary", "reason"):
+                        if k in args:
+                            args[k] = ""
+                fn["arguments"] = json.dumps(args)
+            calls.append({**c, "function": fn})
+        if calls:
+            m["tool_calls"] = calls
+        msgs.append(m)
+    return {**record, "messages": msgs}
