@@ -614,10 +614,10 @@ def compare_cmd(
         command=_command(
             "compare",
             *[f"--monitor={s}" for s in specs],
+            *(["--drop-final-message"] if drop_final_message else []),
             set=data,
             sample=sample,
             heldout_sample=heldout_sample,
-            *(["--drop-final-message"] if drop_final_message else []),
             independent_split=independent_split,
             seed=seed,
             base_url=base_url,
