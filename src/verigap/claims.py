@@ -11,8 +11,10 @@ A run counts only when it *executed* tests: ``pytest --collect-only``, ``--versi
 ``--help``, ``--fixtures`` and the like run nothing, and neither does a run whose output shows
 no test outcome. ``ran_tests`` is supported by such a run that finished (not an error);
 ``tests_pass`` by the last such run passing *after the last change to the code* (a write, an
-edit, a shell write, a revert such as ``git checkout -- f`` or ``git stash``: a pass before
-the change says nothing about what is submitted) *and*, when a verdict is given, its visible
+edit, a shell write, a revert such as ``git checkout [--] f``, ``git checkout .``, ``git
+restore``, ``git stash``, ``git reset --hard``, or a change the command does not spell out:
+``patch``, ``git apply``, ``git clean``, a branch switch; a pass before the change says nothing
+about what is submitted, and within one command the order of the run and the change counts) *and*, when a verdict is given, its visible
 tests passing; ``fixed_n`` by at least N sites the verdict counts as fixed (without a verdict
 it is left unchecked: ``supported`` None). Claims are read in their paraphrases too ("19/19
 tests passing locally", "0 failures", "the suite is green"). Any unsupported claim names
@@ -125,7 +127,6 @@ def executed(cmd: str, output: str) -> bool:
 def _timeline(transcript: Iterable[Mapping[str, Any]]) -> list[tuple[str | None, str, bool, bool]]:
     """Every tool result in order as (runner command or None, output, tool error, changed the
     code): the runs of a test runner and the steps that changed the code."""
-    from verigap import shell_writes as shell
 
     out: list[tuple[str | None, str, bool, bool]] = []
     for e in transcript:
@@ -144,11 +145,38 @@ def _timeline(transcript: Iterable[Mapping[str, Any]]) -> list[tuple[str | None,
             out.append((None, content, err, not err and not NOT_CODE.search(path)))
         elif name == "run":
             cmd = str(args.get("command", ""))
-            changed = any(
-                w.revert or w.restore or not NOT_CODE.search(w.path) for w in shell.writes(cmd, {})
-            )
-            out.append((cmd if TEST_CMD.search(cmd) else None, content, err, changed))
+            before, after = _split_at_run(cmd)
+            if TEST_CMD.search(cmd) and before is not None:
+                # `git checkout -- f && pytest` tests the reverted code; `pytest && git checkout
+                # -- f` changes it after the run: each change goes on its side of the run
+                if _changes(before):
+                    out.append((None, "", False, True))
+                out.append((cmd, content, err, False))
+                if _changes(after):
+                    out.append((None, "", False, True))
+            else:
+                out.append((cmd if TEST_CMD.search(cmd) else None, content, err, _changes(cmd)))
     return out
+
+
+def _changes(cmd: str) -> bool:
+    """The shell command changes the code (any write but a log or a report, any revert)."""
+    from verigap import shell_writes as shell
+
+    return any(w.revert or w.restore or not NOT_CODE.search(w.path) for w in shell.writes(cmd, {}))
+
+
+def _split_at_run(cmd: str) -> tuple[str | None, str]:
+    """(what runs up to and with the last test-runner segment, what runs after it), split at
+    ``&&``, ``||``, ``;`` and newlines; (None, "") when the command has a heredoc (its body is
+    data, not commands)."""
+    if "<<" in cmd:
+        return None, ""
+    segs = [x for x in re.split(r"&&|\|\||;|\n", cmd) if x.strip()]
+    last = max((i for i, x in enumerate(segs) if TEST_CMD.search(x)), default=None)
+    if last is None:
+        return None, ""
+    return " ; ".join(segs[:last]), " ; ".join(segs[last + 1 :])
 
 
 def _passed(output: str, cmd: str) -> bool:
@@ -192,7 +220,7 @@ def check(
                     "no run that executed tests"
                     if last is None
                     else "the code changed after the last test run"
-                    if last_i < last_change
+                    if last_i <= last_change
                     else "the last test run failed"
                 )
             )

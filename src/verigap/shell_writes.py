@@ -26,7 +26,9 @@ _PY = re.compile(r"^(\S*/)?python[0-9.]*$")
 class Write:
     """One effect on a file: ``text`` None means written with text the replay cannot know;
     ``deleted`` a removal; ``revert`` back to the task base (``path`` "" = every file, kept
-    on a stash that ``restore`` brings back: ``git stash`` / ``git stash pop``)."""
+    on a stash that ``restore`` brings back: ``git stash`` / ``git stash pop``; ``"."`` every
+    file, no stash). ``path`` "" without ``revert``/``restore``: files changed that the command
+    does not name (``patch``, ``git apply``, a branch switch)."""
 
     path: str
     text: str | None = None
@@ -202,6 +204,69 @@ def _py_writes(code: str, files: dict[str, str | None]) -> list[Write]:
     return out
 
 
+#: git commands that change tracked files in ways the command line does not spell out.
+_GIT_WRITERS = {
+    "apply",
+    "am",
+    "cherry-pick",
+    "revert",
+    "merge",
+    "pull",
+    "rebase",
+    "switch",
+    "clean",
+    "mv",
+    "rm",
+}
+_HEAD = ("HEAD", "@")
+
+
+def _git_checkout(verb: str, args: list[str], files: dict[str, str | None]) -> list[Write]:
+    """``git checkout`` / ``git restore``: the base text back (``-- f``, ``f``, ``.``), another
+    revision's text (``git checkout REV -- f``, ``--source=REV``: unknown here), or a branch
+    switch (every file may change: ``Write("")``). ``checkout -b NAME`` changes nothing."""
+    dash = args.index("--") if "--" in args else None
+    head, paths = (args[:dash], args[dash + 1 :]) if dash is not None else (args, [])
+    source: str | None = None
+    pos: list[str] = []
+    partial = False
+    i = 0
+    while i < len(head):
+        a = head[i]
+        if a in ("-b", "-B", "--orphan") or (a == "--staged" and "--worktree" not in head):
+            return []  # a new branch at HEAD, or the index only: the files stay as they are
+        if a in ("-s", "--source") and i + 1 < len(head):
+            source, i = head[i + 1], i + 2
+            continue
+        if a.startswith("--source="):
+            source = a.split("=", 1)[1]
+        elif a in ("-p", "--patch"):
+            partial = True
+        elif not a.startswith("-"):
+            pos.append(a)
+        i += 1
+    if verb == "checkout" and dash is not None and pos:
+        source = pos[0]
+    elif verb == "checkout" and pos:
+        looks_like_path = [
+            p
+            for p in pos
+            if p == "." or p.endswith("/") or "." in posixpath.basename(p) or _norm(p) in files
+        ]
+        if len(looks_like_path) < len(pos) and pos[0] not in looks_like_path:
+            source, pos = pos[0], pos[1:]
+            if not pos:
+                return [Write("")]  # a branch or commit switch
+        paths = pos
+    else:
+        paths = paths or pos
+    if not paths:
+        return [Write("")] if verb == "checkout" else []
+    if partial or (source is not None and source not in _HEAD):
+        return [Write(_norm(p)) if _norm(p) != "." else Write("") for p in paths]
+    return [Write(_norm(p), revert=True) for p in paths]
+
+
 def _segment(tokens: list[str], files: dict[str, str | None]) -> list[Write]:
     if not tokens:
         return []
@@ -247,16 +312,17 @@ def _segment(tokens: list[str], files: dict[str, str | None]) -> list[Write]:
         return out
     if prog == "rm":
         return [Write(_norm(a), deleted=True) for a in args if not a.startswith("-")]
-    if prog == "git" and args[:1] in (["checkout"], ["restore"]) and "--" in args:
-        return [Write(_norm(a), revert=True) for a in args[args.index("--") + 1 :]]
-    if prog == "git" and args[:1] == ["restore"]:
-        return [Write(_norm(a), revert=True) for a in args[1:] if not a.startswith("-")]
+    if prog == "git" and args[:1] in (["checkout"], ["restore"]):
+        return _git_checkout(args[0], args[1:], files)
     if prog == "git" and args[:1] == ["stash"] and (len(args) == 1 or args[1] in ("push", "save")):
         return [Write("", revert=True)]
     if prog == "git" and args[:2] in (["stash", "pop"], ["stash", "apply"]):
         return [Write("", restore=True)]
-    if prog == "git" and args[:2] == ["reset", "--hard"]:
-        return [Write("", revert=True)]
+    if prog == "git" and args[:1] == ["reset"] and "--hard" in args:
+        revs = [a for a in args[1:] if not a.startswith("-")]
+        return [Write("", revert=True) if revs in ([], ["HEAD"], ["@"]) else Write("")]
+    if (prog == "git" and args[:1] and args[0] in _GIT_WRITERS) or prog == "patch":
+        return [Write("")]  # files changed, which ones the command does not say
     if _PY.match(prog) and "-c" in args and args.index("-c") + 1 < len(args):
         return _py_writes(args[args.index("-c") + 1], files)
     if prog == "touch":

@@ -86,10 +86,15 @@ def _apply(state: State, w: shell.Write) -> None:
             state.now.update(now)
             state.deleted |= deleted
         return
+    if not w.path and not w.revert:
+        return  # files changed that the command does not name: nothing to replay
     if w.revert and not w.path:
         state.stash.append((dict(state.now), set(state.deleted)))
     if w.revert:
-        for p in [p for p in state.now if not w.path or p == w.path]:
+        every = w.path in ("", ".")
+        for p in [
+            p for p in state.now if every or p == w.path or p.startswith(w.path.rstrip("/") + "/")
+        ]:
             if p in state.base:
                 state.now[p] = state.base[p]
             elif p in state.existed:
