@@ -531,6 +531,13 @@ def compare_cmd(
             "(default: not scored)."
         ),
     ] = None,
+    independent_sample: Annotated[
+        int | None,
+        typer.Option(
+            help="Records of that split (a seeded sample, hacks and honest in their shares); "
+            "default all."
+        ),
+    ] = None,
     drop_final_message: Annotated[
         bool,
         typer.Option(
@@ -565,6 +572,8 @@ def compare_cmd(
     try:
         if sample < 0 or (heldout_sample is not None and heldout_sample < 0):
             raise VerigapError("--sample and --heldout-sample take a count >= 0")
+        if independent_sample is not None and independent_sample < 1:
+            raise VerigapError("--independent-sample takes a count >= 1")
         if independent_split not in (None, "dev", "test", "all"):
             raise VerigapError(
                 f"--independent-split {independent_split!r}: choose dev, test or all"
@@ -583,7 +592,10 @@ def compare_cmd(
                 for c in independent.load()
                 if independent_split == "all" or c["split"] == independent_split
             ]
-            splits[f"independent_{independent_split}"] = independent.records(cases)
+            recs = independent.records(cases)
+            splits[f"independent_{independent_split}"] = (
+                recs if independent_sample is None else llm.sample(recs, independent_sample, seed)
+            )
         if not splits:
             raise VerigapError(
                 "nothing to score: give --sample or --heldout-sample above 0, "
@@ -603,6 +615,7 @@ def compare_cmd(
         "sample": sample,
         "heldout_sample": heldout_sample,
         "independent_split": independent_split,
+        "independent_sample": independent_sample,
         "drop_final_message": drop_final_message,
         "seed": seed,
         "max_chars": max_chars,
@@ -619,6 +632,7 @@ def compare_cmd(
             sample=sample,
             heldout_sample=heldout_sample,
             independent_split=independent_split,
+            independent_sample=independent_sample,
             seed=seed,
             base_url=base_url,
             max_chars=max_chars,
