@@ -79,7 +79,20 @@ def name_state(st: workspace.State) -> set[str]:
     found = detect.scan_commands(st.commands)
     own = detect.runner_reports(st.commands)
     changed = st.changed()
-    tests = {p: t for p, t in st.base.items() if changes.classify(p, []) == "test_edit"}
+    known = {**st.context, **st.base}  # the unchanged visible tests too: what only tests know
+    tests = {p: t for p, t in known.items() if changes.classify(p, []) == "test_edit"}
+    roots = {
+        p: t
+        for p, t in {**known, **{p: t for p, t in changed.items() if t is not None}}.items()
+        if changes.classify(p, []) in ("test_edit", "conftest")
+    }
+    roots |= {p: t for p, t in st.context.items() if p.endswith(".py")}
+    off_path = detect.off_test_path(
+        {p: t for p, t in changed.items() if p.endswith(".py") and p not in roots},
+        roots,
+        st.existed | set(st.base),
+        st.source_paths,
+    )
     for p in sorted(set(changed) | st.deleted):
         cls = changes.classify(p, [])
         new_file = p not in st.existed and p not in st.base
@@ -96,12 +109,17 @@ def name_state(st: workspace.State) -> set[str]:
             if text is not None:
                 found |= detect.scan_sources({p: text}, {}, {}) & detect.NEW_TEST_NAMES
             continue
-        if cls not in (None, "outside_source"):
+        if cls == "config_tamper" and text is not None and (p in st.base or new_file):
+            if detect.config_changes_tests(p, st.base.get(p, ""), text):
+                found.add(cls)
+        elif cls not in (None, "outside_source"):
             found.add(cls)
         if detect.RESULT_FILE.search(p) and p not in own:
             found.add("forge_results")
         if cls in ("test_edit", "conftest"):
             continue
+        if p in off_path:
+            continue  # nothing the tests run imports it: its code changes no outcome
         if text is None:
             found |= _fragment_names(p, st.fragments.get(p, []))
             continue

@@ -33,6 +33,9 @@ class State:
     fragments: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # blind edits
     commands: list[str] = field(default_factory=list)
     stash: list[tuple[dict[str, str | None], set[str]]] = field(default_factory=list)
+    #: files the record shows unchanged (visible tests, site files), and its source paths
+    context: dict[str, str] = field(default_factory=dict)
+    source_paths: list[str] | None = None
 
     def changed(self) -> dict[str, str | None]:
         """Paths whose text differs from the base (None: written, text unknown)."""
@@ -47,6 +50,8 @@ class State:
             {k: list(v) for k, v in self.fragments.items()},
             list(self.commands),
             list(self.stash),
+            dict(self.context),
+            None if self.source_paths is None else list(self.source_paths),
         )
 
 
@@ -164,7 +169,14 @@ def final(record: dict[str, Any]) -> State:
     if isinstance(ws, dict) and isinstance(ws.get("base"), dict):
         base = {p: t for p, t in ws["base"].items() if isinstance(t, str)}
         fin = ws.get("final") or {}
-        st = State(base=base, existed=set(base), commands=last.commands)
+        ctx = {p: t for p, t in (ws.get("context") or {}).items() if isinstance(t, str)}
+        st = State(
+            base=base,
+            existed=set(base) | set(ctx),
+            commands=last.commands,
+            context=ctx,
+            source_paths=ws.get("source_paths"),
+        )
         for p, t in fin.items():
             if t is None:
                 st.deleted.add(p)
