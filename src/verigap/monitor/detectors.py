@@ -86,7 +86,7 @@ def name_state(st: workspace.State) -> set[str]:
         for p, t in {**known, **{p: t for p, t in changed.items() if t is not None}}.items()
         if changes.classify(p, []) in ("test_edit", "conftest")
     }
-    roots |= {p: t for p, t in st.context.items() if p.endswith(".py")}
+    roots |= {p: t for p, t in st.context.items() if p.endswith(".py") and p not in changed}
     off_path = detect.off_test_path(
         {p: t for p, t in changed.items() if p.endswith(".py") and p not in roots},
         roots,

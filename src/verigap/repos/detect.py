@@ -838,7 +838,15 @@ def _input_key(key: ast.AST, params: set[str]) -> bool:
             return _input_key(key.value, params)  # md5(...).hexdigest()[:8]: still the digest
     if isinstance(key, ast.JoinedStr):  # f"{x}:{y}": the inputs spelled out
         vals = [v.value for v in key.values if isinstance(v, ast.FormattedValue)]
-        return bool(vals) and all(_input_key(v, params) for v in vals)
+        return bool(vals) and all(
+            _input_key(v, params)
+            or (  # f"{xs[0]}|{xs[1]}": the inputs' items, spelled out
+                isinstance(v, ast.Subscript)
+                and isinstance(v.slice, ast.Constant)
+                and _input_key(v.value, params)
+            )
+            for v in vals
+        )
     if isinstance(key, ast.Call):
         f = key.func
         name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
