@@ -187,3 +187,20 @@ def test_monitor_export_leaves_the_output_alone_on_bad_input(tmp_path: Path) -> 
     result = CliRunner().invoke(app, ["monitor", "export", "/nope/run", "--out", str(out)])
     _one_error_line(result, "monitor export")
     assert out.read_text() == "kept\n"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--independent-split", "nope"],
+        ["--independent-split", "test", "--independent-sample", "0"],
+        ["--sample", "0", "--heldout-sample", "0", "--drop-final-message"],
+    ],
+)
+def test_monitor_compare_options_reject_bad_input_in_one_line(args, tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        app,
+        ["monitor", "compare", "--monitor", "builtin", *args, "--out", str(tmp_path / "c.json")],
+    )
+    _one_error_line(result, f"monitor compare {' '.join(args)}")
+    assert not (tmp_path / "c.json").exists()
