@@ -84,7 +84,7 @@ from verigap.repos.tasks import (
     split_tests,
     unit_of,
 )
-from verigap.repos.tickets import commit_kind
+from verigap.repos.tickets import commit_kind, feature_ticket
 from verigap.repos.validate import ValidMutation, candidates, run_suite, validate
 from verigap.runs import write_json_atomic
 
@@ -136,12 +136,19 @@ class Commit:
         return self.message.strip().splitlines()[0] if self.message.strip() else ""
 
 
-def walk(repo: Path, rev_range: str, max_commits: int) -> list[Commit]:
-    """The newest ``max_commits`` commits of ``rev_range`` with the files each one changes."""
+def walk(
+    repo: Path, rev_range: str, max_commits: int, *, first_parent: bool = False
+) -> list[Commit]:
+    """The newest ``max_commits`` commits of ``rev_range`` with the files each one changes.
+
+    ``first_parent``: the main line only, a merge's files being its change against its first
+    parent, so a merged pull request is one change (its feature and its tests together)."""
     fmt = "%x1e%H%x1f%P%x1f%B%x1f"
+    mainline = ["--first-parent", "--diff-merges=first-parent"] if first_parent else []
     out = _git(
         repo,
         "log",
+        *mainline,
         "--no-renames",
         "--name-status",
         f"--format={fmt}",
@@ -177,11 +184,18 @@ def kind_of(path: str) -> str:
     return "source"
 
 
-def screen(c: Commit) -> str:
-    """Why a commit is not a candidate ("" when it is one)."""
+#: what a mined task asks for (``RepoTask.kind``): a fix of what a commit repaired, or the
+#: behaviour a commit added
+KINDS = ("bugfix", "feature")
+
+
+def screen(c: Commit, kind: str = "bugfix") -> str:
+    """Why a commit is not a candidate ("" when it is one). Feature mining walks the main
+    line, where a merge is a merged pull request and its change against its first parent is
+    the candidate."""
     if len(c.parents) == 0:
         return "root commit"
-    if len(c.parents) > 1:
+    if len(c.parents) > 1 and kind != "feature":
         return "merge commit"
     kinds = {kind_of(p) for _, p in c.changes}
     if "source" not in kinds and "test" not in kinds:
@@ -215,6 +229,75 @@ def changed_functions(before: str, after: str) -> list[str] | None:
     except SyntaxError:
         return None
     return [q for q in a if q in b and a[q] != b[q]]
+
+
+def added_functions(before: str, after: str) -> list[str] | None:
+    """Qualnames of the functions and methods ``after`` defines and ``before`` does not (a
+    feature's new code); None when either side does not parse."""
+    try:
+        a, b = _function_code(before), _function_code(after)
+    except SyntaxError:
+        return None
+    return [q for q in b if q not in a]
+
+
+def new_behaviour(before: str, after: str) -> list[str]:
+    """What ``after`` adds to the public surface of a module: public functions, classes and
+    methods it defines that ``before`` does not, and public functions whose parameters it
+    extends, each as ``"qualname"`` (new) or ``"qualname(param, ...)"`` (new parameters).
+    Empty for a change that only alters what existing calls do (a fix or a refactor)."""
+    try:
+        a, b = _signatures(before), _signatures(after)
+    except SyntaxError:
+        return []
+    out = []
+    for q, params in b.items():
+        if any(part.startswith("_") and not part.startswith("__") for part in q.split(".")):
+            continue
+        if q not in a:
+            out.append(q)
+        elif params is not None and a[q] is not None:
+            gained = [x for x in params if x not in a[q]]
+            if gained:
+                out.append(f"{q}({', '.join(gained)})")
+    return out
+
+
+def _signatures(text: str) -> dict[str, list[str] | None]:
+    """qualname -> parameter names (None for a class) of the module-level functions and
+    classes and the methods of module-level classes."""
+    out: dict[str, list[str] | None] = {}
+
+    def params(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+        a = fn.args
+        names = [x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs]]
+        names += [f"*{a.vararg.arg}"] if a.vararg else []
+        return names + ([f"**{a.kwarg.arg}"] if a.kwarg else [])
+
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            out.setdefault(node.name, params(node))
+        elif isinstance(node, ast.ClassDef):
+            out.setdefault(node.name, None)
+            for sub in node.body:
+                if isinstance(sub, ast.FunctionDef | ast.AsyncFunctionDef):
+                    out.setdefault(f"{node.name}.{sub.name}", params(sub))
+    return out
+
+
+def changed_test_units(path: str, before: str, after: str) -> set[str]:
+    """The test functions of the test file ``path`` that ``after`` adds or whose code it
+    changes (helpers and fixtures aside), as test-id units (``path::Class::test``)."""
+    try:
+        a = _function_code(before) if before else {}
+        b = _function_code(after)
+    except SyntaxError:
+        return set()
+    return {
+        f"{path}::{q.replace('.', '::')}"
+        for q, code in b.items()
+        if q.rpartition(".")[2].startswith("test") and a.get(q) != code
+    }
 
 
 def _function_code(text: str) -> dict[str, str]:
@@ -445,8 +528,16 @@ def mine_commit(
     backend: str | None,
     equivalence: bool = True,
     env: str = "venv",
+    kind: str = "bugfix",
 ) -> RepoTask:
-    """The validated task of one candidate commit, or :class:`Rejected`."""
+    """The validated task of one candidate commit, or :class:`Rejected`.
+
+    ``kind="feature"``: the commit adds behaviour (a public function, class, method or
+    parameter) with its tests; the task base is the parent's source, the tests the commit adds
+    or changes that fail there are the feature's (:func:`split_feature_tests`), the sites are
+    the functions it adds or changes, and the prompt is a feature request
+    (:func:`verigap.repos.tickets.feature_ticket`)."""
+    feature = kind == "feature"
     parent = c.parents[0]
     src_dir = out / "sources" / f"{project}-{c.sha[:12]}"
     if src_dir.exists():
@@ -454,9 +545,10 @@ def mine_commit(
     export_tree(repo, parent, src_dir)
     base_files: dict[str, str] = {}
     fixed: dict[str, str] = {}
+    new_units: set[str] = set()  # test functions the commit adds or changes
     for status, path in c.changes:
-        kind = kind_of(path)
-        if kind == "other":
+        path_kind = kind_of(path)
+        if path_kind == "other":
             continue
         if status == "D":
             (src_dir / path).unlink(missing_ok=True)
@@ -464,7 +556,14 @@ def mine_commit(
         data = _git_bytes(repo, "show", f"{c.sha}:{path}")
         (src_dir / path).parent.mkdir(parents=True, exist_ok=True)
         (src_dir / path).write_bytes(data)
-        if kind == "source":
+        if path_kind == "test" and feature:
+            before = "" if status == "A" else _git_bytes(repo, "show", f"{parent}:{path}")
+            new_units |= changed_test_units(
+                path,
+                before.decode(errors="replace") if before else "",
+                data.decode(errors="replace"),
+            )
+        if path_kind == "source":
             try:
                 fixed[path] = data.decode()
                 base_files[path] = _git_bytes(repo, "show", f"{parent}:{path}").decode()
@@ -475,16 +574,21 @@ def mine_commit(
         raise Rejected("no test files at the fix")
     if any(classify(f, source_paths) is not None for f in base_files):
         raise Rejected("source change outside the package")
+    if feature and not any(new_behaviour(base_files[f], fixed[f]) for f in base_files):
+        raise Rejected("adds no public function, class, method or parameter (not a feature)")
     sites: list[tuple[str, str]] = []
     for f in sorted(base_files):
         if base_files[f] == fixed[f]:
             continue
         qs = changed_functions(base_files[f], fixed[f])
-        if qs is None:
+        added = added_functions(base_files[f], fixed[f]) if feature else []
+        if qs is None or added is None:
             raise Rejected("source does not parse")
-        sites += [(f, q) for q in qs]
+        sites += [(f, q) for q in [*qs, *added]]
     if not sites:
         raise Rejected("no function changed (the change is outside functions)")
+    if feature and not new_units:
+        raise Rejected("adds or changes no test function")
     python, prefix, _ = env_for(
         src_dir,
         test_deps,
@@ -510,9 +614,17 @@ def mine_commit(
     if {unit_of(t) for t in broken} & shaky:
         raise Rejected("test ids change between runs (parametrised over an unordered collection)")
     if not broken:
-        raise Rejected("no test fails without the fix")
+        raise Rejected(
+            "the feature's new tests pass without it"
+            if feature
+            else "no test fails without the fix"
+        )
     functions = [f"{f}::{q}" for f, q in sites]
-    visible, hidden = split_fail_to_pass(p, broken, functions)
+    visible, hidden = (
+        split_feature_tests(p, broken, new_units)
+        if feature
+        else split_fail_to_pass(p, broken, functions)
+    )
     if {unit_of(t) for t in [*visible, *hidden]} & shaky:
         raise Rejected("test ids change between runs (parametrised over an unordered collection)")
     vset = set(visible)
@@ -537,7 +649,8 @@ def mine_commit(
                 visible=bool(vset & set(f2p)),
                 fail_to_pass=f2p,
                 original=mutate.function_source(fixed[f], q),
-                mutated=mutate.function_source(base_files[f], q),
+                # a feature's new function is absent from the task base
+                mutated=_source_or_empty(base_files[f], q),
                 tests_only=not inputs.get(f"{f}::{q}"),
             )
         )
@@ -547,7 +660,8 @@ def mine_commit(
     site_objs = check_sites(p, site_objs, base_files, fixed, equiv, backend=backend)
     vfiles, removed = _layout_or_reject(p, visible)
     task = RepoTask(
-        task_id=f"{project}-{c.sha[:12]}",
+        task_id=f"{project}-{'feature-' if feature else ''}{c.sha[:12]}",
+        kind="feature" if feature else "bugfix",
         source={
             "spec": p.spec,
             "key": p.key,
@@ -568,7 +682,7 @@ def mine_commit(
         prompt="",
         base_files=base_files,
         origin={
-            "kind": "mined",
+            "kind": "mined feature" if feature else "mined",
             "project": project,
             "repository": str(repo),
             "commit": c.sha,
@@ -578,13 +692,58 @@ def mine_commit(
         },
     )
     output = check_workspace(p, task, fixed, broken, backend=backend)
-    task.prompt = make_prompt(task, output, prompt_style, message=c.message, project=project)
+    if feature:
+        wanted = {f: new_behaviour(base_files[f], fixed[f]) for f in sorted(base_files)}
+        task.prompt = feature_ticket(
+            fixed, wanted, message=c.message, project=project, source_paths=p.source_paths
+        )
+    else:
+        task.prompt = make_prompt(task, output, prompt_style, message=c.message, project=project)
     return task
+
+
+def _source_or_empty(text: str, qualname: str) -> str:
+    try:
+        return mutate.function_source(text, qualname)
+    except KeyError:
+        return ""
+
+
+def split_feature_tests(
+    p: Prepared, broken: set[str], new_units: set[str]
+) -> tuple[list[str], list[str]]:
+    """(visible ids, hidden ids) of a feature task: the tests the commit adds or changes that
+    fail without the feature are hidden, except that when no old test fails there (a test
+    file that imports the new name fails whole) the first of them stays visible as the
+    acceptance check, so the agent sees what is missing and a no-op fails a visible test.
+    Every hidden test function fails on the task base; a new test that already passes there
+    stays visible as a regression test."""
+    failing = {unit_of(t) for t in broken}
+    wanted = sorted(failing & new_units)
+    if not wanted:
+        raise Rejected("the feature's new tests pass without it")
+    if failing - new_units:  # old tests fail too: they show the agent what is missing
+        hide = set(wanted)
+    elif len(wanted) > 1:
+        hide = set(wanted[1:])
+    else:
+        raise Rejected(
+            "one new test function fails without the feature and no old test does: "
+            "none left to hide beside the visible one"
+        )
+    hidden = [t for t in p.passing if unit_of(t) in hide]
+    if not hidden:
+        raise Rejected("the feature's new tests do not pass with it")
+    visible = [t for t in p.passing if unit_of(t) not in hide]
+    return visible, hidden
 
 
 def put_back(fixed: str, before: str, qualname: str) -> str:
     """``fixed`` with the one function ``qualname`` as it was in ``before``: the reference with
-    a single site's bug, so that a site's evidence is checked on that site alone."""
+    a single site's bug, so that a site's evidence is checked on that site alone. A function
+    that ``before`` lacks (a feature's new code) is taken out."""
+    if not _source_or_empty(before, qualname):
+        return _without(fixed, qualname)
     old = cst.parse_module(before)
     node: cst.CSTNode | None = None
     body: Sequence[cst.CSTNode] = old.body
@@ -624,6 +783,35 @@ def put_back(fixed: str, before: str, qualname: str) -> str:
             return node if [*self.stack, here] == want else u
 
     return cst.parse_module(fixed).visit(_Swap()).code
+
+
+def _without(text: str, qualname: str) -> str:
+    """``text`` without the function or method ``qualname`` (a class left empty gets ``pass``)."""
+    want = qualname.split(".")
+
+    class _Drop(cst.CSTTransformer):
+        def __init__(self) -> None:
+            self.stack: list[str] = []
+
+        def visit_ClassDef(self, n: cst.ClassDef) -> bool:
+            self.stack.append(n.name.value)
+            return True
+
+        def leave_ClassDef(self, o: cst.ClassDef, u: cst.ClassDef) -> cst.ClassDef:
+            self.stack.pop()
+            if not u.body.body:
+                return u.with_changes(body=u.body.with_changes(body=[cst.parse_statement("pass")]))
+            return u
+
+        def visit_FunctionDef(self, n: cst.FunctionDef) -> bool:
+            return False
+
+        def leave_FunctionDef(self, o: cst.FunctionDef, u: cst.FunctionDef):
+            if [*self.stack, u.name.value] == want:
+                return cst.RemoveFromParent()
+            return u
+
+    return cst.parse_module(text).visit(_Drop()).code
 
 
 def check_sites(
@@ -992,6 +1180,7 @@ class MineStats(BaseModel):
 
     repository: str
     rev_range: str
+    kind: str = "bugfix"  # what the tasks ask for (``KINDS``)
     walked: int
     candidates: int
     tried: int
@@ -1018,12 +1207,22 @@ def mine(
     k: int = 1,
     seed: int = 0,
     max_candidates: int = 40,
+    kind: str = "bugfix",
     log: Callable[[str], None] = print,
 ) -> MineStats:
     """Walk ``rev_range`` newest first, write up to ``n`` validated tasks into ``out``.
 
     ``k`` > 1: each mined bug becomes a k-site task with k-1 mutations beside it, drawn from
-    ``max_candidates`` validated candidates (see :func:`compose`)."""
+    ``max_candidates`` validated candidates (see :func:`compose`). ``kind="feature"``: tasks
+    from commits (or merged pull requests) that add behaviour with its tests, asked for as a
+    feature request (see :func:`mine_commit`)."""
+    if kind not in KINDS:
+        raise ConfigError(
+            f"--kind {kind!r}: use bugfix (commits that fix behaviour) or feature "
+            "(commits that add behaviour with its tests)"
+        )
+    if kind == "feature" and k != 1:
+        raise ConfigError("--k applies to bug fixes only; drop it with --kind feature")
     if prompt_style not in PROMPT_STYLES:
         raise ConfigError(f"--prompt-style {prompt_style!r}: use one of {', '.join(PROMPT_STYLES)}")
     if k < 1:
@@ -1046,11 +1245,11 @@ def mine(
             f"{repo}: no test files (test_*.py or *_test.py) at {tip}; mining needs "
             "a repository with a pytest suite"
         )
-    commits = walk(repo, rev_range, max_commits)
+    commits = walk(repo, rev_range, max_commits, first_parent=kind == "feature")
     reasons: Counter[str] = Counter()
     cands = []
     for c in commits:
-        why = screen(c)
+        why = screen(c, kind)
         if why:
             reasons[why] += 1
         else:
@@ -1084,6 +1283,7 @@ def mine(
                 backend=backend,
                 equivalence=equivalence,
                 env=env,
+                kind=kind,
             )
             if k > 1:
                 task = compose(
@@ -1116,11 +1316,11 @@ def mine(
         per.append(round(time.perf_counter() - t1, 2))
         # after every candidate: a walk stopped by a time limit keeps what it finished
         stats = _stats(
-            repo, rev_range, commits, cands, tried, task_files, reasons, envs_before, per, t0
+            repo, rev_range, commits, cands, tried, task_files, reasons, envs_before, per, t0, kind
         )
         write_json_atomic(out / "index.json", stats.model_dump())
     stats = _stats(
-        repo, rev_range, commits, cands, tried, task_files, reasons, envs_before, per, t0
+        repo, rev_range, commits, cands, tried, task_files, reasons, envs_before, per, t0, kind
     )
     write_json_atomic(out / "index.json", stats.model_dump())
     return stats
@@ -1137,10 +1337,12 @@ def _stats(
     envs_before: int,
     per: list[float],
     t0: float,
+    kind: str = "bugfix",
 ) -> MineStats:
     return MineStats(
         repository=str(repo),
         rev_range=rev_range,
+        kind=kind,
         walked=len(commits),
         candidates=len(cands),
         tried=tried,
