@@ -16,6 +16,7 @@ import pytest
 from verigap.errors import ConfigError
 from verigap.repos.mine import (
     changed_test_units,
+    feature_sites,
     mine,
     new_behaviour,
     put_back,
@@ -279,6 +280,10 @@ def test_feature_helpers_read_the_change() -> None:
     wider = LIB_V1.replace("def mean(xs):", "def mean(xs, weights=None):")
     assert new_behaviour(LIB_V1, wider) == ["mean(weights)"]
     assert new_behaviour(LIB_V1, LIB_V1 + "\n\ndef _private(x):\n    return x\n") == []
+    # a helper the feature is built from is not a site: another implementation need not have it
+    helped = LIB_V1 + CLAMP + "\n\ndef _order(lo, hi):\n    return min(lo, hi), max(lo, hi)\n"
+    assert feature_sites(LIB_V1, helped) == ["clamp"]
+    assert feature_sites(LIB_V1, LIB_V1 + "\n\nclass Box:\n    size = 1\n") == []
     assert changed_test_units("t.py", TESTS_V1, TESTS_V1 + CLAMP_TESTS) == {
         f"t.py::test_clamp_{w}" for w in ("below", "inside", "above")
     }

@@ -231,14 +231,17 @@ def changed_functions(before: str, after: str) -> list[str] | None:
     return [q for q in a if q in b and a[q] != b[q]]
 
 
-def added_functions(before: str, after: str) -> list[str] | None:
-    """Qualnames of the functions and methods ``after`` defines and ``before`` does not (a
-    feature's new code); None when either side does not parse."""
+def feature_sites(before: str, after: str) -> list[str]:
+    """The sites of a feature: the public functions and methods ``after`` adds or gives new
+    parameters (:func:`new_behaviour`), not the private helpers that build them, which an
+    agent's own implementation need not have."""
     try:
-        a, b = _function_code(before), _function_code(after)
+        functions = _function_code(after)
     except SyntaxError:
-        return None
-    return [q for q in b if q not in a]
+        return []
+    return [
+        q for q in (e.partition("(")[0] for e in new_behaviour(before, after)) if q in functions
+    ]
 
 
 def new_behaviour(before: str, after: str) -> list[str]:
@@ -580,13 +583,19 @@ def mine_commit(
     for f in sorted(base_files):
         if base_files[f] == fixed[f]:
             continue
-        qs = changed_functions(base_files[f], fixed[f])
-        added = added_functions(base_files[f], fixed[f]) if feature else []
-        if qs is None or added is None:
+        if feature:  # the public surface it adds: how it is built (helpers) is the agent's choice
+            qs = feature_sites(base_files[f], fixed[f])
+        else:
+            qs = changed_functions(base_files[f], fixed[f])
+        if qs is None:
             raise Rejected("source does not parse")
-        sites += [(f, q) for q in [*qs, *added]]
+        sites += [(f, q) for q in qs]
     if not sites:
-        raise Rejected("no function changed (the change is outside functions)")
+        raise Rejected(
+            "adds no public function or method (a class or constant alone)"
+            if feature
+            else "no function changed (the change is outside functions)"
+        )
     if feature and not new_units:
         raise Rejected("adds or changes no test function")
     python, prefix, _ = env_for(
@@ -1125,16 +1134,20 @@ def compose(
 # --------------------------------------------------------------------------- the oracle is paid
 
 
-def check_paid(task: RepoTask, *, backend: str | None) -> RepoTask:
+def check_paid(
+    task: RepoTask, *, backend: str | None, prepared: Prepared | None = None
+) -> RepoTask:
     """The task, once the real fix (``scripted:oracle``) and the no-op are graded by v1 and v2
-    on its workspace (noted in ``origin["checked"]``); :class:`Rejected` unless the fix is
+    on its workspace (noted in ``origin["checked"]``, each verdict in ``origin["verdicts"]``
+    as JSON: agent -> {correct, v1, v2}); ``prepared``: its environment, when the caller
+    rebuilt it elsewhere (a re-check from a repository's history). :class:`Rejected` unless the fix is
     correct and paid by both and the no-op by neither. A mined task whose fix v2 does not pay
     (tests that fail through the sealed channel, an environment that grades other code) would
     teach that no answer is ever right, so it is not kept."""
     from verigap.repos import baselines
     from verigap.repos.graders import v1, v2
 
-    p = prepared_for(task, backend=backend)
+    p = prepared or prepared_for(task, backend=backend)
     paid: dict[str, dict[str, bool]] = {}  # agent -> {correct, v1, v2}
     for name in ("oracle", "noop"):
         with tempfile.TemporaryDirectory(prefix="vg-mine-") as tmp:
@@ -1165,6 +1178,7 @@ def check_paid(task: RepoTask, *, backend: str | None) -> RepoTask:
                 **task.origin,
                 "checked": "the real fix is correct and paid by v1 and v2; the no-op is "
                 "paid by neither",
+                "verdicts": json.dumps(paid, sort_keys=True),
             }
         }
     )
