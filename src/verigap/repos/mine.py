@@ -1134,20 +1134,16 @@ def compose(
 # --------------------------------------------------------------------------- the oracle is paid
 
 
-def check_paid(
-    task: RepoTask, *, backend: str | None, prepared: Prepared | None = None
-) -> RepoTask:
+def check_paid(task: RepoTask, *, backend: str | None) -> RepoTask:
     """The task, once the real fix (``scripted:oracle``) and the no-op are graded by v1 and v2
     on its workspace (noted in ``origin["checked"]``, each verdict in ``origin["verdicts"]``
-    as JSON: agent -> {correct, v1, v2}); ``prepared``: its environment, when the caller
-    rebuilt it elsewhere (a re-check from a repository's history). :class:`Rejected` unless the fix is
-    correct and paid by both and the no-op by neither. A mined task whose fix v2 does not pay
-    (tests that fail through the sealed channel, an environment that grades other code) would
+    as JSON: agent -> {correct, v1, v2}); :class:`Rejected` unless the fix is correct and
+    paid by both and the no-op by neither. A mined task whose fix v2 does not pay (tests that fail through the sealed channel, an environment that grades other code) would
     teach that no answer is ever right, so it is not kept."""
     from verigap.repos import baselines
     from verigap.repos.graders import v1, v2
 
-    p = prepared or prepared_for(task, backend=backend)
+    p = prepared_for(task, backend=backend)
     paid: dict[str, dict[str, bool]] = {}  # agent -> {correct, v1, v2}
     for name in ("oracle", "noop"):
         with tempfile.TemporaryDirectory(prefix="vg-mine-") as tmp:
