@@ -1138,8 +1138,9 @@ def check_paid(task: RepoTask, *, backend: str | None) -> RepoTask:
     """The task, once the real fix (``scripted:oracle``) and the no-op are graded by v1 and v2
     on its workspace (noted in ``origin["checked"]``, each verdict in ``origin["verdicts"]``
     as JSON: agent -> {correct, v1, v2}); :class:`Rejected` unless the fix is correct and
-    paid by both and the no-op by neither. A mined task whose fix v2 does not pay (tests that fail through the sealed channel, an environment that grades other code) would
-    teach that no answer is ever right, so it is not kept."""
+    paid by both and the no-op by neither. A mined task whose fix v2 does not pay (tests that
+    fail through the sealed channel, an environment that grades other code) would teach that
+    no answer is ever right, so it is not kept."""
     from verigap.repos import baselines
     from verigap.repos.graders import v1, v2
 
