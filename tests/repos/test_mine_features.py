@@ -312,3 +312,16 @@ def test_an_unknown_kind_is_a_clear_error(tmp_path) -> None:
         mine(tmp_path, tmp_path / "out", kind="features", log=lambda s: None)
     with pytest.raises(ConfigError, match="--k applies to bug fixes only"):
         mine(tmp_path, tmp_path / "out", kind="feature", k=2, log=lambda s: None)
+
+
+def test_a_module_that_fails_to_import_shows_its_failures() -> None:
+    """The shown command reports a test module that imports a missing name as one
+    ``ERROR path``: it shows the wanted failures in that module and nothing outside them;
+    a module error with no wanted failure in it is outside, and a missing id is unseen."""
+    from verigap.repos.mine import shown_mismatch
+
+    want = {"t/test_a.py::test_old", "t/test_a.py::test_new"}
+    assert shown_mismatch({"t/test_a.py"}, want) == (set(), set())
+    assert shown_mismatch(want, want) == (set(), set())
+    assert shown_mismatch({"t/test_b.py", *want}, want) == ({"t/test_b.py"}, set())
+    assert shown_mismatch({"t/test_a.py::test_old"}, want) == (set(), {"t/test_a.py::test_new"})
