@@ -106,11 +106,11 @@ def span(xs):
 SPAN_TESTS = """
 
 def test_span():
-    assert calc.span([3, 9, 4]) == 6
+    assert span([3, 9, 4]) == 6
 
 
 def test_span_single():
-    assert calc.span([5]) == 0
+    assert span([5]) == 0
 """
 
 
@@ -164,7 +164,9 @@ def calc_repo(tmp_path_factory) -> dict[str, object]:
     # a feature branch, code and tests in two commits, merged as a pull request
     _git(repo, "checkout", "-q", "-b", "span")
     _commit(repo, "Write span", {"calc/__init__.py": lib + SPAN})
-    _commit(repo, "Test span", {"tests/test_calc.py": tests + SPAN_TESTS})
+    # the tests import the new name: the whole module fails to import at the base
+    spanned = tests.replace("import calc\n", "import calc\nfrom calc import span\n", 1)
+    _commit(repo, "Test span", {"tests/test_calc.py": spanned + SPAN_TESTS})
     _git(repo, "checkout", "-q", "main")
     _git(
         repo,
@@ -219,8 +221,14 @@ def test_the_new_tests_are_hidden_but_one_acceptance_test(mined, calc_repo):
 
 def test_the_merged_pull_request_is_one_task(mined, calc_repo):
     t = mined[1][calc_repo["shas"]["merge"]]
-    assert t.hidden_tests == ["tests/test_calc.py::test_span_single"]
-    assert "tests/test_calc.py::test_span" in t.visible_tests
+    # the old tests fail at the base (their module imports the new name): they show what is
+    # missing, so every new test is hidden
+    assert t.hidden_tests == [
+        "tests/test_calc.py::test_span",
+        "tests/test_calc.py::test_span_single",
+    ]
+    assert "tests/test_calc.py::test_mean" in t.visible_tests
+    assert "tests/test_calc.py::test_mean" in t.fail_to_pass
     assert "Requested: Add span(): how far apart the values lie" in t.prompt
     assert "#7" not in t.prompt and "Merge" not in t.prompt
 
