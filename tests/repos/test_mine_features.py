@@ -333,3 +333,21 @@ def test_a_module_that_fails_to_import_shows_its_failures() -> None:
     assert shown_mismatch(want, want) == (set(), set())
     assert shown_mismatch({"t/test_b.py", *want}, want) == ({"t/test_b.py"}, set())
     assert shown_mismatch({"t/test_a.py::test_old"}, want) == (set(), {"t/test_a.py::test_new"})
+
+
+def test_failing_subtests_count_as_shown_failures() -> None:
+    """pytest reports a failing ``unittest`` subTest as ``SUBFAILED(params) id`` with no
+    FAILED line (more-itertools' suites use subTest): the shown run must read it as failing."""
+    from verigap.repos.mine import _SUMMARY
+
+    out = (
+        "SUBFAILED(r=0) pkg/tests/test_more.py::CombTests::test_basic\n"
+        "SUBFAILED(x=(1, 2)) pkg/tests/test_more.py::CombTests::test_pairs - AttributeError\n"
+        "FAILED pkg/tests/test_more.py::Other::test_x - assert 1 == 2\n"
+        "PASSED pkg/tests/test_more.py::Other::test_y\n"
+    )
+    assert [m.group(2) for m in _SUMMARY.finditer(out)] == [
+        "pkg/tests/test_more.py::CombTests::test_basic",
+        "pkg/tests/test_more.py::CombTests::test_pairs",
+        "pkg/tests/test_more.py::Other::test_x",
+    ]

@@ -920,7 +920,9 @@ def check_workspace(
         return _clean_output(vis.stdout, ws)
 
 
-_SUMMARY = re.compile(r"^(FAILED|ERROR) (.+?)(?: - .*)?$", re.M)
+#: pytest's short summary lines of a failure; a failing ``unittest`` subTest is reported as
+#: ``SUBFAILED(params) id`` (pytest 9), with no separate FAILED line for its test
+_SUMMARY = re.compile(r"^(FAILED|ERROR|SUBFAILED(?:\(.*?\))?) (.+?)(?: - .*)?$", re.M)
 _COUNTS = re.compile(r"\b\d+ (passed|failed)\b")
 
 
