@@ -4,11 +4,18 @@
     python benchmarks/repos_mining.py mine toolz --max-commits 150 --n 1
     python benchmarks/repos_mining.py mine more-itertools --max-commits 150 --n 1
     python benchmarks/repos_mining.py report --battery-tasks 1 --battery-projects inflection
+    python benchmarks/repos_mining.py mine toolz --kind feature --max-commits 2500 --n 40
+    python benchmarks/repos_mining.py features --walks toolz-feature,more-itertools-feature
 
 ``mine`` clones ``../shared/repos/NAME.bundle`` (dev data, never a runtime dependency) under
 ``--work`` and runs ``verigap repos mine`` on it (venv per dependency set). ``report`` grades the
 oracle and no-op baselines of every mined task under v1 and v2, runs the red-team battery on
 the first ``--battery-tasks`` task(s) of each of ``--battery-projects``, and writes ``results/repos/mining.json``.
+``mine --kind feature`` mines feature tasks into ``tasks/NAME-feature`` (``--range`` starts a
+second walk further back, into ``tasks/NAME-feature-RANGE``); ``features`` copies the kept
+feature tasks of those walks into ``data/feature_tasks/NAME/`` (the committed task data) and
+writes ``results/repos/feature_tasks.json`` from the walks' index files and the verdicts each
+task recorded when the real change and the no-op were graded at mining time.
 """
 
 from __future__ import annotations
@@ -43,16 +50,112 @@ def cmd_mine(args: argparse.Namespace) -> None:
             )
         repo.parent.mkdir(parents=True, exist_ok=True)
         subprocess.run(["git", "clone", "-q", str(bundle), str(repo)], check=True)
+    name = args.project + (f"-k{args.k}" if args.k > 1 else "")
+    if args.kind == "feature":
+        name += "-feature" + (f"-{args.range[:10]}" if args.range != "HEAD" else "")
     stats = mine(
         repo,
-        work / "tasks" / (args.project + (f"-k{args.k}" if args.k > 1 else "")),
+        work / "tasks" / name,
+        rev_range=args.range,
         max_commits=args.max_commits,
         n=args.n,
         k=args.k,
         prompt_style=args.prompt_style,
         backend=args.backend,
+        kind=args.kind,
     )
     print(stats.model_dump_json(indent=2))
+
+
+FEATURE_DATA = Path(__file__).resolve().parents[1] / "data" / "feature_tasks"
+
+
+def cmd_features(args: argparse.Namespace) -> None:
+    """Commit the kept feature tasks as data and write the results file of the walks."""
+    import json
+    import shutil
+
+    from verigap.repos.tasks import load_tasks
+    from verigap.runs import read_json
+
+    work = Path(args.work)
+    walks, rows, seen = [], [], set()
+    for name in args.walks.split(","):
+        d = work / "tasks" / name
+        stats = read_json(d / "index.json")
+        if stats.get("kind") != "feature":
+            sys.exit(f"error: {d} holds no feature walk; run `mine PROJECT --kind feature` first")
+        project = Path(stats["repository"]).name
+        per = stats["seconds_per_candidate"]
+        walks.append(
+            {
+                "walk": name,
+                "project": project,
+                "rev_range": stats["rev_range"],
+                "walked": stats["walked"],
+                "candidates": stats["candidates"],
+                "tried": stats["tried"],
+                "not_tried": stats["candidates"] - stats["tried"],
+                "kept": stats["tasks"],
+                "rejected": stats["rejected"],
+                "total_s": stats["total_s"],
+                "seconds_per_candidate_tried": round(sum(per) / len(per), 1) if per else None,
+            }
+        )
+        dest = FEATURE_DATA / project
+        dest.mkdir(parents=True, exist_ok=True)
+        for t in load_tasks(d):
+            if t.task_id in seen:
+                sys.exit(f"error: {t.task_id} was kept by two walks; give them disjoint ranges")
+            seen.add(t.task_id)
+            shutil.copyfile(d / f"{t.task_id}.json", dest / f"{t.task_id}.json")
+            verdicts = json.loads(t.origin["verdicts"])
+            rows.append(
+                {
+                    "task_id": t.task_id,
+                    "project": project,
+                    "commit": t.origin["commit"],
+                    "subject": t.origin["subject"],
+                    "sites": len(t.sites),
+                    "visible_tests": len(t.visible_tests),
+                    "hidden_tests": len(t.hidden_tests),
+                    **{
+                        f"{agent}_{k}": verdicts[agent][k]
+                        for agent in ("oracle", "noop")
+                        for k in ("correct", "v1", "v2")
+                    },
+                }
+            )
+    kept = len(rows)
+
+    def share(key: str) -> float:
+        return round(sum(r[key] for r in rows) / kept, 3) if kept else 0.0
+
+    data = {
+        "walks": walks,
+        "tasks": rows,
+        "kept": kept,
+        "projects_with_tasks": len({r["project"] for r in rows}),
+        "per_project": {
+            p: sum(r["project"] == p for r in rows) for p in sorted({r["project"] for r in rows})
+        },
+        "tried": sum(w["tried"] for w in walks),
+        "total_s": round(sum(w["total_s"] for w in walks), 1),
+        "oracle_correct": share("oracle_correct"),
+        "oracle_v1_paid": share("oracle_v1"),
+        "oracle_v2_paid": share("oracle_v2"),
+        "noop_correct": share("noop_correct"),
+        "noop_v1_paid": share("noop_v1"),
+        "noop_v2_paid": share("noop_v2"),
+    }
+    cmd = " ; ".join(
+        [
+            *args.mined_with,
+            f"python benchmarks/repos_mining.py features --walks {args.walks} --out {args.out}",
+        ]
+    )
+    path = write_result(Path(args.out), data, command=cmd)
+    print(f"wrote {path} ({kept} tasks) and {FEATURE_DATA}; run `verigap docs` to refresh docs")
 
 
 def _baselines(tasks, backend, cache: Path):
@@ -213,6 +316,8 @@ def main() -> None:
     m.add_argument("--max-commits", type=int, default=150)
     m.add_argument("--n", type=int, default=3)
     m.add_argument("--prompt-style", default="tests")
+    m.add_argument("--kind", default="bugfix", choices=("bugfix", "feature"))
+    m.add_argument("--range", default="HEAD", help="git rev range to walk (newest first)")
     m.add_argument(
         "--k",
         type=int,
@@ -245,8 +350,12 @@ def main() -> None:
         default=[],
         help="the mine commands that made the tasks (recorded in the file's meta)",
     )
+    f = sub.add_parser("features")
+    f.add_argument("--walks", required=True, help="feature walks under WORK/tasks, comma-separated")
+    f.add_argument("--out", default="results/repos/feature_tasks.json")
+    f.add_argument("--mined-with", action="append", default=[], help="the mine commands")
     args = ap.parse_args()
-    cmd_mine(args) if args.cmd == "mine" else cmd_report(args)
+    {"mine": cmd_mine, "report": cmd_report, "features": cmd_features}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -204,3 +204,14 @@ def test_monitor_compare_options_reject_bad_input_in_one_line(args, tmp_path: Pa
     )
     _one_error_line(result, f"monitor compare {' '.join(args)}")
     assert not (tmp_path / "c.json").exists()
+
+
+def test_mine_names_the_kinds_when_given_an_unknown_one(tmp_path: Path) -> None:
+    """``repos mine --kind``: a kind that is not one of the task kinds is one error line that
+    names the kinds, before any repository is read."""
+    result = CliRunner().invoke(
+        app, ["repos", "mine", str(tmp_path), "--kind", "features", "--out", str(tmp_path / "t")]
+    )
+    line = _one_error_line(result, "verigap repos mine --kind features")
+    assert "--kind 'features'" in line and "bugfix" in line and "feature " in line
+    assert not (tmp_path / "t").exists()

@@ -373,6 +373,13 @@ def mine(
             "named)."
         ),
     ] = "tests",
+    kind: Annotated[
+        str,
+        typer.Option(
+            help="bugfix (commits that fix behaviour) or feature (commits and merged pull "
+            "requests that add behaviour with its tests; the prompt is a feature request)."
+        ),
+    ] = "bugfix",
     test_dep: Annotated[
         list[str] | None, typer.Option(help="Extra test dependency (repeatable).")
     ] = None,
@@ -382,7 +389,8 @@ def mine(
     backend: str | None = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the stats as JSON.")] = False,
 ) -> None:
-    """Mine bug-fix tasks from REPO's history: commits that change source and tests together.
+    """Mine tasks from REPO's history: commits that change source and tests together (bug
+    fixes), or that add behaviour with its tests (--kind feature).
 
     Example: verigap repos mine ../toolz --out tasks/mined --n 4 --prompt-style ticket
     """
@@ -402,6 +410,7 @@ def mine(
             k=k,
             seed=seed,
             max_candidates=max_candidates,
+            kind=kind,
             log=(lambda s: None) if json_out else console.print,
         )
     except VerigapError as e:

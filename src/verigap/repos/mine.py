@@ -84,7 +84,7 @@ from verigap.repos.tasks import (
     split_tests,
     unit_of,
 )
-from verigap.repos.tickets import commit_kind
+from verigap.repos.tickets import commit_kind, feature_ticket
 from verigap.repos.validate import ValidMutation, candidates, run_suite, validate
 from verigap.runs import write_json_atomic
 
@@ -136,12 +136,19 @@ class Commit:
         return self.message.strip().splitlines()[0] if self.message.strip() else ""
 
 
-def walk(repo: Path, rev_range: str, max_commits: int) -> list[Commit]:
-    """The newest ``max_commits`` commits of ``rev_range`` with the files each one changes."""
+def walk(
+    repo: Path, rev_range: str, max_commits: int, *, first_parent: bool = False
+) -> list[Commit]:
+    """The newest ``max_commits`` commits of ``rev_range`` with the files each one changes.
+
+    ``first_parent``: the main line only, a merge's files being its change against its first
+    parent, so a merged pull request is one change (its feature and its tests together)."""
     fmt = "%x1e%H%x1f%P%x1f%B%x1f"
+    mainline = ["--first-parent", "--diff-merges=first-parent"] if first_parent else []
     out = _git(
         repo,
         "log",
+        *mainline,
         "--no-renames",
         "--name-status",
         f"--format={fmt}",
@@ -177,11 +184,18 @@ def kind_of(path: str) -> str:
     return "source"
 
 
-def screen(c: Commit) -> str:
-    """Why a commit is not a candidate ("" when it is one)."""
+#: what a mined task asks for (``RepoTask.kind``): a fix of what a commit repaired, or the
+#: behaviour a commit added
+KINDS = ("bugfix", "feature")
+
+
+def screen(c: Commit, kind: str = "bugfix") -> str:
+    """Why a commit is not a candidate ("" when it is one). Feature mining walks the main
+    line, where a merge is a merged pull request and its change against its first parent is
+    the candidate."""
     if len(c.parents) == 0:
         return "root commit"
-    if len(c.parents) > 1:
+    if len(c.parents) > 1 and kind != "feature":
         return "merge commit"
     kinds = {kind_of(p) for _, p in c.changes}
     if "source" not in kinds and "test" not in kinds:
@@ -215,6 +229,78 @@ def changed_functions(before: str, after: str) -> list[str] | None:
     except SyntaxError:
         return None
     return [q for q in a if q in b and a[q] != b[q]]
+
+
+def feature_sites(before: str, after: str) -> list[str]:
+    """The sites of a feature: the public functions and methods ``after`` adds or gives new
+    parameters (:func:`new_behaviour`), not the private helpers that build them, which an
+    agent's own implementation need not have."""
+    try:
+        functions = _function_code(after)
+    except SyntaxError:
+        return []
+    return [
+        q for q in (e.partition("(")[0] for e in new_behaviour(before, after)) if q in functions
+    ]
+
+
+def new_behaviour(before: str, after: str) -> list[str]:
+    """What ``after`` adds to the public surface of a module: public functions, classes and
+    methods it defines that ``before`` does not, and public functions whose parameters it
+    extends, each as ``"qualname"`` (new) or ``"qualname(param, ...)"`` (new parameters).
+    Empty for a change that only alters what existing calls do (a fix or a refactor)."""
+    try:
+        a, b = _signatures(before), _signatures(after)
+    except SyntaxError:
+        return []
+    out = []
+    for q, params in b.items():
+        if any(part.startswith("_") and not part.startswith("__") for part in q.split(".")):
+            continue
+        if q not in a:
+            out.append(q)
+        elif params is not None and a[q] is not None:
+            gained = [x for x in params if x not in a[q]]
+            if gained:
+                out.append(f"{q}({', '.join(gained)})")
+    return out
+
+
+def _signatures(text: str) -> dict[str, list[str] | None]:
+    """qualname -> parameter names (None for a class) of the module-level functions and
+    classes and the methods of module-level classes."""
+    out: dict[str, list[str] | None] = {}
+
+    def params(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+        a = fn.args
+        names = [x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs]]
+        names += [f"*{a.vararg.arg}"] if a.vararg else []
+        return names + ([f"**{a.kwarg.arg}"] if a.kwarg else [])
+
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            out.setdefault(node.name, params(node))
+        elif isinstance(node, ast.ClassDef):
+            out.setdefault(node.name, None)
+            for sub in node.body:
+                if isinstance(sub, ast.FunctionDef | ast.AsyncFunctionDef):
+                    out.setdefault(f"{node.name}.{sub.name}", params(sub))
+    return out
+
+
+def changed_test_units(path: str, before: str, after: str) -> set[str]:
+    """The test functions of the test file ``path`` that ``after`` adds or whose code it
+    changes (helpers and fixtures aside), as test-id units (``path::Class::test``)."""
+    try:
+        a = _function_code(before) if before else {}
+        b = _function_code(after)
+    except SyntaxError:
+        return set()
+    return {
+        f"{path}::{q.replace('.', '::')}"
+        for q, code in b.items()
+        if q.rpartition(".")[2].startswith("test") and a.get(q) != code
+    }
 
 
 def _function_code(text: str) -> dict[str, str]:
@@ -445,8 +531,16 @@ def mine_commit(
     backend: str | None,
     equivalence: bool = True,
     env: str = "venv",
+    kind: str = "bugfix",
 ) -> RepoTask:
-    """The validated task of one candidate commit, or :class:`Rejected`."""
+    """The validated task of one candidate commit, or :class:`Rejected`.
+
+    ``kind="feature"``: the commit adds behaviour (a public function, class, method or
+    parameter) with its tests; the task base is the parent's source, the tests the commit adds
+    or changes that fail there are the feature's (:func:`split_feature_tests`), the sites are
+    the functions it adds or changes, and the prompt is a feature request
+    (:func:`verigap.repos.tickets.feature_ticket`)."""
+    feature = kind == "feature"
     parent = c.parents[0]
     src_dir = out / "sources" / f"{project}-{c.sha[:12]}"
     if src_dir.exists():
@@ -454,9 +548,10 @@ def mine_commit(
     export_tree(repo, parent, src_dir)
     base_files: dict[str, str] = {}
     fixed: dict[str, str] = {}
+    new_units: set[str] = set()  # test functions the commit adds or changes
     for status, path in c.changes:
-        kind = kind_of(path)
-        if kind == "other":
+        path_kind = kind_of(path)
+        if path_kind == "other":
             continue
         if status == "D":
             (src_dir / path).unlink(missing_ok=True)
@@ -464,7 +559,14 @@ def mine_commit(
         data = _git_bytes(repo, "show", f"{c.sha}:{path}")
         (src_dir / path).parent.mkdir(parents=True, exist_ok=True)
         (src_dir / path).write_bytes(data)
-        if kind == "source":
+        if path_kind == "test" and feature:
+            before = "" if status == "A" else _git_bytes(repo, "show", f"{parent}:{path}")
+            new_units |= changed_test_units(
+                path,
+                before.decode(errors="replace") if before else "",
+                data.decode(errors="replace"),
+            )
+        if path_kind == "source":
             try:
                 fixed[path] = data.decode()
                 base_files[path] = _git_bytes(repo, "show", f"{parent}:{path}").decode()
@@ -475,16 +577,27 @@ def mine_commit(
         raise Rejected("no test files at the fix")
     if any(classify(f, source_paths) is not None for f in base_files):
         raise Rejected("source change outside the package")
+    if feature and not any(new_behaviour(base_files[f], fixed[f]) for f in base_files):
+        raise Rejected("adds no public function, class, method or parameter (not a feature)")
     sites: list[tuple[str, str]] = []
     for f in sorted(base_files):
         if base_files[f] == fixed[f]:
             continue
-        qs = changed_functions(base_files[f], fixed[f])
+        if feature:  # the public surface it adds: how it is built (helpers) is the agent's choice
+            qs = feature_sites(base_files[f], fixed[f])
+        else:
+            qs = changed_functions(base_files[f], fixed[f])
         if qs is None:
             raise Rejected("source does not parse")
         sites += [(f, q) for q in qs]
     if not sites:
-        raise Rejected("no function changed (the change is outside functions)")
+        raise Rejected(
+            "adds no public function or method (a class or constant alone)"
+            if feature
+            else "no function changed (the change is outside functions)"
+        )
+    if feature and not new_units:
+        raise Rejected("adds or changes no test function")
     python, prefix, _ = env_for(
         src_dir,
         test_deps,
@@ -510,9 +623,17 @@ def mine_commit(
     if {unit_of(t) for t in broken} & shaky:
         raise Rejected("test ids change between runs (parametrised over an unordered collection)")
     if not broken:
-        raise Rejected("no test fails without the fix")
+        raise Rejected(
+            "the feature's new tests pass without it"
+            if feature
+            else "no test fails without the fix"
+        )
     functions = [f"{f}::{q}" for f, q in sites]
-    visible, hidden = split_fail_to_pass(p, broken, functions)
+    visible, hidden = (
+        split_feature_tests(p, broken, new_units)
+        if feature
+        else split_fail_to_pass(p, broken, functions)
+    )
     if {unit_of(t) for t in [*visible, *hidden]} & shaky:
         raise Rejected("test ids change between runs (parametrised over an unordered collection)")
     vset = set(visible)
@@ -537,7 +658,8 @@ def mine_commit(
                 visible=bool(vset & set(f2p)),
                 fail_to_pass=f2p,
                 original=mutate.function_source(fixed[f], q),
-                mutated=mutate.function_source(base_files[f], q),
+                # a feature's new function is absent from the task base
+                mutated=_source_or_empty(base_files[f], q),
                 tests_only=not inputs.get(f"{f}::{q}"),
             )
         )
@@ -547,7 +669,8 @@ def mine_commit(
     site_objs = check_sites(p, site_objs, base_files, fixed, equiv, backend=backend)
     vfiles, removed = _layout_or_reject(p, visible)
     task = RepoTask(
-        task_id=f"{project}-{c.sha[:12]}",
+        task_id=f"{project}-{'feature-' if feature else ''}{c.sha[:12]}",
+        kind="feature" if feature else "bugfix",
         source={
             "spec": p.spec,
             "key": p.key,
@@ -568,7 +691,7 @@ def mine_commit(
         prompt="",
         base_files=base_files,
         origin={
-            "kind": "mined",
+            "kind": "mined feature" if feature else "mined",
             "project": project,
             "repository": str(repo),
             "commit": c.sha,
@@ -578,13 +701,58 @@ def mine_commit(
         },
     )
     output = check_workspace(p, task, fixed, broken, backend=backend)
-    task.prompt = make_prompt(task, output, prompt_style, message=c.message, project=project)
+    if feature:
+        wanted = {f: new_behaviour(base_files[f], fixed[f]) for f in sorted(base_files)}
+        task.prompt = feature_ticket(
+            fixed, wanted, message=c.message, project=project, source_paths=p.source_paths
+        )
+    else:
+        task.prompt = make_prompt(task, output, prompt_style, message=c.message, project=project)
     return task
+
+
+def _source_or_empty(text: str, qualname: str) -> str:
+    try:
+        return mutate.function_source(text, qualname)
+    except KeyError:
+        return ""
+
+
+def split_feature_tests(
+    p: Prepared, broken: set[str], new_units: set[str]
+) -> tuple[list[str], list[str]]:
+    """(visible ids, hidden ids) of a feature task: the tests the commit adds or changes that
+    fail without the feature are hidden, except that when no old test fails there (a test
+    file that imports the new name fails whole) the first of them stays visible as the
+    acceptance check, so the agent sees what is missing and a no-op fails a visible test.
+    Every hidden test function fails on the task base; a new test that already passes there
+    stays visible as a regression test."""
+    failing = {unit_of(t) for t in broken}
+    wanted = sorted(failing & new_units)
+    if not wanted:
+        raise Rejected("the feature's new tests pass without it")
+    if failing - new_units:  # old tests fail too: they show the agent what is missing
+        hide = set(wanted)
+    elif len(wanted) > 1:
+        hide = set(wanted[1:])
+    else:
+        raise Rejected(
+            "one new test function fails without the feature and no old test does: "
+            "none left to hide beside the visible one"
+        )
+    hidden = [t for t in p.passing if unit_of(t) in hide]
+    if not hidden:
+        raise Rejected("the feature's new tests do not pass with it")
+    visible = [t for t in p.passing if unit_of(t) not in hide]
+    return visible, hidden
 
 
 def put_back(fixed: str, before: str, qualname: str) -> str:
     """``fixed`` with the one function ``qualname`` as it was in ``before``: the reference with
-    a single site's bug, so that a site's evidence is checked on that site alone."""
+    a single site's bug, so that a site's evidence is checked on that site alone. A function
+    that ``before`` lacks (a feature's new code) is taken out."""
+    if not _source_or_empty(before, qualname):
+        return _without(fixed, qualname)
     old = cst.parse_module(before)
     node: cst.CSTNode | None = None
     body: Sequence[cst.CSTNode] = old.body
@@ -624,6 +792,35 @@ def put_back(fixed: str, before: str, qualname: str) -> str:
             return node if [*self.stack, here] == want else u
 
     return cst.parse_module(fixed).visit(_Swap()).code
+
+
+def _without(text: str, qualname: str) -> str:
+    """``text`` without the function or method ``qualname`` (a class left empty gets ``pass``)."""
+    want = qualname.split(".")
+
+    class _Drop(cst.CSTTransformer):
+        def __init__(self) -> None:
+            self.stack: list[str] = []
+
+        def visit_ClassDef(self, n: cst.ClassDef) -> bool:
+            self.stack.append(n.name.value)
+            return True
+
+        def leave_ClassDef(self, o: cst.ClassDef, u: cst.ClassDef) -> cst.ClassDef:
+            self.stack.pop()
+            if not u.body.body:
+                return u.with_changes(body=u.body.with_changes(body=[cst.parse_statement("pass")]))
+            return u
+
+        def visit_FunctionDef(self, n: cst.FunctionDef) -> bool:
+            return False
+
+        def leave_FunctionDef(self, o: cst.FunctionDef, u: cst.FunctionDef):
+            if [*self.stack, u.name.value] == want:
+                return cst.RemoveFromParent()
+            return u
+
+    return cst.parse_module(text).visit(_Drop()).code
 
 
 def check_sites(
@@ -704,7 +901,12 @@ def check_workspace(
             timeout=p.suite_timeout(),
         )
         vis = run_pytest(ws, **env)
-        if {t for t in vis.outcomes if t not in p.not_passing} != set(visible):
+        got = {t for t in vis.outcomes if t not in p.not_passing}
+        # a test module that imports a name a feature adds fails to import: its tests do not
+        # run (they fail, as the next check requires of them)
+        unimportable = set(vis.extra.get("collect_errors") or ())
+        unrun = {t for t in set(visible) - got if t.partition("::")[0] in unimportable}
+        if got | unrun != set(visible):
             raise Rejected("workspace does not collect exactly the visible tests")
         if vis.failing(visible) != broken & set(visible):
             raise Rejected("workspace visible failures differ from the full run")
@@ -718,7 +920,9 @@ def check_workspace(
         return _clean_output(vis.stdout, ws)
 
 
-_SUMMARY = re.compile(r"^(FAILED|ERROR) (.+?)(?: - .*)?$", re.M)
+#: pytest's short summary lines of a failure; a failing ``unittest`` subTest is reported as
+#: ``SUBFAILED(params) id`` (pytest 9), with no separate FAILED line for its test
+_SUMMARY = re.compile(r"^(FAILED|ERROR|SUBFAILED(?:\(.*?\))?) (.+?)(?: - .*)?$", re.M)
 _COUNTS = re.compile(r"\b\d+ (passed|failed)\b")
 
 
@@ -746,8 +950,12 @@ def shown_command_failures(
     finally:
         box.close()
     out = r.stdout + r.stderr
+    reported = {m_.group(2) for m_ in _SUMMARY.finditer(r.stdout)}
     ran = r.returncode in (0, 1) and not r.timed_out and _COUNTS.search(r.stdout)
-    return r.returncode, ({m_.group(2) for m_ in _SUMMARY.finditer(r.stdout)} if ran else None), out
+    # pytest stops (exit 2) when a test module fails to import, as one that imports a name a
+    # feature adds does at its base: the run shows that module's error and nothing else
+    stopped = r.returncode == 2 and reported and all("::" not in x for x in reported)
+    return r.returncode, (reported if ran or stopped else None), out
 
 
 def check_shown_command(
@@ -763,10 +971,26 @@ def check_shown_command(
     shutil.rmtree(scratch, ignore_errors=True)
     if failing is None:
         raise Rejected(f"the test command shown to the agent does not run as shown (exit {rc})")
-    if failing - want:
+    outside, unseen = shown_mismatch(failing, want)
+    if outside:
         raise Rejected("the test command shown to the agent fails tests outside the visible ones")
-    if want - failing:
+    if unseen:
         raise Rejected("the test command shown to the agent does not show the visible failures")
+
+
+def shown_mismatch(failing: set[str], want: set[str]) -> tuple[set[str], set[str]]:
+    """(what the shown run fails beyond ``want``, what of ``want`` it does not show). pytest
+    reports a test module that fails to import (it imports a name a feature adds) as one
+    ``ERROR path`` line: that shows every wanted failure in the module, and is outside only
+    when none is in it."""
+    modules = {f for f in failing if "::" not in f}
+    shown = {w for w in want if w in failing or w.partition("::")[0] in modules}
+    outside = {
+        f
+        for f in failing - want
+        if not (f in modules and any(w.partition("::")[0] == f for w in want))
+    }
+    return outside, want - shown
 
 
 def make_prompt(
@@ -939,10 +1163,11 @@ def compose(
 
 def check_paid(task: RepoTask, *, backend: str | None) -> RepoTask:
     """The task, once the real fix (``scripted:oracle``) and the no-op are graded by v1 and v2
-    on its workspace (noted in ``origin["checked"]``); :class:`Rejected` unless the fix is
-    correct and paid by both and the no-op by neither. A mined task whose fix v2 does not pay
-    (tests that fail through the sealed channel, an environment that grades other code) would
-    teach that no answer is ever right, so it is not kept."""
+    on its workspace (noted in ``origin["checked"]``, each verdict in ``origin["verdicts"]``
+    as JSON: agent -> {correct, v1, v2}); :class:`Rejected` unless the fix is correct and
+    paid by both and the no-op by neither. A mined task whose fix v2 does not pay (tests that
+    fail through the sealed channel, an environment that grades other code) would teach that
+    no answer is ever right, so it is not kept."""
     from verigap.repos import baselines
     from verigap.repos.graders import v1, v2
 
@@ -977,6 +1202,7 @@ def check_paid(task: RepoTask, *, backend: str | None) -> RepoTask:
                 **task.origin,
                 "checked": "the real fix is correct and paid by v1 and v2; the no-op is "
                 "paid by neither",
+                "verdicts": json.dumps(paid, sort_keys=True),
             }
         }
     )
@@ -992,6 +1218,7 @@ class MineStats(BaseModel):
 
     repository: str
     rev_range: str
+    kind: str = "bugfix"  # what the tasks ask for (``KINDS``)
     walked: int
     candidates: int
     tried: int
@@ -1018,12 +1245,22 @@ def mine(
     k: int = 1,
     seed: int = 0,
     max_candidates: int = 40,
+    kind: str = "bugfix",
     log: Callable[[str], None] = print,
 ) -> MineStats:
     """Walk ``rev_range`` newest first, write up to ``n`` validated tasks into ``out``.
 
     ``k`` > 1: each mined bug becomes a k-site task with k-1 mutations beside it, drawn from
-    ``max_candidates`` validated candidates (see :func:`compose`)."""
+    ``max_candidates`` validated candidates (see :func:`compose`). ``kind="feature"``: tasks
+    from commits (or merged pull requests) that add behaviour with its tests, asked for as a
+    feature request (see :func:`mine_commit`)."""
+    if kind not in KINDS:
+        raise ConfigError(
+            f"--kind {kind!r}: use bugfix (commits that fix behaviour) or feature "
+            "(commits that add behaviour with its tests)"
+        )
+    if kind == "feature" and k != 1:
+        raise ConfigError("--k applies to bug fixes only; drop it with --kind feature")
     if prompt_style not in PROMPT_STYLES:
         raise ConfigError(f"--prompt-style {prompt_style!r}: use one of {', '.join(PROMPT_STYLES)}")
     if k < 1:
@@ -1046,11 +1283,11 @@ def mine(
             f"{repo}: no test files (test_*.py or *_test.py) at {tip}; mining needs "
             "a repository with a pytest suite"
         )
-    commits = walk(repo, rev_range, max_commits)
+    commits = walk(repo, rev_range, max_commits, first_parent=kind == "feature")
     reasons: Counter[str] = Counter()
     cands = []
     for c in commits:
-        why = screen(c)
+        why = screen(c, kind)
         if why:
             reasons[why] += 1
         else:
@@ -1084,6 +1321,7 @@ def mine(
                 backend=backend,
                 equivalence=equivalence,
                 env=env,
+                kind=kind,
             )
             if k > 1:
                 task = compose(
@@ -1116,11 +1354,11 @@ def mine(
         per.append(round(time.perf_counter() - t1, 2))
         # after every candidate: a walk stopped by a time limit keeps what it finished
         stats = _stats(
-            repo, rev_range, commits, cands, tried, task_files, reasons, envs_before, per, t0
+            repo, rev_range, commits, cands, tried, task_files, reasons, envs_before, per, t0, kind
         )
         write_json_atomic(out / "index.json", stats.model_dump())
     stats = _stats(
-        repo, rev_range, commits, cands, tried, task_files, reasons, envs_before, per, t0
+        repo, rev_range, commits, cands, tried, task_files, reasons, envs_before, per, t0, kind
     )
     write_json_atomic(out / "index.json", stats.model_dump())
     return stats
@@ -1137,10 +1375,12 @@ def _stats(
     envs_before: int,
     per: list[float],
     t0: float,
+    kind: str = "bugfix",
 ) -> MineStats:
     return MineStats(
         repository=str(repo),
         rev_range=rev_range,
+        kind=kind,
         walked=len(commits),
         candidates=len(cands),
         tried=tried,

@@ -70,11 +70,17 @@ class SourceRef(_Strict):
     test_deps: list[str] = []
 
 
+#: what a task asks for: ``bugfix`` (a mutation or a mined fix: make broken behaviour right) or
+#: ``feature`` (mined from a commit that adds behaviour with its tests: build what is missing)
+TaskKind = Literal["bugfix", "feature"]
+
+
 class RepoTask(_Strict):
-    """A repo bug-fix task. Validate with ``RepoTask.load(path)``."""
+    """A repo task (a bug fix or a feature). Validate with ``RepoTask.load(path)``."""
 
     schema_version: Literal[1] = 1
     task_id: str
+    kind: TaskKind = "bugfix"
     source: SourceRef
     seed: int
     sites: list[Site] = Field(min_length=1)

@@ -8,6 +8,7 @@ explore the code to find the cause, the way an engineer works a real ticket.
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Iterable
 
@@ -236,3 +237,145 @@ def ticket_prompt(
 def _project(task: RepoTask) -> str:
     spec = task.origin.get("project") or task.source.spec
     return re.split(r"==|/", spec.rstrip("/"))[-1].removesuffix(".git")
+
+
+# --------------------------------------------------------------------------- feature requests
+
+FEATURE_TICKET = """\
+Feature request for the Python project `{name}` (the repository in your current directory).
+
+{title}
+
+What is wanted:
+{items}
+{context}
+Everything the project already does must keep working as it does. Build the behaviour described
+above in the project's code (not in its tests), then submit. It will be checked against tests
+you cannot see, so implement what is described rather than only the examples.
+"""
+
+_PR_REF = re.compile(r"\s*\(?#\d+\)?|\bpull request\b", re.I)
+
+
+def feature_ticket(
+    after: dict[str, str],
+    wanted: dict[str, list[str]],
+    *,
+    message: str,
+    project: str,
+    source_paths: Iterable[str] = (),
+) -> str:
+    """A feature request, as a product owner would write it, for a commit that adds behaviour:
+    each new public function, class or method, or new parameter (``wanted``: file -> entries
+    as ``mine.new_behaviour`` lists them), with its signature, where it lives and its
+    documentation (which usually shows an example), read from the code after the change
+    (``after``: file -> text). Never a line of an implementation's body: signatures and
+    docstrings only."""
+    items: list[str] = []
+    for f in sorted(wanted):
+        tree = ast.parse(after[f])
+        module = _module_name(f, source_paths)
+        found = wanted[f]
+        new_classes = {q for q in found if "(" not in q and "." not in q}
+        for entry in found:
+            q, _, gained = entry.partition("(")
+            if "." in q and q.split(".")[0] in new_classes:
+                continue  # described with its class
+            node = _find(tree, q)
+            if node is None:
+                continue
+            items.append(_describe(q, node, module, gained.rstrip(")")))
+    title, body = intent(message)
+    if title.lower().startswith("merge") and body:  # a merged pull request: its own title
+        title, _, rest = body.partition("\n")
+        body = rest.strip()
+    title = _PR_REF.sub("", title).strip().rstrip(".") or f"new behaviour in `{project}`"
+    has_docs = any("\n    " in i for i in items)
+    return FEATURE_TICKET.format(
+        name=project,
+        title=f"Requested: {title}",
+        items="\n".join(items) or f"- the behaviour named in the title, in `{project}`",
+        context=f"\nMore context from the requester:\n{body}\n" if body and not has_docs else "",
+    )
+
+
+def _module_name(path: str, source_paths: Iterable[str]) -> str:
+    parts = path.removesuffix(".py").split("/")
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    for root in ("src", "lib"):
+        if len(parts) > 1 and parts[0] == root and root not in set(source_paths):
+            parts = parts[1:]
+    return ".".join(parts)
+
+
+def _find(tree: ast.Module, qualname: str) -> ast.AST | None:
+    body: list[ast.stmt] = tree.body
+    node: ast.AST | None = None
+    for part in qualname.split("."):
+        node = next(
+            (
+                n
+                for n in body
+                if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+                and n.name == part
+            ),
+            None,
+        )
+        if node is None:
+            return None
+        body = node.body if isinstance(node, ast.ClassDef) else []
+    return node
+
+
+def _signature(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+    ret = f" -> {ast.unparse(node.returns)}" if node.returns else ""
+    return f"({ast.unparse(node.args)}){ret}"
+
+
+def _describe(qualname: str, node: ast.AST, module: str, gained: str) -> str:
+    """One item of the request: what to add (or which parameters), its signature and its
+    documentation, indented under it."""
+    if isinstance(node, ast.ClassDef):
+        init = _find(ast.Module(body=node.body, type_ignores=[]), "__init__")
+        sig = _signature(init) if isinstance(init, ast.FunctionDef) else "()"
+        sig = sig.replace("(self, ", "(", 1).replace("(self)", "()", 1)
+        head = f"- a new class `{qualname}{sig}` in `{module}`"
+    elif gained:
+        assert isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        head = (
+            f"- `{qualname}` in `{module}` should accept the new parameter(s) {gained}; "
+            f"its signature becomes `{qualname}{_signature(node)}`"
+        )
+    else:
+        assert isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        what = "method" if "." in qualname else "function"
+        head = f"- a new {what} `{qualname}{_signature(node)}` in `{module}`"
+    doc = ast.get_docstring(node, clean=True)  # type: ignore[arg-type]
+    if not doc:
+        return head
+    lines = doc.splitlines()[:60]
+    return head + ", documented as:\n\n" + "\n".join(f"      {ln}".rstrip() for ln in lines) + "\n"
+
+
+def implementation_lines(text: str, qualname: str) -> list[str]:
+    """The stripped code lines of the body of ``qualname`` in ``text`` (docstrings left
+    out): what a feature request must never quote."""
+    node = _find(ast.parse(text), qualname)
+    if node is None:
+        return []
+    out: list[str] = []
+    body = list(getattr(node, "body", []))
+    if (
+        body
+        and isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
+        and isinstance(body[0].value.value, str)
+    ):
+        body = body[1:]
+    src = text.splitlines()
+    for stmt in body:
+        for ln in src[stmt.lineno - 1 : (stmt.end_lineno or stmt.lineno)]:
+            if ln.strip():
+                out.append(ln.strip())
+    return out
