@@ -1,4 +1,9 @@
-"""``python -m verigap.repos.webfeatures build``: validate the candidates, write tasks and results."""
+"""``python -m verigap.repos.webfeatures``: build the feature tasks and their results file.
+
+build [--only SHA ...]   validate candidates (in the sandbox), save kept tasks and rows
+merge FILE ...           one results file from the rows of partial builds (newest wins)
+tickets                  rewrite the saved tasks' tickets from tickets.yaml (no test runs)
+"""
 
 from __future__ import annotations
 
@@ -14,28 +19,33 @@ from verigap.repos.webfeatures.build import (
     DATA,
     build_one,
     candidates,
+    export,
+    full_ticket,
     load_tickets,
+    new_names,
     open_bundle,
     ticket_for,
 )
+from verigap.repos.webfeatures.task import FeatureTask
 from verigap.results import write_result
 
+PROJECT = "flask-todolist"
 TASKS_DIR = DATA / "tasks"
 RESULTS = Path("results/repos/web_features.json")
 COMMAND = "python -m verigap.repos.webfeatures build"
 
 
-def build(only: list[str], tasks_dir: Path, results: Path | None, backend: str) -> dict:
-    """Validate every candidate that has a ticket; save kept tasks; return the summary."""
+def build_rows(only: list[str], tasks_dir: Path, backend: str) -> list[dict]:
+    """Validate every candidate (or those ``only`` names) that has a ticket; save kept tasks."""
     tickets = load_tickets()
     rows = []
     with tempfile.TemporaryDirectory(prefix="verigap-webfeatures-") as tmp:
-        repo = open_bundle("flask-todolist", Path(tmp))
+        repo = open_bundle(PROJECT, Path(tmp))
         for cand in candidates(repo):
             if only and not any(cand.sha.startswith(o) for o in only):
                 continue
             ticket = ticket_for(tickets, cand.sha)
-            row = {"commit": cand.sha[:8], "subject": cand.subject}
+            row: dict = {"commit": cand.sha[:8], "subject": cand.subject}
             if ticket is None:
                 rows.append({**row, "kept": False, "reason": "no ticket written for it"})
                 continue
@@ -56,34 +66,69 @@ def build(only: list[str], tasks_dir: Path, results: Path | None, backend: str) 
                 )
             print(f"{row['commit']} kept={row['kept']} {row['reason']}", file=sys.stderr)
             rows.append(row)
-    if results is not None and results.is_file() and only:
-        # a partial build (--only) keeps the rows of the commits it did not rebuild
-        done = {r["commit"] for r in rows}
-        old = json.loads(results.read_text())["data"]["rows"]
-        rows = [r for r in old if r["commit"] not in done] + rows
-        order = {c: i for i, c in enumerate(_order())}
-        rows.sort(key=lambda r: order.get(r["commit"], len(order)))
+    return rows
+
+
+def summarize(rows: list[dict]) -> dict:
+    """The results file's data: counts over the kept tasks, and every row."""
     kept = [r for r in rows if r["kept"]]
-    summary = {
-        "project": "flask-todolist",
+    three = [r for r in kept if len(r["layers"]) == 3]
+    return {
+        "project": PROJECT,
         "candidates": len(rows),
         "kept": len(kept),
-        "all_three_layers": sum(len(r["layers"]) == 3 for r in kept),
+        "rejected": {
+            reason: sum(r["reason"] == reason for r in rows)
+            for reason in sorted({r["reason"] for r in rows if not r["kept"]})
+        },
+        "all_three_layers": len(three),
         "with_browser_check": sum(r["browser"] for r in kept),
+        "fail_to_pass_tests": sum(r["fail_to_pass"] for r in kept),
         "reference_paid": sum(r["reference"]["reward"] == 1.0 for r in kept),
         "empty_paid": sum(r["empty"]["reward"] == 1.0 for r in kept),
-        "empty_false_success": sum(r["empty"]["false_success"] for r in kept),
         "empty_with_visible_tests": sum("visible" in r["empty"]["checks"] for r in kept),
+        # the unchanged base passes every test the agent can see, yet adds nothing
+        "empty_false_success": sum(r["empty"]["false_success"] for r in kept),
         "rows": rows,
     }
-    if results is not None:
-        write_result(results, summary, command=COMMAND)
-    return summary
 
 
-def _order() -> list[str]:
+def merge(rows_lists: list[list[dict]]) -> list[dict]:
+    """Rows by commit, a later list replacing an earlier one, in history order."""
+    by_commit: dict[str, dict] = {}
+    for rows in rows_lists:
+        by_commit.update({r["commit"]: r for r in rows})
     with tempfile.TemporaryDirectory(prefix="verigap-webfeatures-") as tmp:
-        return [c.sha[:8] for c in candidates(open_bundle("flask-todolist", Path(tmp)))]
+        order = [c.sha[:8] for c in candidates(open_bundle(PROJECT, Path(tmp)))]
+    return sorted(by_commit.values(), key=lambda r: order.index(r["commit"]))
+
+
+def _rows_of(path: Path) -> list[dict]:
+    try:
+        return json.loads(path.read_text())["data"]["rows"]
+    except (OSError, ValueError, KeyError) as e:
+        raise ConfigError(
+            f"{path}: not a web-features results file ({e}); build it first"
+        ) from None
+
+
+def rewrite_tickets(tasks_dir: Path) -> int:
+    """Recompute each saved task's ticket (the story, the requests, the new names)."""
+    tickets = load_tickets()
+    n = 0
+    with tempfile.TemporaryDirectory(prefix="verigap-webfeatures-") as tmp:
+        repo = open_bundle(PROJECT, Path(tmp))
+        for path in sorted(tasks_dir.glob("*.json")):
+            task = FeatureTask.load(path)
+            story = ticket_for(tickets, task.reference)
+            if story is None:
+                raise ConfigError(f"no ticket in tickets.yaml for {task.reference[:8]}")
+            base = export(repo, task.base, Path(tmp) / task.task_id)
+            names = new_names(task.hidden_files, base)
+            text = full_ticket(story, task.hidden_files, task.fail_to_pass, names)
+            task.model_copy(update={"ticket": text}).save(path)
+            n += 1
+    return n
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -94,11 +139,28 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--tasks-dir", type=Path, default=TASKS_DIR)
     b.add_argument("--save", default=str(RESULTS), help="results file ('' for none)")
     b.add_argument("--backend", default="bwrap", choices=["bwrap", "unsafe"])
+    m = sub.add_parser("merge", help="one results file from partial builds' results files")
+    m.add_argument("files", nargs="+", type=Path)
+    m.add_argument("--save", type=Path, default=RESULTS)
+    t = sub.add_parser("tickets", help="rewrite the saved tasks' tickets from tickets.yaml")
+    t.add_argument("--tasks-dir", type=Path, default=TASKS_DIR)
     args = ap.parse_args(argv)
     try:
-        args.tasks_dir.mkdir(parents=True, exist_ok=True)
-        save = Path(args.save) if args.save else None
-        s = build(args.only, args.tasks_dir, save, args.backend)
+        if args.cmd == "tickets":
+            print(f"rewrote {rewrite_tickets(args.tasks_dir)} tickets", file=sys.stderr)
+            return 0
+        if args.cmd == "merge":
+            rows = merge([_rows_of(f) for f in args.files])
+            save: Path | None = args.save
+        else:
+            args.tasks_dir.mkdir(parents=True, exist_ok=True)
+            rows = build_rows(args.only, args.tasks_dir, args.backend)
+            save = Path(args.save) if args.save else None
+            if save is not None and save.is_file() and args.only:
+                rows = merge([_rows_of(save), rows])  # a partial build keeps the other rows
+        s = summarize(rows)
+        if save is not None:
+            write_result(save, s, command=COMMAND)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

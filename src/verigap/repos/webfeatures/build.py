@@ -292,6 +292,42 @@ _FORM_KEYS = re.compile(r"""data\s*=\s*\{([^}]*)\}""", re.S)
 _KEY = re.compile(r"""["'](\w+)["']\s*:""")
 
 
+def _url(raw: str) -> str:
+    """A request path with every formatted part (``{...}``, cut or whole) shown as <id>."""
+    url = re.sub(r"\{[^}]*\}", "<id>", raw.split("?")[0])
+    return re.sub(r"\{.*$", "<id>", url)
+
+
+_IMPORT = re.compile(r"^from ((?:app|config)(?:\.\w+)*) import (?:\(([^)]*)\)|([\w, ]+)$)", re.M)
+
+
+def new_names(hidden_files: dict[str, str], base: Path) -> list[str]:
+    """Names the hidden tests import from the app that the base does not define.
+
+    A ticket lists them (``app.models.User``) so the checks can import what the agent builds;
+    they are the app's public surface to its tests, not how the feature works.
+    """
+    out = set()
+    for text in hidden_files.values():
+        for m in _IMPORT.finditer(text):
+            module = m.group(1)
+            rel = module.replace(".", "/")
+            files = [base / f"{rel}.py", base / rel / "__init__.py"]
+            source = "\n".join(f.read_text() for f in files if f.is_file())
+            names = (m.group(2) or m.group(3)).replace("\n", " ").split(",")
+            for name in (n.strip() for n in names):
+                if not name:
+                    continue
+                defined = re.search(
+                    rf"^(?:class|def)\s+{name}\b|^{name}\s*[:=]|import .*\b{name}\b",
+                    source,
+                    re.M,
+                )
+                if not defined:
+                    out.add(f"{module}.{name}")
+    return sorted(out)
+
+
 def interface(hidden_files: dict[str, str], tests: Iterable[str]) -> list[str]:
     """The HTTP requests and form fields the given tests make, as a ticket's interface notes.
 
@@ -315,13 +351,12 @@ def interface(hidden_files: dict[str, str], tests: Iterable[str]) -> list[str]:
             if isinstance(node, ast.FunctionDef) and node.name in names:
                 src = ast.get_source_segment(text, node) or ""
                 for m in _ROUTE_CALL.finditer(src):
-                    url = re.sub(r"\{[^}]*\}", "<id>", m.group(2)).split("?")[0]
-                    lines.setdefault(f"{m.group(1).upper()} {url}", set())
+                    lines.setdefault(f"{m.group(1).upper()} {_url(m.group(2))}", set())
                 for m in _FORM_KEYS.finditer(src):
                     keys = set(_KEY.findall(m.group(1)))
                     for call in _ROUTE_CALL.finditer(src[: m.start()][-200:]):
-                        url = re.sub(r"\{[^}]*\}", "<id>", call.group(2)).split("?")[0]
-                        lines.setdefault(f"{call.group(1).upper()} {url}", set()).update(keys)
+                        req = f"{call.group(1).upper()} {_url(call.group(2))}"
+                        lines.setdefault(req, set()).update(keys)
     out = []
     for req in sorted(lines):
         fields = sorted(lines[req])
@@ -329,13 +364,19 @@ def interface(hidden_files: dict[str, str], tests: Iterable[str]) -> list[str]:
     return out
 
 
-def full_ticket(story: str, hidden_files: dict[str, str], tests: Iterable[str]) -> str:
+def full_ticket(
+    story: str, hidden_files: dict[str, str], tests: Iterable[str], names: Iterable[str] = ()
+) -> str:
     """The story written for the commit, then the requests the checks will make."""
     notes = interface(hidden_files, tests)
     text = story.strip() + "\n"
     if notes:
         text += "\nThe acceptance checks will exercise the app through these requests:\n"
         text += "\n".join(notes) + "\n"
+    names = list(names)
+    if names:
+        text += "\nThe checks import these names from the app, which do not exist yet:\n"
+        text += "\n".join(f"- {n}" for n in names) + "\n"
     text += (
         "\nWork in the repository in your current directory. Existing behaviour must keep "
         "working; your change will be checked against tests you cannot see.\n"
@@ -395,7 +436,7 @@ def build_one(
     visible = run_tests(base, existing, backend=backend) if existing else {}
     task = draft.model_copy(
         update={
-            "ticket": full_ticket(ticket, hidden_files, f2p),
+            "ticket": full_ticket(ticket, hidden_files, f2p, new_names(hidden_files, base)),
             "fail_to_pass": f2p,
             "pass_to_pass": p2p,
             "visible_tests": sorted(t for t, o in visible.items() if o == "PASSED"),
