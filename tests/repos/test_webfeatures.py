@@ -69,6 +69,20 @@ def test_the_interface_notes_list_the_requests_the_chosen_tests_make() -> None:
     assert notes == ["- GET /items/<id>", "- POST /edit/1 (form fields: category_id, title)"]
 
 
+def test_the_ticket_lists_only_imported_names_the_base_lacks(tmp_path: Path) -> None:
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "__init__.py").write_text("from flask import Flask\ndb = object()\n")
+    (tmp_path / "app" / "models.py").write_text("class Todo:\n    pass\n")
+    hidden = {
+        "tests/conftest.py": "from app import create_app, db\nfrom app.models import (\n"
+        "    Category,\n    Todo,\n)\nfrom app.models import User\n"
+    }
+    names = build.new_names(hidden, tmp_path)
+    assert names == ["app.create_app", "app.models.Category", "app.models.User"]
+    ticket = build.full_ticket("Title: x", hidden, [], names)
+    assert "- app.models.User" in ticket and "Todo" not in ticket
+
+
 def _toy_task(**kw: object) -> FeatureTask:
     base = dict(
         task_id="t",

@@ -63,6 +63,7 @@ def build_rows(only: list[str], tasks_dir: Path, backend: str) -> list[dict]:
                     browser=built.task.browser_check is not None,
                     fail_to_pass=len(built.task.fail_to_pass),
                     pass_to_pass=len(built.task.pass_to_pass),
+                    visible_tests=len(built.task.visible_tests),
                 )
             print(f"{row['commit']} kept={row['kept']} {row['reason']}", file=sys.stderr)
             rows.append(row)
@@ -72,6 +73,7 @@ def build_rows(only: list[str], tasks_dir: Path, backend: str) -> list[dict]:
 def summarize(rows: list[dict]) -> dict:
     """The results file's data: counts over the kept tasks, and every row."""
     kept = [r for r in rows if r["kept"]]
+    seen = [r for r in kept if r["visible_tests"] > 0]  # the agent can run some of its tests
     three = [r for r in kept if len(r["layers"]) == 3]
     return {
         "project": PROJECT,
@@ -86,18 +88,30 @@ def summarize(rows: list[dict]) -> dict:
         "fail_to_pass_tests": sum(r["fail_to_pass"] for r in kept),
         "reference_paid": sum(r["reference"]["reward"] == 1.0 for r in kept),
         "empty_paid": sum(r["empty"]["reward"] == 1.0 for r in kept),
-        "empty_with_visible_tests": sum("visible" in r["empty"]["checks"] for r in kept),
-        # the unchanged base passes every test the agent can see, yet adds nothing
-        "empty_false_success": sum(r["empty"]["false_success"] for r in kept),
+        "by_layers": {
+            ("+".join(k) or "none"): sum(tuple(r["layers"]) == k for r in kept)
+            for k in sorted({tuple(r["layers"]) for r in kept})
+        },
+        "empty_with_visible_tests": len(seen),
+        # the unchanged base passes every test the agent can run (they passed there when the
+        # task was built), yet adds nothing: a reward from those tests alone would pay it
+        "empty_false_success": sum(
+            r["empty"]["checks"].get("visible", False) and not r["empty"]["correct"] for r in seen
+        ),
         "rows": rows,
     }
 
 
-def merge(rows_lists: list[list[dict]]) -> list[dict]:
-    """Rows by commit, a later list replacing an earlier one, in history order."""
+def merge(rows_lists: list[list[dict]], tasks_dir: Path = TASKS_DIR) -> list[dict]:
+    """Rows by commit, a later list replacing an earlier one, in history order; a kept row
+    without its count of visible tests takes it from the saved task."""
     by_commit: dict[str, dict] = {}
     for rows in rows_lists:
-        by_commit.update({r["commit"]: r for r in rows})
+        by_commit.update({r["commit"]: dict(r) for r in rows})
+    for r in by_commit.values():
+        if r["kept"] and "visible_tests" not in r:
+            task = FeatureTask.load(tasks_dir / f"{r['task_id']}.json")
+            r["visible_tests"] = len(task.visible_tests)
     with tempfile.TemporaryDirectory(prefix="verigap-webfeatures-") as tmp:
         order = [c.sha[:8] for c in candidates(open_bundle(PROJECT, Path(tmp)))]
     return sorted(by_commit.values(), key=lambda r: order.index(r["commit"]))
@@ -142,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     m = sub.add_parser("merge", help="one results file from partial builds' results files")
     m.add_argument("files", nargs="+", type=Path)
     m.add_argument("--save", type=Path, default=RESULTS)
+    m.add_argument("--tasks-dir", type=Path, default=TASKS_DIR)
     t = sub.add_parser("tickets", help="rewrite the saved tasks' tickets from tickets.yaml")
     t.add_argument("--tasks-dir", type=Path, default=TASKS_DIR)
     args = ap.parse_args(argv)
@@ -150,14 +165,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"rewrote {rewrite_tickets(args.tasks_dir)} tickets", file=sys.stderr)
             return 0
         if args.cmd == "merge":
-            rows = merge([_rows_of(f) for f in args.files])
+            rows = merge([_rows_of(f) for f in args.files], args.tasks_dir)
             save: Path | None = args.save
         else:
             args.tasks_dir.mkdir(parents=True, exist_ok=True)
             rows = build_rows(args.only, args.tasks_dir, args.backend)
             save = Path(args.save) if args.save else None
             if save is not None and save.is_file() and args.only:
-                rows = merge([_rows_of(save), rows])  # a partial build keeps the other rows
+                # a partial build keeps the other rows
+                rows = merge([_rows_of(save), rows], args.tasks_dir)
         s = summarize(rows)
         if save is not None:
             write_result(save, s, command=COMMAND)

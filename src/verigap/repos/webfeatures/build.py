@@ -244,7 +244,7 @@ def verdict_from(
         "fail_to_pass": passed(hidden, task.fail_to_pass),
         "pass_to_pass": passed(hidden, task.pass_to_pass),
     }
-    if visible is not None:
+    if visible is not None and task.visible_tests:  # no visible tests: nothing to report
         checks["visible"] = passed(visible, task.visible_tests)
     browser = [t for t in task.hidden_tests if t.startswith(task.browser_check or "\0")]
     if browser:
