@@ -12,6 +12,7 @@ import json
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from verigap.errors import ConfigError
@@ -35,8 +36,14 @@ RESULTS = Path("results/repos/web_features.json")
 COMMAND = "python -m verigap.repos.webfeatures build"
 
 
-def build_rows(only: list[str], tasks_dir: Path, backend: str) -> list[dict]:
-    """Validate every candidate (or those ``only`` names) that has a ticket; save kept tasks."""
+def build_rows(
+    only: list[str], tasks_dir: Path, backend: str, on_row: Callable[[list[dict]], None]
+) -> list[dict]:
+    """Validate every candidate (or those ``only`` names) that has a ticket; save kept tasks.
+
+    ``on_row`` gets the rows so far after each candidate (the caller saves them: a stopped
+    build keeps what it finished).
+    """
     tickets = load_tickets()
     rows = []
     with tempfile.TemporaryDirectory(prefix="verigap-webfeatures-") as tmp:
@@ -48,6 +55,7 @@ def build_rows(only: list[str], tasks_dir: Path, backend: str) -> list[dict]:
             row: dict = {"commit": cand.sha[:8], "subject": cand.subject}
             if ticket is None:
                 rows.append({**row, "kept": False, "reason": "no ticket written for it"})
+                on_row(rows)
                 continue
             start = time.monotonic()
             work = Path(tmp) / cand.sha[:8]
@@ -67,6 +75,7 @@ def build_rows(only: list[str], tasks_dir: Path, backend: str) -> list[dict]:
                 )
             print(f"{row['commit']} kept={row['kept']} {row['reason']}", file=sys.stderr)
             rows.append(row)
+            on_row(rows)
     return rows
 
 
@@ -169,11 +178,17 @@ def main(argv: list[str] | None = None) -> int:
             save: Path | None = args.save
         else:
             args.tasks_dir.mkdir(parents=True, exist_ok=True)
-            rows = build_rows(args.only, args.tasks_dir, args.backend)
             save = Path(args.save) if args.save else None
-            if save is not None and save.is_file() and args.only:
-                # a partial build keeps the other rows
-                rows = merge([_rows_of(save), rows], args.tasks_dir)
+            # a partial build (--only) keeps the rows of the commits it does not rebuild
+            earlier = _rows_of(save) if save is not None and save.is_file() and args.only else []
+
+            def keep(rows: list[dict]) -> None:
+                if save is not None:
+                    done = merge([earlier, rows], args.tasks_dir)
+                    write_result(save, summarize(done), command=COMMAND)
+
+            built = build_rows(args.only, args.tasks_dir, args.backend, keep)
+            rows = merge([earlier, built], args.tasks_dir)
         s = summarize(rows)
         if save is not None:
             write_result(save, s, command=COMMAND)
