@@ -57,7 +57,7 @@ BAD_INPUT: dict[str, list[str]] = {
     "workplace context": ["--seeds", "x", "--out", "{tmp}/c.json"],
     "workplace rubric": ["--seeds", ",", "--out", "{tmp}/r.json"],
     "workplace repo-rubric": ["--n", "0", "--out", "{tmp}/r.json"],
-    "workplace local": ["--n", "0", "--out", "{tmp}/l.json"],
+    "workplace local": ["--code", "0", "--probes", "0", "--out", "{tmp}/l.json"],
     "workplace show": ["--project", "nope"],
     "monitor independent": ["--split", "nope", "--out", "{tmp}/i.json"],
     "monitor compare": ["--sample", "-1", "--out", "{tmp}/c.json"],

@@ -287,6 +287,9 @@ class WorkplaceEnv:
     def step(
         self, action: ToolCall | dict[str, Any]
     ) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """One tool call: ``(text, reward, done, truncated, info)``. A bad call (unknown tool,
+        bad arguments, a tool's own refusal) is an observation with ``info["is_error"]``, and
+        the episode goes on."""
         if self.done:
             raise ConfigError("step after the episode ended; call reset() first")
         if not self.tools:
@@ -304,7 +307,7 @@ class WorkplaceEnv:
                 0.0,
                 False,
                 False,
-                {},
+                {"is_error": True},
             )
         try:
             args = tool.args_model.model_validate(json.loads(call.arguments or "{}"))
@@ -315,10 +318,10 @@ class WorkplaceEnv:
                 0.0,
                 False,
                 False,
-                {},
+                {"is_error": True},
             )
         except ToolError as e:
-            return f"error: {e}", 0.0, False, False, {}
+            return f"error: {e}", 0.0, False, False, {"is_error": True}
         text = out if isinstance(out, str) else out.text
         if tool.ends_episode is None:
             return text, 0.0, False, False, {}

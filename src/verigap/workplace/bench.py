@@ -1,5 +1,6 @@
 """The workplace family's measurements, as results data: context agents scored apart, the
-reviewer rubric's controls, the rubric on existing repo tasks, and the local model on probes.
+reviewer rubric's controls and the rubric on existing repo tasks (the local model's runs are in
+``verigap.workplace.local_model``).
 
 Each function returns plain data; ``verigap workplace ...`` writes it with ``write_result``.
 Every episode is one line of ``episodes`` so a reader can check any number against its runs.
@@ -7,7 +8,6 @@ Every episode is one line of ``episodes`` so a reader can check any number again
 
 from __future__ import annotations
 
-import random
 import shutil
 import tempfile
 from collections import Counter, defaultdict
@@ -313,69 +313,3 @@ def _repo_control(control: str, site: Any, fixed: str) -> dict[str, str]:
         lines.append("\n\nDEBUG_LEVEL = 2\n")
     out[site.file] = "".join(lines)
     return out
-
-
-def local_probes(
-    n: int,
-    seed: int,
-    *,
-    max_turns: int,
-    spec: str = "local:smollm2",
-    max_new_tokens: int = 128,
-    log: Log = print,
-    save: Callable[[dict[str, Any]], None] | None = None,
-) -> dict[str, Any]:
-    """The local model on a seeded sample of probes (answers graded like any agent's).
-    ``save`` gets the summary after every episode (``complete`` false until the last), so a
-    run stopped early leaves the episodes it finished, a prefix of the seeded sample."""
-    from verigap.agents import Budget, client_from_spec, run_episode
-    from verigap.workplace._env import WorkplaceEnv
-
-    probes = [i for i in build_items([0, 1, 2, 3]) if i.kind != "code"]
-    sample = random.Random(seed).sample(probes, n)
-    client = client_from_spec(spec, max_new_tokens=max_new_tokens)
-    system = (
-        "You work on a software team. Use the tools to search chat, tickets, pull "
-        "requests and git history; later decisions replace earlier ones. When you know, "
-        "call answer with the value only."
-    )
-    rows = []
-    with tempfile.TemporaryDirectory(prefix="verigap-wp-llm-") as tmp:
-        for item in sample:
-            env = WorkplaceEnv(item, Path(tmp))
-            prompt, _ = env.reset()
-            ep = run_episode(
-                client, env.tools, system, prompt, Budget(max_turns=max_turns, wall_s=1800)
-            )
-            v = env.grade()
-            calls = [e for e in ep.transcript if e["event"] == "tool_result"]
-            rows.append(
-                {
-                    **_row(spec, item, v),
-                    "answer": v.detail["answer"],
-                    "status": ep.status.value,
-                    "turns": ep.turns,
-                    "tool_calls_made": len(calls),
-                    "wall_s": round(ep.wall_s, 1),
-                }
-            )
-            log(
-                f"{item.item_id}: correct={v.correct} answer={v.detail['answer']!r} "
-                f"turns={ep.turns} ({ep.wall_s:.0f}s)"
-            )
-            summary = {
-                "spec": spec,
-                "n": n,
-                "n_done": len(rows),
-                "complete": len(rows) == n,
-                "seed": seed,
-                "max_turns": max_turns,
-                "max_new_tokens": max_new_tokens,
-                "true_success": _share(rows, "correct"),
-                "answered": round(sum(r["answer"] is not None for r in rows) / len(rows), 4),
-                "consulted_all_needed": _share(rows, "consulted_all_needed"),
-                "episodes": rows,
-            }
-            if save is not None:
-                save(summary)
-    return summary

@@ -95,32 +95,40 @@ def repo_rubric(
 
 @app.command("local")
 def local(
-    n: Annotated[int, typer.Option(min=1, help="probes in the sample")] = 4,
+    code: Annotated[int, typer.Option(min=0, help="code tasks in the sample")] = 8,
+    probes: Annotated[int, typer.Option(min=0, help="probes in the sample")] = 16,
     seed: Annotated[int, typer.Option(help="sampling seed")] = 0,
-    max_turns: Annotated[int, typer.Option(min=1)] = 2,
-    max_new_tokens: Annotated[int, typer.Option(min=8, help="tokens per turn")] = 96,
+    formats: Annotated[
+        str, typer.Option(help="tool-call formats, comma-separated: plain, primed")
+    ] = "plain,primed",
+    max_new_tokens: Annotated[int, typer.Option(min=8, help="tokens per turn")] = 64,
     spec: Annotated[str, typer.Option(help="model spec")] = "local:smollm2",
     out: Annotated[Path, typer.Option(help="results file")] = OUT / "local_model.json",
 ) -> None:
-    """A model (the local one by default) on a seeded sample of probes.
+    """A model (the local one by default) on a seeded sample of code tasks and probes, in
+    each tool-call format: valid calls, facts surfaced, answers and tests, tokens per second.
 
-    Example: verigap workplace local --n 4 --max-turns 2
+    Example: verigap workplace local --code 8 --probes 16 --formats plain,primed
     """
-    from verigap.workplace.bench import local_probes
+    from verigap.workplace.local_model import local_workplace
 
+    if code + probes == 0:
+        raise typer.BadParameter("--code and --probes are both 0; ask for at least one item")
     command = _command(
         "local",
-        n=n,
+        code=code,
+        probes=probes,
         seed=seed,
-        max_turns=max_turns,
+        formats=formats,
         max_new_tokens=max_new_tokens,
         spec=spec,
         out=out,
     )
-    local_probes(
-        n,
+    local_workplace(
+        code,
+        probes,
         seed,
-        max_turns=max_turns,
+        formats=tuple(f.strip() for f in formats.split(",") if f.strip()),
         spec=spec,
         max_new_tokens=max_new_tokens,
         log=typer.echo,
