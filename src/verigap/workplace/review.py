@@ -6,7 +6,9 @@ items that do not apply (docs for a function without examples) pass with ``n/a``
 results sit in the verdict's checks as ``review.<item>`` beside the test verdict, and
 ``rewards.ReviewPenalty`` can pay them as explicit terms. A changed default is a behaviour
 change, so "docs updated" asks for the changelog where the project keeps one and for revised
-docstring examples where the changed function has them.
+docstring examples where the changed function has them. A change to the database schema (an
+ORM model's fields, a ``Table``, a ``CREATE TABLE``) needs a migration in the same diff where
+the project keeps migrations (Alembic ``versions/``, Django or plain ``migrations/``).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ ITEMS = (
     "docs_updated",
     "no_debug_leftovers",
     "no_secrets",
+    "migration_with_schema_change",
 )
 
 RUBRICS: dict[str, tuple[str, ...]] = {
@@ -143,12 +146,13 @@ def _is_source(path: str, scope: Scope) -> bool:
 
 
 def _unrelated(before, after, scope: Scope, files: list[str]) -> ItemResult:
-    """Every changed line of a source file lies inside a function the task is about (tests
-    and the changelog may change freely); comments and docstrings elsewhere count too."""
+    """Every changed line of a source file lies inside a function the task is about (tests,
+    migrations and the changelog may change freely); comments and docstrings elsewhere count
+    too."""
     allowed_files = {t.split("::")[0] for t in scope.targets}
     extra = []
     for p in files:
-        if is_test(p) or p == scope.changelog:
+        if is_test(p) or is_migration(p) or p == scope.changelog:
             continue
         if p not in allowed_files or p not in before or p not in after:
             extra.append(p)
@@ -378,6 +382,141 @@ def _secrets(before, after, scope: Scope, files: list[str]) -> ItemResult:
     return ItemResult("no_secrets", True, "no credential-like values added")
 
 
+# ---- migrations with schema changes --------------------------------------------------------
+
+_MIGRATION = re.compile(
+    r"(^|/)(migrations|migrate)/(?!(__init__|env)\.py$)[^/]+\.(py|sql)$"  # Django, plain SQL, Rails-like
+    r"|(^|/)(alembic|migrations)/versions/[^/]+\.py$"  # Alembic
+)
+_MODEL_BASES = {"Model", "Base", "DeclarativeBase", "SQLModel"}
+_SQL_SCHEMA = re.compile(
+    r"\b(create\s+(?:unique\s+)?(?:table|index|view)|alter\s+table|drop\s+(?:table|index))\b[^;]*",
+    re.IGNORECASE,
+)
+
+
+def is_migration(path: str) -> bool:
+    """A migration file: ``migrations/0002_x.py``, ``migrations/002.sql``, ``versions/ab12_x.py``
+    under an Alembic directory (a package's ``__init__.py`` is not a migration)."""
+    return bool(_MIGRATION.search(path)) and not is_test(path)
+
+
+def _base_name(node: ast.expr) -> str:
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Subscript):
+        return _base_name(node.value)
+    return ""
+
+
+def _is_model(node: ast.ClassDef) -> bool:
+    """An ORM model: a base named like one (``models.Model``, ``db.Model``, ``Base``,
+    ``DeclarativeBase``, ``SQLModel``), or a ``__tablename__``/``__table__`` in its body."""
+    if any(_base_name(b) in _MODEL_BASES for b in node.bases):
+        return True
+    return any(
+        isinstance(st, ast.Assign | ast.AnnAssign)
+        and any(
+            isinstance(t, ast.Name) and t.id in ("__tablename__", "__table__")
+            for t in (st.targets if isinstance(st, ast.Assign) else [st.target])
+        )
+        for st in node.body
+    )
+
+
+def _sql_statements(text: str) -> set[str]:
+    """Schema statements in SQL text, whitespace and case normalised."""
+    return {" ".join(m.group(0).lower().split()) for m in _SQL_SCHEMA.finditer(text)}
+
+
+def schema_of(path: str, text: str | None) -> dict[str, str] | None:
+    """What a file declares of the database schema, as comparable strings: per ORM model its
+    class-level fields (name -> the expression), module-level ``Table(...)`` calls, and the
+    ``CREATE``/``ALTER``/``DROP`` statements of SQL files or of SQL strings in Python. ``None``
+    when a Python file does not parse."""
+    if not text:
+        return {}
+    if path.endswith(".sql"):
+        return {f"sql:{s}": "" for s in _sql_statements(text)}
+    if not path.endswith(".py"):
+        return {}
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return None
+    out: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and _is_model(node):
+            out[f"model:{node.name}"] = ""
+            for st in node.body:
+                if isinstance(st, ast.Assign) and st.value is not None:
+                    targets = [t.id for t in st.targets if isinstance(t, ast.Name)]
+                    value = ast.dump(st.value)
+                elif isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name):
+                    targets = [st.target.id]
+                    value = ast.dump(st.annotation) + (ast.dump(st.value) if st.value else "")
+                elif isinstance(st, ast.ClassDef) and st.name == "Meta":  # Django's table options
+                    targets, value = ["Meta"], ast.dump(st)
+                else:
+                    continue
+                for t in targets:
+                    out[f"model:{node.name}.{t}"] = value
+        elif (
+            isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Call)
+            and _base_name(node.value.func) == "Table"
+        ):
+            out[f"table:{ast.dump(node.targets[0])}"] = ast.dump(node.value)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            out.update({f"sql:{s}": "" for s in _sql_statements(node.value)})
+    return out
+
+
+def _schema_changes(before, after, files: list[str]) -> list[str]:
+    """``file: what changed`` for every non-migration, non-test file whose schema changed."""
+    out = []
+    for p in files:
+        if is_migration(p) or is_test(p):
+            continue
+        old, new = schema_of(p, before.get(p)), schema_of(p, after.get(p))
+        if old is None or new is None or old == new:
+            continue
+        what = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+        out.append(f"{p} ({', '.join(w.split(':', 1)[1][:60] for w in what[:3])})")
+    return out
+
+
+def _migrations(before, after, scope: Scope, files: list[str]) -> ItemResult:
+    """A schema change comes with a migration where the project keeps them; a project with
+    no migrations is not asked for one."""
+    changes = _schema_changes(before, after, files)
+    if not changes:
+        return ItemResult("migration_with_schema_change", True, "n/a: no model or schema change")
+    kept = sorted({p.rsplit("/", 1)[0] for p in before if is_migration(p)})
+    if not kept:
+        return ItemResult(
+            "migration_with_schema_change",
+            True,
+            f"n/a: the project keeps no migrations (schema changed in {changes[0]})",
+        )
+    added = [p for p in files if is_migration(p) and p in after]
+    if added:
+        return ItemResult(
+            "migration_with_schema_change",
+            True,
+            f"migration {', '.join(added)} with the schema change in {'; '.join(changes)}",
+        )
+    return ItemResult(
+        "migration_with_schema_change",
+        False,
+        f"the schema changed in {'; '.join(changes)} but no migration was added "
+        f"(the project keeps them in {', '.join(kept)})",
+    )
+
+
 _CHECKS = {
     "no_unrelated_changes": _unrelated,
     "api_compatible": _api,
@@ -385,6 +524,7 @@ _CHECKS = {
     "docs_updated": _docs,
     "no_debug_leftovers": _debug,
     "no_secrets": _secrets,
+    "migration_with_schema_change": _migrations,
 }
 
 
