@@ -100,15 +100,17 @@ def local(
     seed: Annotated[int, typer.Option(help="sampling seed")] = 0,
     formats: Annotated[
         str, typer.Option(help="tool-call formats, comma-separated: plain, primed")
-    ] = "plain,primed",
-    max_new_tokens: Annotated[int, typer.Option(min=8, help="tokens per turn")] = 64,
+    ] = "primed",
+    probe_turns: Annotated[int, typer.Option(min=1, help="model turns per probe")] = 3,
+    code_turns: Annotated[int, typer.Option(min=1, help="model turns per code task")] = 4,
+    max_new_tokens: Annotated[int, typer.Option(min=8, help="tokens per turn")] = 40,
     spec: Annotated[str, typer.Option(help="model spec")] = "local:smollm2",
     out: Annotated[Path, typer.Option(help="results file")] = OUT / "local_model.json",
 ) -> None:
     """A model (the local one by default) on a seeded sample of code tasks and probes, in
     each tool-call format: valid calls, facts surfaced, answers and tests, tokens per second.
 
-    Example: verigap workplace local --code 8 --probes 16 --formats plain,primed
+    Example: verigap workplace local --code 4 --probes 12 --formats primed,plain
     """
     from verigap.workplace.local_model import local_workplace
 
@@ -120,6 +122,8 @@ def local(
         probes=probes,
         seed=seed,
         formats=formats,
+        probe_turns=probe_turns,
+        code_turns=code_turns,
         max_new_tokens=max_new_tokens,
         spec=spec,
         out=out,
@@ -130,6 +134,8 @@ def local(
         seed,
         formats=tuple(f.strip() for f in formats.split(",") if f.strip()),
         spec=spec,
+        max_turns_probe=probe_turns,
+        max_turns_code=code_turns,
         max_new_tokens=max_new_tokens,
         log=typer.echo,
         save=lambda data: _write(out, data, command),

@@ -120,11 +120,43 @@ class PrimedClient:
             return_dict=True,
         )["input_ids"]
         opening = torch.tensor([tok.encode(CALL_OPENING, add_special_tokens=False)])
-        ids = torch.cat([ids, opening], dim=1)
-        text, n, stop = self.inner.generate_text(ids)
+        ids = torch.cat([ids, opening], dim=1)[:, -self.inner.max_prompt_tokens :]
+        text, n = self._generate(ids)
         rest, calls = parse_tool_calls(first_call(CALL_OPENING + text), self.stats.calls)
         usage = {"input_tokens": int(ids.shape[1]), "output_tokens": n}
-        return ModelTurn(rest, calls, usage, "tool_calls" if calls else stop)
+        return ModelTurn(rest, calls, usage, "tool_calls" if calls else "length")
+
+    def _generate(self, ids: Any) -> tuple[str, int]:
+        """Greedy decoding that stops at the first ``}}`` (the end of a call's arguments
+        object), so a turn costs the call's tokens, not the cap's; counted in the client's
+        stats like its own turns."""
+        import time
+
+        import torch
+
+        inner, tok = self.inner, self.inner.tokenizer
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            out = inner.model.generate(
+                ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=inner.max_new_tokens,
+                do_sample=False,
+                temperature=None,
+                top_p=None,
+                top_k=None,
+                pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id,
+                stop_strings=["}}"],
+                tokenizer=tok,
+            )
+        new = out[0, ids.shape[1] :]
+        s = inner.stats
+        s.calls, s.prompt_tokens = s.calls + 1, s.prompt_tokens + int(ids.shape[1])
+        s.new_tokens, s.seconds = (
+            s.new_tokens + int(new.shape[0]),
+            s.seconds + time.perf_counter() - t0,
+        )
+        return tok.decode(new, skip_special_tokens=True), int(new.shape[0])
 
 
 def sample_items(n_code: int, n_probes: int, seed: int) -> list[WorkItem]:
@@ -206,9 +238,9 @@ def local_workplace(
     *,
     formats: tuple[str, ...] = FORMATS,
     spec: str = "local:smollm2",
-    max_turns_probe: int = 4,
-    max_turns_code: int = 6,
-    max_new_tokens: int = 64,
+    max_turns_probe: int = 3,
+    max_turns_code: int = 4,
+    max_new_tokens: int = 40,
     backend: str | None = None,
     log: Callable[[str], None] = print,
     save: Callable[[dict[str, Any]], None] | None = None,
