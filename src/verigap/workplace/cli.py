@@ -1,4 +1,4 @@
-"""`verigap workplace context|rubric|repo-rubric|local|show`: the workplace family's results.
+"""`verigap workplace context|rubric|local|show`: the workplace family's results.
 
 Library errors (a missing bundle, an unknown project) reach the root, which prints them once."""
 
@@ -76,21 +76,6 @@ def rubric(
 
     data = rubric_controls(_seeds(seeds), log=typer.echo)
     _write(out, data, _command("rubric", seeds=seeds, out=out))
-
-
-@app.command("repo-rubric")
-def repo_rubric(
-    n: Annotated[int, typer.Option(min=1, help="repo tasks to make")] = 4,
-    out: Annotated[Path, typer.Option(help="results file")] = OUT / "repo_rubric.json",
-) -> None:
-    """The reviewer rubric on existing repo tasks (fixture library), beside v2's verdict.
-
-    Example: verigap workplace repo-rubric --n 4
-    """
-    from verigap.workplace.bench import repo_task_rubric
-
-    data = repo_task_rubric(n, log=typer.echo)
-    _write(out, data, _command("repo-rubric", n=n, out=out))
 
 
 @app.command("local")
