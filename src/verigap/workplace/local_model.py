@@ -244,16 +244,19 @@ def local_workplace(
     backend: str | None = None,
     log: Callable[[str], None] = print,
     save: Callable[[dict[str, Any]], None] | None = None,
+    client: Any = None,
 ) -> dict[str, Any]:
     """The model on the same seeded sample in each format; ``save`` gets the summary after
-    every episode (``complete`` false until the last), so a stopped run keeps what it did."""
+    every episode (``complete`` false until the last), so a stopped run keeps what it did.
+    ``client`` (a ``LocalClient``) replaces the one ``spec`` names."""
     from verigap.agents import client_from_spec
 
     bad = [f for f in formats if f not in FORMATS]
     if bad or not formats:
         raise ConfigError(f"format {bad[0] if bad else ''!r}: use {' or '.join(FORMATS)}")
     items = sample_items(n_code, n_probes, seed)
-    client = client_from_spec(spec, max_new_tokens=max_new_tokens)
+    if client is None:
+        client = client_from_spec(spec, max_new_tokens=max_new_tokens)
     rows: list[dict[str, Any]] = []
     total = len(items) * len(formats)
     summary: dict[str, Any] = {}
