@@ -173,7 +173,16 @@ def test_a_review_penalty_session_pays_the_sloppy_change_less(served, tmp_path):
         assert end.done is True and end.reward == 0.5  # the test's 1 less one failed item
 
 
-def test_the_catalogue_lists_the_workplace(served):
-    r = httpx.get(f"{served}/envs", headers={"Authorization": f"Bearer {TOKEN}"})
-    wp = r.json()["workplace"]
+def test_the_catalogue_schema_and_stateless_reset_know_the_workplace(served):
+    http = httpx.Client(base_url=served, headers={"Authorization": f"Bearer {TOKEN}"})
+    wp = http.get("/envs").json()["workplace"]
     assert "code" in wp["kinds"] and "textkit" in wp["projects"]
+    schema = http.get("/envs/workplace/schema").json()
+    assert (
+        "kind" in schema["observation"]["properties"] and "tool" in schema["action"]["properties"]
+    )
+    assert http.get("/envs/workplace/metadata").json()["name"] == "verigap/workplace"
+    r = http.post("/envs/workplace/reset", json={"seed": 0, "options": {"item": PROBE}})
+    assert r.status_code == 200 and r.json()["observation"]["kind"] == "probe_value"
+    r = http.post("/envs/workplace/reset", json={"seed": 0, "options": {"item": "x/s0/y.z/code"}})
+    assert r.status_code == 422 and "no project 'x'" in r.json()["detail"]
