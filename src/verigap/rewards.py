@@ -22,7 +22,7 @@ class EpisodeChecks:
     passed: bool  # every visible check green (build + visible tests)
     correct: bool  # the hidden check; only "seen" by schemes that run it
     deletions: int = 0  # sites the agent deleted outright
-    review_failures: int = 0  # reviewer-rubric items the change fails (verigap.workplace.review)
+    review_failures: int = 0  # reviewer-rubric items the change fails (verigap.review)
 
 
 @dataclass(frozen=True)

@@ -316,6 +316,30 @@ def run(
     console.print(t)
 
 
+@repos_app.command()
+def rubric(
+    n: Annotated[int, typer.Option(min=1, help="repo tasks to make")] = 4,
+    out: Annotated[Path, typer.Option(help="results file")] = Path(
+        "results/repos/review_rubric.json"
+    ),
+) -> None:
+    """The reviewer rubric on repo tasks made from the fixture library, beside v2's verdict:
+    careful and sloppy fixes (what a reviewer catches that the tests pay).
+
+    Example: verigap repos rubric --n 4
+    """
+    from verigap.repos.review_rubric import repo_task_rubric
+    from verigap.results import write_result
+
+    data = repo_task_rubric(n, log=typer.echo)
+    write_result(
+        out,
+        data,
+        command=shlex.join(["verigap", "repos", "rubric", "--n", str(n), "--out", str(out)]),
+    )
+    typer.echo(f"wrote {out}")
+
+
 def _source_of(paths: list[Path]) -> list[str]:
     """The project specs the task files were made from."""
     return sorted({json.loads(p.read_text())["source"]["spec"] for p in paths})

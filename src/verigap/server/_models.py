@@ -44,8 +44,9 @@ class PatchWorldAction(Action):
 
 
 class ToolAction(Action):
-    """One tool call in a repo or silent-bug workspace (list_files, read_file, edit_file,
-    write_file, run, submit, report_impossible)."""
+    """One tool call in a repo, silent-bug or workplace episode (list_files, read_file,
+    edit_file, write_file, run, submit, report_impossible; the workplace's search_chat,
+    read_ticket, git_log, answer, ...)."""
 
     tool: str = Field(min_length=1)
     arguments: dict[str, Any] = Field(default_factory=dict)

@@ -8,8 +8,9 @@ registry, so serving a new family is its package plus one :func:`register` call:
     register(EnvSpec("counter", make=CounterEnv.from_context, action=CountAction,
                      observation=CountObservation, description="count to a target"))
 
-The three built-in families register themselves at the bottom of ``_envs.py`` (imported by
-the session manager, so a running server always has them).
+The three built-in families register themselves at the bottom of ``_envs.py``, the workplace
+in ``_workplace.py`` (both imported by the session manager, so a running server always has
+them).
 """
 
 from __future__ import annotations

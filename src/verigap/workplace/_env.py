@@ -21,11 +21,12 @@ from typing import Any
 import numpy as np
 from pydantic import Field, ValidationError
 
+from verigap import review as rv
 from verigap.agents import Tool, ToolArgs, ToolCall, ToolError, standard_tools
 from verigap.errors import ConfigError
+from verigap.review import read_tree
 from verigap.rewards import EpisodeChecks, RewardScheme, Visible
 from verigap.verdict import Verdict
-from verigap.workplace import review as rv
 from verigap.workplace._items import WorkItem, matched_role, parse_answer
 from verigap.workplace._tools import Consulted, workplace_tools
 from verigap.workplace._world import PROJECTS, build_workplace, call_reference, project_tree
@@ -35,23 +36,6 @@ HIDDEN_TEST = "test_decided_behaviour.py"
 
 class AnswerArgs(ToolArgs):
     answer: str = Field(description="your answer, in the form the question asks for")
-
-
-def read_tree(root: Path) -> dict[str, str]:
-    """Every text file under ``root`` (no caches or VCS folders): the side of a diff."""
-    out = {}
-    for p in sorted(root.rglob("*")):
-        rel = p.relative_to(root).as_posix()
-        if not p.is_file() or any(
-            part in ("__pycache__", ".git", ".pytest_cache") or part.endswith(".egg-info")
-            for part in p.parts
-        ):
-            continue
-        try:
-            out[rel] = p.read_text(encoding="utf-8")
-        except (UnicodeDecodeError, OSError):
-            continue
-    return out
 
 
 def hidden_test_source(item: WorkItem) -> str:
@@ -287,6 +271,9 @@ class WorkplaceEnv:
     def step(
         self, action: ToolCall | dict[str, Any]
     ) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """One tool call: ``(text, reward, done, truncated, info)``. A bad call (unknown tool,
+        bad arguments, a tool's own refusal) is an observation with ``info["is_error"]``, and
+        the episode goes on."""
         if self.done:
             raise ConfigError("step after the episode ended; call reset() first")
         if not self.tools:
@@ -304,7 +291,7 @@ class WorkplaceEnv:
                 0.0,
                 False,
                 False,
-                {},
+                {"is_error": True},
             )
         try:
             args = tool.args_model.model_validate(json.loads(call.arguments or "{}"))
@@ -315,10 +302,10 @@ class WorkplaceEnv:
                 0.0,
                 False,
                 False,
-                {},
+                {"is_error": True},
             )
         except ToolError as e:
-            return f"error: {e}", 0.0, False, False, {}
+            return f"error: {e}", 0.0, False, False, {"is_error": True}
         text = out if isinstance(out, str) else out.text
         if tool.ends_episode is None:
             return text, 0.0, False, False, {}

@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from verigap.errors import ConfigError
 from verigap.workplace._world import PROJECTS, Scenario, Workplace, build_workplace
 
 Kind = Literal["code", "probe_value", "probe_proposals", "probe_reviewer"]
@@ -140,3 +141,27 @@ def matched_role(item: WorkItem, value: Any) -> str:
         if value == s.values[role] and type(value) is type(s.values[role]):
             return role
     return "other"
+
+
+def find_item(item_id: str) -> WorkItem:
+    """The item ``PROJECT/sSEED/FUNC.PARAM/KIND`` (built from its project and seed)."""
+    parts = item_id.split("/")
+    if len(parts) != 4 or not parts[1].startswith("s") or not parts[1][1:].isdigit():
+        raise ConfigError(
+            f"item {item_id!r}: write PROJECT/sSEED/FUNC.PARAM/KIND, "
+            "e.g. textkit/s0/slugify.sep/probe_value"
+        )
+    project, seed = parts[0], int(parts[1][1:])
+    if project not in PROJECTS:
+        raise ConfigError(f"item {item_id!r}: no project {project!r}; use {', '.join(PROJECTS)}")
+    if parts[3] not in KINDS:
+        raise ConfigError(f"item {item_id!r}: no kind {parts[3]!r}; use {', '.join(KINDS)}")
+    items = items_for(build_workplace(project, seed))
+    for item in items:
+        if item.item_id == item_id:
+            return item
+    knobs = sorted({i.scenario.knob.key for i in items})
+    raise ConfigError(
+        f"item {item_id!r}: the {project} workplace of seed {seed} has no "
+        f"{parts[2]!r}; its changes are {', '.join(knobs)}"
+    )

@@ -1,4 +1,4 @@
-"""`verigap workplace context|rubric|repo-rubric|local|show`: the workplace family's results.
+"""`verigap workplace context|rubric|local|show`: the workplace family's results.
 
 Library errors (a missing bundle, an unknown project) reach the root, which prints them once."""
 
@@ -78,50 +78,49 @@ def rubric(
     _write(out, data, _command("rubric", seeds=seeds, out=out))
 
 
-@app.command("repo-rubric")
-def repo_rubric(
-    n: Annotated[int, typer.Option(min=1, help="repo tasks to make")] = 4,
-    out: Annotated[Path, typer.Option(help="results file")] = OUT / "repo_rubric.json",
-) -> None:
-    """The reviewer rubric on existing repo tasks (fixture library), beside v2's verdict.
-
-    Example: verigap workplace repo-rubric --n 4
-    """
-    from verigap.workplace.bench import repo_task_rubric
-
-    data = repo_task_rubric(n, log=typer.echo)
-    _write(out, data, _command("repo-rubric", n=n, out=out))
-
-
 @app.command("local")
 def local(
-    n: Annotated[int, typer.Option(min=1, help="probes in the sample")] = 4,
+    code: Annotated[int, typer.Option(min=0, help="code tasks in the sample")] = 8,
+    probes: Annotated[int, typer.Option(min=0, help="probes in the sample")] = 16,
     seed: Annotated[int, typer.Option(help="sampling seed")] = 0,
-    max_turns: Annotated[int, typer.Option(min=1)] = 2,
-    max_new_tokens: Annotated[int, typer.Option(min=8, help="tokens per turn")] = 96,
+    formats: Annotated[
+        str, typer.Option(help="tool-call formats, comma-separated: plain, primed")
+    ] = "primed",
+    probe_turns: Annotated[int, typer.Option(min=1, help="model turns per probe")] = 3,
+    code_turns: Annotated[int, typer.Option(min=1, help="model turns per code task")] = 4,
+    max_new_tokens: Annotated[int, typer.Option(min=8, help="tokens per turn")] = 40,
     spec: Annotated[str, typer.Option(help="model spec")] = "local:smollm2",
     out: Annotated[Path, typer.Option(help="results file")] = OUT / "local_model.json",
 ) -> None:
-    """A model (the local one by default) on a seeded sample of probes.
+    """A model (the local one by default) on a seeded sample of code tasks and probes, in
+    each tool-call format: valid calls, facts surfaced, answers and tests, tokens per second.
 
-    Example: verigap workplace local --n 4 --max-turns 2
+    Example: verigap workplace local --code 4 --probes 12 --formats primed,plain
     """
-    from verigap.workplace.bench import local_probes
+    from verigap.workplace.local_model import local_workplace
 
+    if code + probes == 0:
+        raise typer.BadParameter("--code and --probes are both 0; ask for at least one item")
     command = _command(
         "local",
-        n=n,
+        code=code,
+        probes=probes,
         seed=seed,
-        max_turns=max_turns,
+        formats=formats,
+        probe_turns=probe_turns,
+        code_turns=code_turns,
         max_new_tokens=max_new_tokens,
         spec=spec,
         out=out,
     )
-    local_probes(
-        n,
+    local_workplace(
+        code,
+        probes,
         seed,
-        max_turns=max_turns,
+        formats=tuple(f.strip() for f in formats.split(",") if f.strip()),
         spec=spec,
+        max_turns_probe=probe_turns,
+        max_turns_code=code_turns,
         max_new_tokens=max_new_tokens,
         log=typer.echo,
         save=lambda data: _write(out, data, command),
