@@ -145,6 +145,7 @@ def one(spec: str, deps: list[str], args, work: Path, log) -> dict:
             "validate_s": stats.validate_s,
             "tasks_s": stats.tasks_s,
             "validated_cached": stats.validated_cached,
+            "phase_s": stats.phase_s,
         },
         k_made=stats.k_made,
         cross_file=stats.cross_file,

@@ -20,6 +20,7 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 import warnings
 from collections import Counter, deque
@@ -626,6 +627,10 @@ class GenStats(BaseModel):
     #: candidates whose validation was remembered from an earlier run (validate_s is then less
     #: than a fresh run's)
     validated_cached: int = 0
+    #: where the tasks stage's seconds went: ``capture`` (recording equivalence inputs),
+    #: ``site_checks`` (each site's own checks, on the search's thread), ``build`` (building and
+    #: checking combinations: summed over the builder threads, so it can exceed the wall time)
+    phase_s: dict[str, float] = {}
 
 
 def rejection_lines(stats: GenStats) -> list[str]:
@@ -792,6 +797,7 @@ def make_tasks(
     out.mkdir(parents=True, exist_ok=True)
     no_input: dict[str, str] = {}
     pickled: dict[str, str] = {}
+    t_cap = time.perf_counter()
     inputs = (
         collect_inputs(
             p,
@@ -804,6 +810,8 @@ def make_tasks(
         if upper
         else {}
     )
+    phase: dict[str, float] = {"capture": time.perf_counter() - t_cap, "site_checks": 0.0}
+    phase["build"] = 0.0
     warnings = [f"no equivalence input for {f}: {w}" for f, w in sorted(no_input.items())]
     for w in warnings:
         log(f"warning: {w}")
@@ -816,7 +824,15 @@ def make_tasks(
         pickled=pickled,
         log=log,
     )
-    gens = [pool.combinations(kk, seed=seed, usable=quality.usable) for kk in ks]
+
+    def usable(i: int) -> bool:
+        t = time.perf_counter()
+        try:
+            return quality.usable(i)
+        finally:
+            phase["site_checks"] += time.perf_counter() - t
+
+    gens = [pool.combinations(kk, seed=seed, usable=usable) for kk in ks]
 
     task_files: list[str] = []
     task_rejected: dict[str, int] = {}
@@ -838,6 +854,16 @@ def make_tasks(
                 yield tries, sites
 
     def build(number: int, sites: list[ValidMutation]):
+        t = time.perf_counter()
+        try:
+            return _build(number, sites)
+        finally:
+            with phase_lock:
+                phase["build"] += time.perf_counter() - t
+
+    phase_lock = threading.Lock()
+
+    def _build(number: int, sites: list[ValidMutation]):
         return build_task(
             p,
             sites,
@@ -925,6 +951,7 @@ def make_tasks(
         cross_file=cross,
         method_sites=methods,
         validated_cached=cached,
+        phase_s={k2: round(v, 2) for k2, v in phase.items()},
         prepare_s=round(t_prep, 2),
         validate_s=round(t_val, 2),
         tasks_s=round(time.perf_counter() - t2, 2),
