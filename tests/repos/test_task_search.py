@@ -242,3 +242,42 @@ def test_collecting_inputs_keeps_to_its_budget(repo_cache, tmp_path, backend, mo
     # expand and two call rounds, each within its budget (plus sandbox starts): never the
     # dozens of seconds the slow calls would take unbounded
     assert took < 3 * budget + 30, took
+
+
+def test_single_site_tasks_hold_out_some_of_their_own_failing_tests(repo_cache, tmp_path, backend):
+    """k=1: one visible site, some of the tests it breaks visible and some hidden; the oracle
+    is paid and the no-op is not, by v1 and v2."""
+    from verigap.repos import baselines
+    from verigap.repos.graders import v1, v2
+    from verigap.repos.tasks import load_tasks, make_tasks, materialize_workspace, prepared_for
+
+    from .conftest import FIXTURE_LIB
+
+    out = tmp_path / "k1"
+    stats = make_tasks(
+        str(FIXTURE_LIB),
+        out,
+        k=1,
+        n=2,
+        max_candidates=16,
+        seed=0,
+        env="current",
+        backend=backend,
+        min_hidden=1,
+        log=lambda s: None,
+    )
+    assert stats.tasks == 2 and stats.k_made == {"1": 2}, stats
+    assert stats.upper_bound >= 2
+    for t in load_tasks(out):
+        (site,) = t.sites
+        assert site.visible
+        broken = set(site.fail_to_pass)
+        assert broken & set(t.visible_tests) and broken & set(t.hidden_tests)
+        p = prepared_for(t, backend=backend)
+        for agent, paid in (("oracle", True), ("noop", False)):
+            ws = materialize_workspace(p, t, tmp_path / f"ws-{t.task_id}-{agent}")
+            for f, text in baselines.edits(agent, t, p).items():
+                (ws / f).write_text(text)
+            truth = v2.evaluate(t, ws, prepared=p)
+            assert (v2.grade(t, ws, prepared=p, truth=truth).reward > 0) is paid, agent
+            assert (v1.grade(t, ws, prepared=p, truth=truth).reward > 0) is paid, agent
