@@ -4,6 +4,7 @@ pure-Python PyPI projects that vary in build backend, pytest config and layout.
     nice -n 10 python benchmarks/repos_generality.py [--only NAME ...] [--n 10] [--k 2-4]
         [--max-candidates 80] [--parallel 1] [--grade-limit 10]
         [--out results/repos/generality.json]
+    python benchmarks/repos_generality.py --compare EARLIER.json   # the before/after table
 
 Per project: whether it fetched, prepared, how many tasks were built (``--k`` a number or a
 range the tasks take in turn) beside how many the valid mutations could make (the upper bound
@@ -145,6 +146,7 @@ def one(spec: str, deps: list[str], args, work: Path, log) -> dict:
             "validate_s": stats.validate_s,
             "tasks_s": stats.tasks_s,
             "validated_cached": stats.validated_cached,
+            "phase_s": stats.phase_s,
         },
         k_made=stats.k_made,
         cross_file=stats.cross_file,
@@ -195,6 +197,44 @@ def table(data: dict) -> str:
     return generality_table(data)
 
 
+def _brief(r: dict) -> dict:
+    """What the before/after table compares of one project's row."""
+    f = r.get("funnel", {})
+    return {
+        "tasks": r["tasks"],
+        "k": r.get("k"),
+        "upper_bound": r.get("upper_bound"),
+        "make_tasks_s": r.get("make_tasks_s"),
+        "validate_s": f.get("validate_s"),
+        "tasks_s": f.get("tasks_s"),
+        "phase_s": f.get("phase_s"),
+        "candidates": r.get("candidates"),
+        "valid": r.get("valid"),
+        "method_sites": r.get("method_sites"),
+        "k_made": r.get("k_made"),
+        "grading": r.get("grading"),
+        "reason": r["reason"][:300],
+        "command": r.get("command"),
+    }
+
+
+def compare(before: Path, after: Path, out: Path, command: str) -> None:
+    """Write, per project rerun since ``before`` (a results file an earlier run committed),
+    its row before and after, from the two results files as they stand."""
+    old = {r["spec"]: r for r in read_result(before)["projects"]}
+    new_data = read_result(after)
+    after_cmd = read_meta(after)["command"]
+    rows = []
+    for r in new_data["projects"]:
+        r = {**r, "command": r.get("command", after_cmd)}
+        prev = old.get(r["spec"])
+        if prev is None or prev.get("command", read_meta(before)["command"]) == r["command"]:
+            continue  # not rerun since
+        prev = {**prev, "command": prev.get("command", read_meta(before)["command"])}
+        rows.append({"spec": r["spec"], "before": _brief(prev), "after": _brief(r)})
+    write_result(out, {"projects": rows, "before_file": str(before)}, command=command)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
@@ -210,10 +250,24 @@ def main() -> None:
     ap.add_argument("--grade-limit", type=int, default=10)
     ap.add_argument("--parallel", type=int, default=1, help="projects at a time")
     ap.add_argument("--out", type=Path, default=Path("results/repos/generality.json"))
+    ap.add_argument(
+        "--compare",
+        type=Path,
+        default=None,
+        metavar="BEFORE",
+        help="run nothing: write --change-out, each project's row in BEFORE (an earlier "
+        "results file) beside its row in --out, for the projects rerun since",
+    )
+    ap.add_argument("--change-out", type=Path, default=Path("results/repos/generality_change.json"))
     args = ap.parse_args()
     command = "python benchmarks/repos_generality.py " + " ".join(
         shlex.quote(a) for a in sys.argv[1:]
     )
+    if args.compare is not None:
+        if not args.compare.is_file() or not args.out.is_file():
+            ap.error(f"--compare needs both {args.compare} and {args.out} to be results files")
+        compare(args.compare, args.out, args.change_out, command)
+        return
     by_name = {x[0].split("==")[0]: x for x in PROJECTS}
     unknown = sorted(set(args.only or []) - set(by_name))
     if unknown:

@@ -8,7 +8,7 @@ import itertools
 import pytest
 
 from verigap.errors import ConfigError
-from verigap.repos.combine import Pool, elementary, k_values
+from verigap.repos.combine import Pool, elementary, held_out_units, k_values, visible_count
 from verigap.repos.tasks import split_tests
 from verigap.repos.validate import ValidMutation
 
@@ -132,6 +132,38 @@ def test_elementary_symmetric_polynomial():
 def test_k_values():
     assert k_values(4) == [4]
     assert k_values("2-4") == [2, 3, 4]
-    for bad in ("1", "x", "4-2", "0-3"):
+    assert k_values("1-4") == [1, 2, 3, 4]
+    for bad in ("0", "x", "4-2", "0-3"):
         with pytest.raises(ConfigError, match="--k"):
             k_values(bad)
+
+
+def test_held_out_units_keep_the_first_broken_unit_visible():
+    assert held_out_units(["t.py::b[1]", "t.py::a", "t.py::b[2]", "t.py::c"]) == ["t.py::b"]
+    assert held_out_units(["t.py::a", "t.py::b", "t.py::c", "t.py::d"]) == ["t.py::b", "t.py::d"]
+    assert held_out_units(["t.py::a[1]", "t.py::a[2]"]) == []  # one unit: nothing to hold out
+    assert visible_count(1) == 1 and visible_count(2) == 1 and visible_count(4) == 2
+
+
+@pytest.mark.parametrize("min_hidden", [1, 2])
+def test_single_site_tasks_split_their_own_tests_and_are_counted_exactly(min_hidden):
+    pool = Pool(SITES, REACH, min_hidden=min_hidden)
+    p = FakePrepared(REACH)
+    got = list(pool.combinations(1, seed=0))
+    # brute force: every site whose split (its own held-out units hidden) leaves a visible
+    # broken test and at least min_hidden broken hidden tests
+    ok = []
+    for s in SITES:
+        split = split_tests(p, [s], 1)
+        if split and len(set(s.fail_to_pass) & set(split[1])) >= min_hidden:
+            ok.append(s.sha256)
+    assert pool.upper_bound(1) == (len(ok), False)
+    assert sorted(c[0].sha256 for c in got) == sorted(ok)
+    assert all(len(c) == 1 for c in got)
+    if min_hidden == 1:
+        assert ok  # the control: some site can make a task alone
+        for c in got:
+            vis, hid = split_tests(p, c, 1)
+            assert set(c[0].fail_to_pass) & set(vis) and set(c[0].fail_to_pass) & set(hid)
+    # h's only site breaks one unit: it can never be alone (nothing to hold out)
+    assert all(c[0].function != "pkg/m.py::h" for c in got)

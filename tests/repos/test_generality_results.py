@@ -22,3 +22,25 @@ def test_generality_results_say_why_and_pay_only_the_oracle():
             g = r["grading"]
             assert g["paid"]["v1/oracle"] == g["paid"]["v2/oracle"] == g["graded"]
             assert g["paid"]["v1/noop"] == g["paid"]["v2/noop"] == 0
+
+
+def test_the_before_after_table_compares_the_committed_rows():
+    """Every row of the change file is a project whose row in generality.json was made by
+    another command than its row in the earlier file, with both rows' numbers as they are."""
+    change = read_result(ROOT / "results" / "repos" / "generality_change.json")
+    earlier = {
+        r["spec"]: r
+        for r in read_result(ROOT / "results" / "repos" / "generality_earlier.json")["projects"]
+    }
+    now = {
+        r["spec"]: r
+        for r in read_result(ROOT / "results" / "repos" / "generality.json")["projects"]
+    }
+    assert change["projects"]
+    for row in change["projects"]:
+        spec = row["spec"]
+        assert row["before"]["tasks"] == earlier[spec]["tasks"]
+        assert row["after"]["tasks"] == now[spec]["tasks"]
+        assert row["after"]["command"] != row["before"]["command"]
+    doc = (ROOT / "docs" / "repos.md").read_text()
+    assert get_view("repos_generality_change")(change) in doc

@@ -190,3 +190,94 @@ def test_make_tasks_reports_the_upper_bound_and_records_difficulty(fixture_tasks
         assert d.visible_sites == d.hidden_sites == 2
         assert d.kinds == [s.op for s in t.sites]
         assert d.hidden_failing == len(set(t.fail_to_pass) & set(t.hidden_tests)) > 0
+
+
+SLOW_PROJECT = {
+    "calc/__init__.py": "",
+    "calc/ops.py": """
+        import sys, time
+
+        def add(a, b):
+            return a + b
+
+        def crawl(x):
+            if "pytest" not in sys.modules:  # quick under the tests, slow when compared alone
+                time.sleep(1.5)
+            return x + 1
+        """,
+    "tests/test_ops.py": """
+        import pytest
+        from calc.ops import add, crawl
+
+        @pytest.mark.parametrize("a", range(6))
+        def test_add(a):
+            assert add(a, 1) == a + 1
+
+        @pytest.mark.parametrize("x", range(12))
+        def test_crawl(x):
+            assert crawl(x) == x + 1
+        """,
+}
+
+
+def test_collecting_inputs_keeps_to_its_budget(repo_cache, tmp_path, backend, monkeypatch):
+    """A function whose comparison calls run long loses its own inputs, with the reason, once
+    the time budget is spent; the others keep theirs, and collecting ends near the budget."""
+    import time
+
+    from verigap.repos import tasks
+
+    p = prepare(str(write(tmp_path / "proj", SLOW_PROJECT)), env="current", backend=backend)
+    monkeypatch.setattr(tasks, "EQUIV_BUDGET_S", 20.0)
+    p = p.model_copy(update={"baseline_s": 0.01})  # the budget is then 20 s, whatever the load
+    fns = ["calc/ops.py::add", "calc/ops.py::crawl"]
+    why: dict[str, str] = {}
+    t0 = time.perf_counter()
+    got = collect_inputs(p, fns, backend=backend, why=why)
+    took = time.perf_counter() - t0
+    assert got["calc/ops.py::add"], why
+    assert not got["calc/ops.py::crawl"], why
+    assert "did not finish" in why["calc/ops.py::crawl"], why
+    budget = 20.0
+    # expand and two call rounds, each within its budget (plus sandbox starts): never the
+    # dozens of seconds the slow calls would take unbounded
+    assert took < 3 * budget + 30, took
+
+
+def test_single_site_tasks_hold_out_some_of_their_own_failing_tests(repo_cache, tmp_path, backend):
+    """k=1: one visible site, some of the tests it breaks visible and some hidden; the oracle
+    is paid and the no-op is not, by v1 and v2."""
+    from verigap.repos import baselines
+    from verigap.repos.graders import v1, v2
+    from verigap.repos.tasks import load_tasks, make_tasks, materialize_workspace, prepared_for
+
+    from .conftest import FIXTURE_LIB
+
+    out = tmp_path / "k1"
+    stats = make_tasks(
+        str(FIXTURE_LIB),
+        out,
+        k=1,
+        n=2,
+        max_candidates=16,
+        seed=0,
+        env="current",
+        backend=backend,
+        min_hidden=1,
+        log=lambda s: None,
+    )
+    assert stats.tasks == 2 and stats.k_made == {"1": 2}, stats
+    assert stats.upper_bound >= 2
+    for t in load_tasks(out):
+        (site,) = t.sites
+        assert site.visible
+        broken = set(site.fail_to_pass)
+        assert broken & set(t.visible_tests) and broken & set(t.hidden_tests)
+        p = prepared_for(t, backend=backend)
+        for agent, paid in (("oracle", True), ("noop", False)):
+            ws = materialize_workspace(p, t, tmp_path / f"ws-{t.task_id}-{agent}")
+            for f, text in baselines.edits(agent, t, p).items():
+                (ws / f).write_text(text)
+            truth = v2.evaluate(t, ws, prepared=p)
+            assert (v2.grade(t, ws, prepared=p, truth=truth).reward > 0) is paid, agent
+            assert (v1.grade(t, ws, prepared=p, truth=truth).reward > 0) is paid, agent

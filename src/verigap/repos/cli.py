@@ -89,8 +89,8 @@ def make_tasks(
     k: Annotated[
         str,
         typer.Option(
-            help="Broken sites per task (half visible), or a range such as 2-4 (tasks take each "
-            "size in turn)."
+            help="Broken sites per task (half visible; 1: one visible site with some of its "
+            "own failing tests held out), or a range such as 1-4 (tasks take each size in turn)."
         ),
     ] = "4",
     n: Annotated[int, typer.Option(help="Tasks to make.")] = 20,

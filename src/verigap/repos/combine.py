@@ -32,6 +32,19 @@ def unit_of(test_id: str) -> str:
     return test_id.split("[", 1)[0]
 
 
+def visible_count(k: int) -> int:
+    """Visible sites of a task of ``k``: half, and the one site of a single-site task (whose
+    own broken tests are split: :func:`held_out_units`)."""
+    return k // 2 if k > 1 else 1
+
+
+def held_out_units(fail_to_pass: Sequence[str]) -> list[str]:
+    """The units of a single-site task that are hidden: every second unit its mutation breaks,
+    in sorted order (so the first stays visible and the agent sees the bug fail a test), kept
+    whole with every test of those units. Empty when it breaks tests in one unit only."""
+    return sorted({unit_of(t) for t in fail_to_pass})[1::2]
+
+
 def elementary(counts: Sequence[int], m: int) -> int:
     """The m-th elementary symmetric polynomial of ``counts``: over every choice of ``m``
     distinct entries, the sum of their products (ways to pick m functions, one site each)."""
@@ -78,6 +91,12 @@ class Pool:
     def hidden_functions(self) -> list[str]:
         return [f for f, ix in sorted(self.by_fn.items()) if any(map(self.hidden_capable, ix))]
 
+    def single_capable(self, i: int) -> bool:
+        """A site can make a task alone when the units held out of its broken tests
+        (:func:`held_out_units`) hold at least ``min_hidden`` of them."""
+        held = set(held_out_units(self.sites[i].fail_to_pass))
+        return sum(1 for t in self.sites[i].fail_to_pass if unit_of(t) in held) >= self.min_hidden
+
     def visible_fits(self, i: int, bad: int) -> bool:
         """Site ``i`` still breaks a visible test once the units in ``bad`` are hidden."""
         return bool(self.fail_mask[i] & ~bad)
@@ -85,7 +104,10 @@ class Pool:
     def upper_bound(self, k: int) -> tuple[int, bool]:
         """(how many distinct tasks of ``k`` sites the pool could make, whether the count was
         capped at :data:`MAX_GROUPS` hidden groups): every choice of hidden sites in distinct
-        functions and visible sites in other functions that splits."""
+        functions and visible sites in other functions that splits; for ``k=1``, every site
+        that can make a task alone (:meth:`single_capable`)."""
+        if k == 1:
+            return sum(map(self.single_capable, range(len(self.sites)))), False
         n_vis = k // 2
         hid = self.hidden_functions()
         total, capped = 0, False
@@ -113,7 +135,8 @@ class Pool:
         """Combinations that split, hidden sites last, the least-used sites first so the tasks
         spread over the pool; each set of sites once. ``usable(i)`` is asked lazily, once per
         site, before a site is put in a combination (the per-site checks: equivalence input,
-        discrimination), so a site that cannot serve costs its check once and never a build."""
+        discrimination), so a site that cannot serve costs its check once and never a build.
+        ``k=1``: each site that can make a task alone, once, one function after another."""
         n_vis = k // 2
         rng = random.Random(seed)
         verdict: dict[int, bool] = {}
@@ -122,6 +145,10 @@ class Pool:
             if i not in verdict:
                 verdict[i] = bool(usable(i))
             return verdict[i]
+
+        if k == 1:
+            yield from self._singles(rng, ok)
+            return
 
         used: dict[int, int] = {}
         seen: set[tuple[frozenset[int], frozenset[int]]] = set()
@@ -159,6 +186,25 @@ class Pool:
             if not made:
                 break
             pending = later
+
+    def _singles(
+        self, rng: random.Random, ok: Callable[[int], bool]
+    ) -> Iterator[list[ValidMutation]]:
+        """Single-site tasks: rounds over the functions in a seeded order, one site of each
+        per round, so the first tasks spread over the pool."""
+        queues = {
+            f: [i for i in rng.sample(ix, len(ix)) if self.single_capable(i)]
+            for f, ix in sorted(self.by_fn.items())
+        }
+        order = sorted(queues)
+        rng.shuffle(order)
+        while any(queues.values()):
+            for f in order:
+                while queues[f]:
+                    i = queues[f].pop(0)
+                    if ok(i):
+                        yield [self.sites[i]]
+                        break
 
     def _fill(
         self,
@@ -200,7 +246,7 @@ class Pool:
 
 
 def k_values(spec: str | int) -> list[int]:
-    """``4`` -> [4]; ``"2-4"`` -> [2, 3, 4] (tasks cycle through them, for a spread of
+    """``4`` -> [4]; ``"1-4"`` -> [1, 2, 3, 4] (tasks cycle through them, for a spread of
     difficulty)."""
     text = str(spec).strip()
     try:
@@ -208,11 +254,12 @@ def k_values(spec: str | int) -> list[int]:
         ks = list(range(int(lo), int(hi or lo) + 1))
     except ValueError:
         ks = []
-    if not ks or ks[0] < 2:
+    if not ks or ks[0] < 1:
         from verigap.errors import ConfigError
 
         raise ConfigError(
-            f"--k {spec!r}: give a number of sites per task of at least 2 (half "
-            "visible, half hidden), or a range such as 2-4"
+            f"--k {spec!r}: give a number of sites per task of at least 1 (half visible, "
+            "half hidden; a single site has some of its own tests hidden), or a range such "
+            "as 1-4"
         )
     return ks

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from verigap.repos import execution
-from verigap.repos.harness import EQUIV, FORWARD, HARNESS_DIR, RUNNER
+from verigap.repos.harness import EQUIV, FORWARD, HARNESS_DIR, RUNNER, WARM
 
 EMPTY_INI = "[pytest]\n"
 #: Interpreter flags of every harness process: like ``-I`` (no user site, script dir not on
@@ -132,14 +132,14 @@ def harness_dir() -> Path:
     ``cloudpickle`` package beside them (the forwarding channel's two ends import it)."""
     h = hashlib.sha256()
     cp = sorted(_cloudpickle_dir().glob("*.py"))
-    for f in (RUNNER, EQUIV, FORWARD, *cp):
+    for f in (RUNNER, EQUIV, FORWARD, WARM, *cp):
         h.update(f.name.encode() + b"\0" + f.read_bytes())
     dest = cache_root() / "harness" / h.hexdigest()[:16]
     if not dest.is_dir():
         cache_root().mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=cache_root()))
         tmp.chmod(0o755)  # readable by the unprivileged user sandboxed commands run as
-        for f in (RUNNER, EQUIV, FORWARD):
+        for f in (RUNNER, EQUIV, FORWARD, WARM):
             shutil.copy2(f, tmp / f.name)
         (tmp / "cloudpickle").mkdir(mode=0o755)
         for f in cp:

@@ -20,6 +20,7 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 import warnings
 from collections import Counter, deque
@@ -127,10 +128,14 @@ def split_tests(
     p: Prepared, sites: Sequence[ValidMutation], n_visible: int
 ) -> tuple[list[str], list[str]] | None:
     """(visible ids, hidden ids) such that visible tests reach the first ``n_visible`` sites
-    (each breaks at least one visible test) and none of the others; None if impossible."""
+    (each breaks at least one visible test) and none of the others; None if impossible. With
+    no hidden site (a single-site task) the units ``combine.held_out_units`` names are hidden:
+    some of the site's own broken tests."""
     hidden_fns = {s.function for s in sites[n_visible:]}
     reach_hidden = {t for f in hidden_fns for t in p.reach.get(f, ())}
     bad_units = {unit_of(t) for t in reach_hidden}
+    if not hidden_fns:
+        bad_units = {u for s in sites for u in combine.held_out_units(s.fail_to_pass)}
     visible = [t for t in p.passing if unit_of(t) not in bad_units]
     vset = set(visible)
     for s in sites[:n_visible]:
@@ -344,6 +349,14 @@ underlying bugs rather than the symptoms, and do not edit the tests. When you ar
 # --------------------------------------------------------------------------- equivalence
 
 
+#: Inputs per equivalence process when collecting (a project's inputs in chunks of whole
+#: functions), and the seconds each round of calls may take at least (``collect_inputs``):
+#: past it the functions not yet answered get no input and are told apart through the
+#: sealed channel instead (cachetools: its ~4,300 inputs ran past ten minutes unbounded).
+EQUIV_CHUNK = 1000
+EQUIV_BUDGET_S = 120.0
+
+
 def collect_inputs(
     p: Prepared,
     functions: Sequence[str],
@@ -404,29 +417,77 @@ def collect_inputs(
                 }
             )
 
+    late: set[str] = set()  # functions whose calls did not finish within the time budget
+
     def equiv(items: list[dict[str, Any]], mode: str) -> dict[str, Any] | None:
-        out = run_equiv(p.tree, items, mode=mode, **env)
-        if out is not None or len({x["target"] for x in items}) < 2:
-            return out
-        merged: dict[str, Any] = {}  # the process died: one function per process
-        for t in sorted({x["target"] for x in items}):
-            part = run_equiv(p.tree, [x for x in items if x["target"] == t], mode=mode, **env)
-            for k, v in (part or {}).items():
+        """Calls of ``items`` in chunks of whole functions, within ``budget_s`` seconds: a
+        chunk that dies or runs past its share is retried one function per process, and a
+        function still unanswered when the budget is spent gets no input (``late``)."""
+        deadline = time.monotonic() + budget_s
+        targets = sorted({x["target"] for x in items})
+        chunks: list[list[str]] = [[]]
+        size = 0
+        for t in targets:
+            n_t = sum(1 for x in items if x["target"] == t)
+            if chunks[-1] and size + n_t > EQUIV_CHUNK:
+                chunks.append([])
+                size = 0
+            chunks[-1].append(t)
+            size += n_t
+        merged: dict[str, Any] = {}
+
+        def one(ts: list[str], share: float, cap: float) -> bool:
+            left = deadline - time.monotonic()
+            if left < 2:
+                late.update(ts)
+                return True
+            part = [x for x in items if x["target"] in ts]
+            out = run_equiv(p.tree, part, mode=mode, timeout=min(left, cap, share), **env)
+            if out is None:
+                return False
+            for k, v in out.items():
                 if isinstance(v, list):
                     merged.setdefault(k, []).extend(v)
                 elif isinstance(v, dict):
                     merged.setdefault(k, {}).update(v)
+            return True
+
+        for chunk in chunks:
+            n_chunk = sum(1 for x in items if x["target"] in chunk)
+            share = max(budget_s * n_chunk / max(1, len(items)), 10.0)
+            # several functions: half of what is left stays for their retries
+            if one(chunk, share, (deadline - time.monotonic()) / (2 if len(chunk) > 1 else 1)):
+                continue
+            if len(chunk) < 2:  # already one function: it died or ran long alone
+                late.update(chunk)
+                continue
+            # the process died or ran long: one function per process, each its share of what
+            # is left, so one slow function cannot take the others' time
+            sizes = {t: sum(1 for x in items if x["target"] == t) for t in chunk}
+            todo = sum(sizes.values())
+            for t in chunk:
+                cap = (deadline - time.monotonic()) * sizes[t] / max(1, todo)
+                todo -= sizes[t]
+                if not one([t], max(cap, 2.0), cap):
+                    late.add(t)
         return merged
 
+    budget_s = max(EQUIV_BUDGET_S, 20 * p.baseline_s)
     expanded = equiv(raw, "expand") or {"inputs": []}
     items = [{**x, "id": i} for i, x in enumerate(expanded["inputs"])]
     r1 = (equiv(items, "call") or {}).get("results", {})
-    r2 = (equiv(items, "call") or {}).get("results", {})
+    items2 = [x for x in items if str(x["id"]) in r1]  # the second call checks the first
+    r2 = (equiv(items2, "call") or {}).get("results", {})
     out: dict[str, list[dict[str, Any]]] = {f: [] for f in functions}
     drops: dict[str, Counter] = {f: Counter() for f in functions}
     for x in items:
         a, b = r1.get(str(x["id"])), r2.get(str(x["id"]))
-        if a is None or b is None:
+        if (a is None or b is None) and x["target"] in late:
+            drops[x["target"]][
+                "its calls did not finish: the equivalence process died or ran past the "
+                f"{budget_s:.0f}s budget"
+            ] += 1
+        elif a is None or b is None:
             drops[x["target"]]["the equivalence process died"] += 1
         elif a != b:
             drops[x["target"]]["nondeterministic result"] += 1
@@ -626,6 +687,10 @@ class GenStats(BaseModel):
     #: candidates whose validation was remembered from an earlier run (validate_s is then less
     #: than a fresh run's)
     validated_cached: int = 0
+    #: where the tasks stage's seconds went: ``capture`` (recording equivalence inputs),
+    #: ``site_checks`` (each site's own checks, on the search's thread), ``build`` (building and
+    #: checking combinations: summed over the builder threads, so it can exceed the wall time)
+    phase_s: dict[str, float] = {}
 
 
 def rejection_lines(stats: GenStats) -> list[str]:
@@ -792,6 +857,7 @@ def make_tasks(
     out.mkdir(parents=True, exist_ok=True)
     no_input: dict[str, str] = {}
     pickled: dict[str, str] = {}
+    t_cap = time.perf_counter()
     inputs = (
         collect_inputs(
             p,
@@ -804,6 +870,8 @@ def make_tasks(
         if upper
         else {}
     )
+    phase: dict[str, float] = {"capture": time.perf_counter() - t_cap, "site_checks": 0.0}
+    phase["build"] = 0.0
     warnings = [f"no equivalence input for {f}: {w}" for f, w in sorted(no_input.items())]
     for w in warnings:
         log(f"warning: {w}")
@@ -816,7 +884,15 @@ def make_tasks(
         pickled=pickled,
         log=log,
     )
-    gens = [pool.combinations(kk, seed=seed, usable=quality.usable) for kk in ks]
+
+    def usable(i: int) -> bool:
+        t = time.perf_counter()
+        try:
+            return quality.usable(i)
+        finally:
+            phase["site_checks"] += time.perf_counter() - t
+
+    gens = [pool.combinations(kk, seed=seed, usable=usable) for kk in ks]
 
     task_files: list[str] = []
     task_rejected: dict[str, int] = {}
@@ -838,10 +914,20 @@ def make_tasks(
                 yield tries, sites
 
     def build(number: int, sites: list[ValidMutation]):
+        t = time.perf_counter()
+        try:
+            return _build(number, sites)
+        finally:
+            with phase_lock:
+                phase["build"] += time.perf_counter() - t
+
+    phase_lock = threading.Lock()
+
+    def _build(number: int, sites: list[ValidMutation]):
         return build_task(
             p,
             sites,
-            len(sites) // 2,
+            combine.visible_count(len(sites)),
             inputs,
             seed=seed,
             index=number,
@@ -925,6 +1011,7 @@ def make_tasks(
         cross_file=cross,
         method_sites=methods,
         validated_cached=cached,
+        phase_s={k2: round(v, 2) for k2, v in phase.items()},
         prepare_s=round(t_prep, 2),
         validate_s=round(t_val, 2),
         tasks_s=round(time.perf_counter() - t2, 2),
@@ -1000,6 +1087,8 @@ def build_task(
             return None, "a hidden site is masked in combination"
         if any(len(set(s.fail_to_pass) & broken & hset) < min_hidden for s in sites[n_vis:]):
             return None, f"a hidden site breaks fewer than {min_hidden} hidden tests"
+        if n_vis == len(sites) and len(broken & hset) < min_hidden:  # a single site's held-out
+            return None, f"the held-out tests break fewer than {min_hidden} times"
         if (broken & vset) - {t for s in sites[:n_vis] for t in p.reach.get(s.function, ())}:
             return None, "visible failures not explained by visible sites"
         if broken - {t for s in sites for t in p.reach.get(s.function, ())}:

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict
 from verigap.repos import mutate
 from verigap.repos.prepare import Prepared
 from verigap.repos.pytest_run import run_pytest
+from verigap.repos.warm import WarmRunner, WarmRunners
 from verigap.runs import write_json_atomic
 
 
@@ -155,32 +156,61 @@ def reaching_units(p: Prepared, function: str) -> list[str]:
 
 
 def run_reaching(
-    p: Prepared, tree: Path, function: str, *, backend: str | None = None
+    p: Prepared,
+    tree: Path | None,
+    function: str,
+    *,
+    backend: str | None = None,
+    warm: tuple[WarmRunner, dict[str, str]] | None = None,
 ) -> tuple[Any, list[str]]:
     """(the run, the passing tests it ran): the suite on ``tree`` restricted to the test units
     that reach ``function``. A mutation inside it can break no other test except through state
     kept across tests, which the full run of the combined mutant catches when a task is built.
     Falls back to the whole suite when the restricted run does not report every selected test
-    (an id pytest could not select)."""
+    (an id pytest could not select). ``warm``: (a warm runner, the mutated files) runs them in
+    the runner's fork server instead of a cold sandbox over ``tree``."""
+
+    def suite(tests: Sequence[str] | None):
+        if warm is None:
+            return run_suite(p, tree, backend=backend, tests=tests)
+        return warm[0].run(warm[1], p.test_files if tests is None else tests, p.suite_timeout())
+
     units = set(reaching_units(p, function))
     if units:
         want = [t for t in p.passing if t.split("[", 1)[0] in units]
-        run = run_suite(p, tree, backend=backend, tests=sorted(units))
+        run = suite(sorted(units))
         if run.timed_out or (run.report_found and all(t in run.outcomes for t in want)):
             return run, want
-    return run_suite(p, tree, backend=backend), list(p.passing)
+    return suite(None), list(p.passing)
 
 
 def validate_one(
-    p: Prepared, m: mutate.Mutation, backend: str | None = None
+    p: Prepared, m: mutate.Mutation, backend: str | None = None, warm: WarmRunner | None = None
 ) -> tuple[ValidMutation | None, str]:
-    """(the valid mutation, "") or (None, why it was rejected)."""
+    """(the valid mutation, "") or (None, why it was rejected). ``warm``: run the tests in
+    that runner's fork server (the same verdicts as a cold sandbox, sooner)."""
+    if warm is not None:
+        try:
+            texts = {
+                m.file: mutate.apply_mutations((p.tree / m.file).read_text(), [m]),
+            }
+        except Exception as e:  # libcst could not apply it: not a candidate
+            return None, f"apply: {e}"
+        run, ran = run_reaching(p, None, m.function, warm=(warm, texts))
+        return _verdict(p, m, texts, run, ran)
     with tempfile.TemporaryDirectory(prefix="vg-mut-") as tmp:
         try:
             texts = mutant_tree(p, [m], Path(tmp) / "t")
         except Exception as e:  # libcst could not apply it: not a candidate
             return None, f"apply: {e}"
         run, ran = run_reaching(p, Path(tmp) / "t", m.function, backend=backend)
+    return _verdict(p, m, texts, run, ran)
+
+
+def _verdict(
+    p: Prepared, m: mutate.Mutation, texts: dict[str, str], run: Any, ran: list[str]
+) -> tuple[ValidMutation | None, str]:
+    """What a run of the tests that reach ``m`` says about it."""
     if run.timed_out:
         return None, "timeout"
     if not run.report_found:
@@ -214,7 +244,7 @@ def cache_path(p: Prepared, m: mutate.Mutation) -> Path:
 
 
 def _cached_validate(
-    p: Prepared, m: mutate.Mutation, backend: str | None
+    p: Prepared, m: mutate.Mutation, backend: str | None, warm: WarmRunners | None = None
 ) -> tuple[ValidMutation | None, str]:
     """validate_one, remembered per prepared environment (timeouts are not remembered: they
     depend on the machine's load, not on the mutation)."""
@@ -222,7 +252,7 @@ def _cached_validate(
     if path.is_file():
         d = json.loads(path.read_text())
         return (ValidMutation(**d["valid"]) if d["valid"] else None), d["why"]
-    v, why = validate_one(p, m, backend)
+    v, why = validate_one(p, m, backend, warm.get() if warm is not None else None)
     if why != "timeout":
         write_json_atomic(path, {"id": m.id, "valid": v.model_dump() if v else None, "why": why})
     return v, why
@@ -235,11 +265,19 @@ def validate(
     workers: int = 2,
     backend: str | None = None,
     allow_crashy: bool = False,
+    warm: bool = True,
 ) -> tuple[list[ValidMutation], dict[str, int]]:
     """Validate candidates in parallel; return the valid ones (deduplicated) and reject counts.
-    Mutations that crash at first call are rejected (reason ``CRASHY``) unless allowed."""
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        results = list(pool.map(lambda m: _cached_validate(p, m, backend), muts))
+    Mutations that crash at first call are rejected (reason ``CRASHY``) unless allowed.
+    ``warm``: each worker runs its tests in a fork server of its own (:mod:`verigap.repos.warm`;
+    under bubblewrap only, and not where ``VERIGAP_WARM_VALIDATION=0``)."""
+    runners = WarmRunners(p, backend) if warm else None
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+            results = list(pool.map(lambda m: _cached_validate(p, m, backend, runners), muts))
+    finally:
+        if runners is not None:
+            runners.close()
     valid: list[ValidMutation] = []
     seen: set[str] = set()
     reasons: dict[str, int] = {}

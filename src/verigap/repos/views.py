@@ -2,6 +2,8 @@
 
 - ``repos_generality``: ``results/repos/generality.json`` (``benchmarks/repos_generality.py``),
   per project whether it fetched, prepared and yielded tasks, or the reason it did not;
+- ``repos_generality_change``: ``results/repos/generality_change.json`` (the same benchmark's
+  ``--compare``), per project rerun, its row before and after;
 - ``repos_baselines``: a ``verigap repos run ... --save`` file, per grader and scripted agent.
 (v2's grading cost is ``results/repos/v2_speed.json``, quoted in ``docs/exploits.md``.)
 """
@@ -113,4 +115,35 @@ def baselines_table(data: dict[str, Any]) -> str:
             ]
             for r in data["rows"]
         ],
+    )
+
+
+@view("repos_generality_change")
+def generality_change_table(data: dict[str, Any]) -> str:
+    """Per project rerun: tasks (k), could make, make-tasks seconds and where they went
+    (validation, the tasks stage), before and after."""
+
+    def cell(b: dict[str, Any]) -> list[str]:
+        secs = "-" if b.get("make_tasks_s") is None else f"{b['make_tasks_s']:.0f}"
+        stages = (
+            "-" if b.get("validate_s") is None else f"{b['validate_s']:.0f} / {b['tasks_s']:.0f}"
+        )
+        bound = "-" if b.get("upper_bound") is None else str(b["upper_bound"])
+        k = f" ({b['k']})" if b.get("k") else ""
+        return [f"{b['tasks']}{k}", bound, secs, stages]
+
+    rows = [[r["spec"], *cell(r["before"]), *cell(r["after"])] for r in data["projects"]]
+    return markdown_table(
+        [
+            "project",
+            "before: tasks (k)",
+            "could make",
+            "make-tasks s",
+            "validate / tasks s",
+            "after: tasks (k)",
+            "could make",
+            "make-tasks s",
+            "validate / tasks s",
+        ],
+        rows,
     )

@@ -80,6 +80,23 @@ class Sandbox(ABC):
 
     # ---- commands ------------------------------------------------------------------------
 
+    def base_env(self) -> dict[str, str]:
+        """The environment every command starts from (``exec``'s ``env`` is added to it)."""
+        return {
+            "PATH": self._default_path(),
+            "HOME": "/tmp",
+            "TMPDIR": "/tmp",
+            "LANG": "C.UTF-8",
+            "LC_ALL": "C.UTF-8",
+            "USER": "agent",
+            "LOGNAME": "agent",
+            "PYTHONUNBUFFERED": "1",
+            # An edit that keeps a file's size within the same second would otherwise run
+            # stale bytecode (pyc checks mtime in whole seconds + size); no pyc also keeps
+            # __pycache__ out of the agent's diff.
+            "PYTHONDONTWRITEBYTECODE": "1",
+        }
+
     def exec(
         self,
         cmd: str | list[str],
@@ -104,20 +121,7 @@ class Sandbox(ABC):
         if not host_cwd.is_dir():
             raise ValueError(f"exec: cwd {cwd!r} is not a directory in the workspace")
         rel_cwd = host_cwd.relative_to(self.root).as_posix()
-        full_env = {
-            "PATH": self._default_path(),
-            "HOME": "/tmp",
-            "TMPDIR": "/tmp",
-            "LANG": "C.UTF-8",
-            "LC_ALL": "C.UTF-8",
-            "USER": "agent",
-            "LOGNAME": "agent",
-            "PYTHONUNBUFFERED": "1",
-            # An edit that keeps a file's size within the same second would otherwise run
-            # stale bytecode (pyc checks mtime in whole seconds + size); no pyc also keeps
-            # __pycache__ out of the agent's diff.
-            "PYTHONDONTWRITEBYTECODE": "1",
-        }
+        full_env = self.base_env()
         full_env.update(env or {})
         returncode, out, err, timed_out, wall_s = self._run(argv, full_env, rel_cwd, wall)
         truncated = out.truncated or err.truncated

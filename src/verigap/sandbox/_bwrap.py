@@ -540,6 +540,37 @@ class BwrapSandbox(Sandbox):
             for fd in open_fds:
                 os.close(fd)
 
+    def start(self, argv: list[str], env: Mapping[str, str]) -> subprocess.Popen:
+        """Start ``argv`` in a fresh sandbox (these mounts, namespaces and rlimits; the
+        workspace as cwd) and return at once, its stdin and stdout piped to the caller: a
+        long-lived helper the caller talks to, such as a fork server. ``env`` is added to
+        :meth:`base_env`. No wall-clock limit applies: the caller ends it by closing stdin or
+        killing the returned process (bubblewrap); ``--die-with-parent`` and the PID
+        namespace take every process inside with it."""
+        full_env = {**self.base_env(), **env}
+        ident_args, fds = self._identity_files()
+        bwrap, *opts = self._cached_args(".")
+        opts += [*ident_args, *_SEAL]
+        launcher = launcher_argv(
+            self._python, list(argv), self.limits, full_env, uid=self.uid, visible=_SYSTEM_DIRS
+        )
+        args_r, args_w = os.pipe()
+        os.write(args_w, b"".join(a.encode() + b"\0" for a in opts))
+        os.close(args_w)
+        try:
+            return subprocess.Popen(
+                [bwrap, "--args", str(args_r), "--", *launcher],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                env=full_env,
+                start_new_session=True,
+                pass_fds=(*fds, args_r),
+            )
+        finally:
+            for fd in (*fds, args_r):
+                os.close(fd)
+
     def _probe(self) -> None:
         """Fail early, as SandboxUnavailable, if bubblewrap cannot start here at all.
 

@@ -12,3 +12,4 @@ HARNESS_DIR = Path(__file__).parent
 RUNNER = HARNESS_DIR / "pytest_runner.py"
 EQUIV = HARNESS_DIR / "equiv_runner.py"
 FORWARD = HARNESS_DIR / "_verigap_forward.py"
+WARM = HARNESS_DIR / "warm_server.py"

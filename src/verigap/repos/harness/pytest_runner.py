@@ -469,6 +469,11 @@ def main() -> int:
     with open(sys.argv[1]) as f:
         cfg = json.load(f)
     os.unlink(sys.argv[1])  # the nonce now lives only in this frame, not on disk
+    return run(cfg)
+
+
+def run(cfg: dict) -> int:
+    """One run as the config says (also called in a child of ``warm_server``)."""
     nonce = cfg.pop("nonce", "")
     sys.dont_write_bytecode = True
     sys.path.insert(0, cfg["import_root"])
