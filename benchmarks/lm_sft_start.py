@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     model, tok = load_model(resolve_weights(a.model.split(":", 1)[1]))
     with tempfile.TemporaryDirectory() as tmp:
         _, ev, cpu = vt.sft_start(cfg, model, tok, Path(tmp))
-    fields = ("model", "k", "sft_programs", "sft_epochs", "sft_lr", "lora_r", "eval_programs")
+    fields = ("model", "k", "sft_programs", "sft_epochs", "sft_lr", "sft_batch", "lora_r", "eval_programs")
     record = {
         "config": {k: asdict(cfg)[k] for k in fields},
         "sft_loss": "completion_only",

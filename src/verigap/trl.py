@@ -160,7 +160,10 @@ class LMExperimentConfig:
     k: int = 4
     sft_programs: int = 64
     sft_epochs: int = 1
-    sft_lr: float = 2e-4
+    sft_lr: float = 5e-4
+    sft_batch: int = 2
+    """demonstrations per SFT optimizer step: at a fixed SFT compute, a smaller batch is more
+    steps, and 8 steps were too few for the start to learn where an answer ends"""
     steps: int = 50
     prompts_per_step: int = 1
     group: int = 4
@@ -220,7 +223,7 @@ def sft_trainer(
     args = SFTConfig(
         num_train_epochs=cfg.sft_epochs,
         learning_rate=cfg.sft_lr,
-        per_device_train_batch_size=8,
+        per_device_train_batch_size=cfg.sft_batch,
         completion_only_loss=True,
         max_length=None,  # demonstrations are short by construction; truncation would cut answers
         **_common(out, cfg.seed, cfg.gradient_checkpointing),
@@ -298,6 +301,7 @@ def sft_key(cfg: LMExperimentConfig) -> str:
         "sft_programs",
         "sft_epochs",
         "sft_lr",
+        "sft_batch",
         "lora_r",
         "lora_alpha",
         "lora_targets",

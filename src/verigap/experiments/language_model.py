@@ -26,7 +26,8 @@ class _Strict(BaseModel):
 class _Sft(_Strict):
     programs: int = Field(64, ge=1)
     epochs: int = Field(1, ge=1)
-    lr: float = Field(2e-4, gt=0)
+    lr: float = Field(5e-4, gt=0)
+    batch: int = Field(2, ge=1, description="demonstrations per optimizer step")
 
 
 class _Grpo(_Strict):
@@ -83,6 +84,7 @@ class LMSetting(_Strict):
             sft_programs=s.programs,
             sft_epochs=s.epochs,
             sft_lr=s.lr,
+            sft_batch=s.batch,
             steps=g.steps,
             prompts_per_step=g.prompts_per_step,
             group=g.group,
