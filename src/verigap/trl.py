@@ -171,7 +171,9 @@ class LMExperimentConfig:
     beta: float = 0.04
     """KL penalty against the SFT policy (the LoRA adapter disabled)"""
     lr: float = 1e-4
-    max_completion_length: int = 32
+    max_completion_length: int = 40
+    """tokens per sampled answer: SmolLM2 writes one token per digit, so four answer lines
+    and the end of turn take up to 40"""
     temperature: float = 1.0
     lora_r: int = 16
     lora_alpha: int = 32

@@ -36,7 +36,7 @@ class _Grpo(_Strict):
     group: int = Field(4, ge=2, description="completions per prompt; GRPO needs two to compare")
     beta: float = Field(0.04, ge=0)
     lr: float = Field(1e-4, gt=0)
-    max_completion_length: int = Field(32, ge=1)
+    max_completion_length: int = Field(40, ge=1)
     temperature: float = Field(1.0, gt=0)
 
 
