@@ -110,7 +110,10 @@ def run_language_model(run_dir: Path, config: dict[str, Any], sft_cache: Path) -
 
     fields = {k: v for k, v in config.items() if k != "trainer"}
     fields["lora_targets"] = tuple(fields["lora_targets"])
-    return run_experiment(LMExperimentConfig(**fields), Path(run_dir), sft_cache=sft_cache)
+    result = run_experiment(LMExperimentConfig(**fields), Path(run_dir), sft_cache=sft_cache)
+    if result.get("status") == "partial":  # the executor would store it as the run's result
+        raise RuntimeError(f"{run_dir}: GRPO stopped at step {result['steps_done']}; run it again")
+    return result
 
 
 CURVE_FIELDS = ("step", "reward", "visible_pass", "true_success", "false_success")
