@@ -275,3 +275,16 @@ def test_a_stopped_run_resumes_from_its_checkpoint_to_the_uninterrupted_numbers(
     assert [s["entropy"] for s in lost["trl_log"][2:]] != [
         s["entropy"] for s in whole["trl_log"][2:]
     ]
+
+
+def test_last_checkpoint_skips_one_a_kill_cut_off(tmp_path) -> None:
+    """The newest checkpoint whose trainer state is whole; a half-written or missing state (a
+    session killed while saving) falls back to the one before."""
+    for step, state in ((2, {"global_step": 2}), (3, '{"global_st'), (4, None)):
+        d = tmp_path / f"checkpoint-{step}"
+        d.mkdir()
+        if state is not None:
+            text_ = state if isinstance(state, str) else json.dumps(state)
+            (d / "trainer_state.json").write_text(text_)
+    assert vt.last_checkpoint(tmp_path) == (tmp_path / "checkpoint-2", 2)
+    assert vt.last_checkpoint(tmp_path / "absent") == (None, 0)

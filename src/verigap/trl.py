@@ -445,14 +445,15 @@ def _rewrite_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
 
 def last_checkpoint(grpo_dir: Path) -> tuple[Path | None, int]:
     """(the newest complete GRPO checkpoint in ``grpo_dir``, its step), or (None, 0). A
-    checkpoint counts once its trainer state is written, which the trainer does last."""
+    checkpoint counts once its trainer state is written whole, which the trainer does last."""
     best: tuple[Path | None, int] = (None, 0)
     for d in grpo_dir.glob("checkpoint-*") if grpo_dir.is_dir() else ():
-        state = d / "trainer_state.json"
-        if state.is_file():
-            step = int(json.loads(state.read_text())["global_step"])
-            if step > best[1]:
-                best = (d, step)
+        try:
+            step = int(json.loads((d / "trainer_state.json").read_text())["global_step"])
+        except (OSError, ValueError, KeyError):  # not written yet, or cut off by a kill
+            continue
+        if step > best[1]:
+            best = (d, step)
     return best
 
 
