@@ -6,12 +6,15 @@ LoRA SFT on the careless engineer's demonstrations with the experiment log's SFT
 (``verigap.trl.LMExperimentConfig`` defaults, the registered schedule), then the greedy held-out
 evaluation the log's runs start from: answers parsed, visible pass, true and false success. The
 GRPO stage only has a signal when some sampled answers parse, so this is the first number to
-check after any change to the SFT. Pinned numerics; one seed per call, records kept per seed.
+check after any change to the SFT. The start is stored where the log's runs find it
+(``--sft-cache``), so they do not train it again. Pinned numerics; one seed per call, records
+kept per seed.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 import time
@@ -31,6 +34,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", default="local:smollm2")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=Path("results/llm/lm_sft_start.json"))
+    ap.add_argument(
+        "--sft-cache",
+        type=Path,
+        default=Path("runs/experiments-language-model/_sft"),
+        help="where the experiment log's runs look for their SFT start (shared, not retrained)",
+    )
     a = ap.parse_args(argv)
     if not a.model.startswith("local:"):
         print("error: --model takes a local model spec, e.g. local:smollm2", file=sys.stderr)
@@ -39,8 +48,19 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     model, tok = load_model(resolve_weights(a.model.split(":", 1)[1]))
     with tempfile.TemporaryDirectory() as tmp:
-        _, ev, cpu = vt.sft_start(cfg, model, tok, Path(tmp))
-    fields = ("model", "k", "sft_programs", "sft_epochs", "sft_lr", "lora_r", "eval_programs")
+        _, ev, cpu = vt.sft_start(cfg, model, tok, Path(tmp), a.sft_cache)
+    if cpu == 0.0:  # found in the cache: report what training it cost when it was made
+        cpu = json.loads((a.sft_cache / vt.sft_key(cfg) / "start.json").read_text())["cpu_s"]
+    fields = (
+        "model",
+        "k",
+        "sft_programs",
+        "sft_epochs",
+        "sft_lr",
+        "sft_batch",
+        "lora_r",
+        "eval_programs",
+    )
     record = {
         "config": {k: asdict(cfg)[k] for k in fields},
         "sft_loss": "completion_only",

@@ -204,3 +204,87 @@ def test_same_config_and_seed_give_the_same_run(tmp_path) -> None:
     assert ra["start"] == rb["start"] and ra["final"] == rb["final"]
     # the control: another seed samples other completions, so its entropies differ
     assert [s["entropy"] for s in ra["trl_log"]] != [s["entropy"] for s in rc["trl_log"]]
+
+
+@pytest.mark.slow
+def test_a_stopped_run_resumes_from_its_checkpoint_to_the_uninterrupted_numbers(
+    tmp_path, monkeypatch
+) -> None:
+    """Four GRPO steps in one go, and the same run stopped after two (with a third step half
+    logged, as a session killed mid-step leaves it) then resumed: the same reward log, TRL
+    losses, KL, gradient norms and final evaluation. A random model writes no answer that
+    parses, so the grader here pays a reward that varies per completion and per step's rng:
+    the updates are real, and sampling, audit draws, optimizer and scheduler must all resume."""
+    from dataclasses import replace
+
+    from verigap.agents._tiny import tiny_chat_model
+
+    grade = text.grade_answers
+
+    def varied(programs, answers, scheme, rng):
+        return [
+            replace(v, reward=len(set(a)) / 8 + float(rng.random()))
+            for v, a in zip(grade(programs, answers, scheme, rng), answers, strict=True)
+        ]
+
+    monkeypatch.setattr(text, "grade_answers", varied)
+    cfg = vt.LMExperimentConfig(
+        sft_programs=8,
+        steps=4,
+        prompts_per_step=1,
+        group=2,
+        max_completion_length=8,
+        lora_r=4,
+        lora_alpha=8,
+        eval_programs=2,
+        lr=1e-2,
+        reward={"kind": "audit", "rate": 0.5},
+    )
+
+    def run(name: str, **kw):
+        model, tok = tiny_chat_model(seed=4)  # a new session loads the model afresh
+        return vt.run_experiment(cfg, tmp_path / name, model=model, tokenizer=tok, **kw)
+
+    whole = run("whole")
+    part = run("stopped", stop_after=2)
+    stopped = tmp_path / "stopped"
+    assert part["status"] == "partial" and part["steps_done"] == 2
+    assert not (stopped / "result.json").exists()
+    assert vt.last_checkpoint(stopped / "grpo")[1] == 2
+    with (stopped / "metrics.jsonl").open("a") as f:  # step 3 graded, then the session ended
+        f.write(json.dumps({"step": 3, "reward": -1.0}) + "\n")
+    resumed = run("stopped")
+    assert (stopped / "metrics.jsonl").read_text() == (tmp_path / "whole/metrics.jsonl").read_text()
+    keys = ("loss", "kl", "reward", "reward_std", "grad_norm", "entropy", "learning_rate")
+    assert [{k: s.get(k) for k in keys} for s in resumed["trl_log"]] == [
+        {k: s.get(k) for k in keys} for s in whole["trl_log"]
+    ]
+    assert resumed["curve"] == whole["curve"] and len(whole["curve"]) == 4
+    assert resumed["final"] == whole["final"] and resumed["start"] == whole["start"]
+    steps = [json.loads(x)["step"] for x in (stopped / "progress.jsonl").read_text().splitlines()]
+    assert steps == [1, 2, 3, 4] and resumed["grpo_cpu_s"] > 0
+    # the controls: the policy did move (else equal logs prove nothing), and a resume that
+    # cannot restore the sampling RNG's state is not the uninterrupted run
+    assert any(s["grad_norm"] > 0 for s in whole["trl_log"])
+    assert len({s["kl"] for s in whole["trl_log"]}) > 1
+    assert run("lost_rng", stop_after=2)["status"] == "partial"
+    ckpt, _ = vt.last_checkpoint(tmp_path / "lost_rng/grpo")
+    (ckpt / "rng_state.pth").unlink()
+    lost = run("lost_rng")
+    assert lost["curve"][:2] == whole["curve"][:2]
+    assert [s["entropy"] for s in lost["trl_log"][2:]] != [
+        s["entropy"] for s in whole["trl_log"][2:]
+    ]
+
+
+def test_last_checkpoint_skips_one_a_kill_cut_off(tmp_path) -> None:
+    """The newest checkpoint whose trainer state is whole; a half-written or missing state (a
+    session killed while saving) falls back to the one before."""
+    for step, state in ((2, {"global_step": 2}), (3, '{"global_st'), (4, None)):
+        d = tmp_path / f"checkpoint-{step}"
+        d.mkdir()
+        if state is not None:
+            text_ = state if isinstance(state, str) else json.dumps(state)
+            (d / "trainer_state.json").write_text(text_)
+    assert vt.last_checkpoint(tmp_path) == (tmp_path / "checkpoint-2", 2)
+    assert vt.last_checkpoint(tmp_path / "absent") == (None, 0)

@@ -50,25 +50,38 @@ def _completion_text(c: Any) -> str:
 
 
 class SchemeReward:
-    """A reward scheme as a TRL reward function. Audits draw from an rng seeded once, in
-    completion order, so the same run pays the same rewards. Every graded batch is appended to
-    ``log`` (and to ``log_path`` as JSON lines when given)."""
+    """A reward scheme as a TRL reward function. Audits draw from an rng seeded per graded
+    batch (the run's seed and the batch's step), so the same run pays the same rewards, and a
+    run resumed from a checkpoint pays what the uninterrupted run paid. Every graded batch is
+    appended to ``log`` (and to ``log_path`` as JSON lines when given); ``log`` starts from
+    ``prior``, the records of the steps a resumed run has already taken."""
 
-    def __init__(self, scheme: RewardScheme, *, seed: int = 0, log_path: Path | None = None):
+    def __init__(
+        self,
+        scheme: RewardScheme,
+        *,
+        seed: int = 0,
+        log_path: Path | None = None,
+        prior: list[dict[str, Any]] | None = None,
+    ):
         self.scheme = scheme
         self.__name__ = scheme.label
-        self.rng = np.random.default_rng([seed, 0x7E1])
-        self.log: list[dict[str, Any]] = []
+        self.seed = seed
+        self.log: list[dict[str, Any]] = list(prior or [])
         self.log_path = log_path
 
     def __call__(
         self, prompts: list[Any], completions: list[Any], program: list[dict[str, Any]], **_: Any
     ) -> list[float]:
+        step = len(self.log) + 1
         verdicts = text.grade_answers(
-            text.stack(program), [_completion_text(c) for c in completions], self.scheme, self.rng
+            text.stack(program),
+            [_completion_text(c) for c in completions],
+            self.scheme,
+            np.random.default_rng([self.seed, 0x7E1, step]),
         )
         rec = {
-            "step": len(self.log) + 1,
+            "step": step,
             "n": len(verdicts),
             "reward": float(np.mean([v.reward for v in verdicts])),
             **{name: float(np.mean([_truth(v, name) for v in verdicts])) for name in TRUTH},
@@ -116,12 +129,19 @@ class TruthMetric:
 
 
 def reward_functions(
-    scheme: RewardScheme, *, seed: int = 0, log_path: Path | None = None
+    scheme: RewardScheme,
+    *,
+    seed: int = 0,
+    log_path: Path | None = None,
+    prior: list[dict[str, Any]] | None = None,
 ) -> tuple[list[Any], list[float]]:
     """(reward functions, reward weights) for ``GRPOTrainer``: the scheme pays, the truth is
     logged at weight 0."""
     return (
-        [SchemeReward(scheme, seed=seed, log_path=log_path), *(TruthMetric(n) for n in TRUTH)],
+        [
+            SchemeReward(scheme, seed=seed, log_path=log_path, prior=prior),
+            *(TruthMetric(n) for n in TRUTH),
+        ],
         [1.0] + [0.0] * len(TRUTH),
     )
 
@@ -160,7 +180,10 @@ class LMExperimentConfig:
     k: int = 4
     sft_programs: int = 64
     sft_epochs: int = 1
-    sft_lr: float = 2e-4
+    sft_lr: float = 5e-4
+    sft_batch: int = 2
+    """demonstrations per SFT optimizer step: at a fixed SFT compute, a smaller batch is more
+    steps, and 8 steps were too few for the start to learn where an answer ends"""
     steps: int = 50
     prompts_per_step: int = 1
     group: int = 4
@@ -168,7 +191,9 @@ class LMExperimentConfig:
     beta: float = 0.04
     """KL penalty against the SFT policy (the LoRA adapter disabled)"""
     lr: float = 1e-4
-    max_completion_length: int = 32
+    max_completion_length: int = 40
+    """tokens per sampled answer: SmolLM2 writes one token per digit, so four answer lines
+    and the end of turn take up to 40"""
     temperature: float = 1.0
     lora_r: int = 16
     lora_alpha: int = 32
@@ -220,7 +245,7 @@ def sft_trainer(
     args = SFTConfig(
         num_train_epochs=cfg.sft_epochs,
         learning_rate=cfg.sft_lr,
-        per_device_train_batch_size=8,
+        per_device_train_batch_size=cfg.sft_batch,
         completion_only_loss=True,
         max_length=None,  # demonstrations are short by construction; truncation would cut answers
         **_common(out, cfg.seed, cfg.gradient_checkpointing),
@@ -241,14 +266,24 @@ def grpo_trainer(
     out: Path,
     peft: bool = True,
     log_path: Path | None = None,
+    prior: list[dict[str, Any]] | None = None,
+    save_every: int = 0,
 ) -> Any:
     """TRL's ``GRPOTrainer``: ``prompts_per_step`` prompts x ``group`` completions per step,
     KL ``beta`` against the reference (the adapter disabled), rewards from the config's scheme,
-    the truth logged beside them."""
+    the truth logged beside them. With ``save_every`` > 0 it keeps one checkpoint in ``out``
+    (adapter, optimizer, scheduler, RNG states, trainer state), rewritten every ``save_every``
+    steps, that ``train(resume_from_checkpoint=...)`` continues from; ``prior`` is the reward
+    log of the steps taken before it."""
     from trl import GRPOConfig, GRPOTrainer
 
-    funcs, weights = reward_functions(cfg.scheme(), seed=cfg.seed, log_path=log_path)
+    funcs, weights = reward_functions(cfg.scheme(), seed=cfg.seed, log_path=log_path, prior=prior)
     batch = cfg.prompts_per_step * cfg.group
+    saving = (
+        {"save_strategy": "steps", "save_steps": save_every, "save_total_limit": 1}
+        if save_every > 0
+        else {}
+    )
     args = GRPOConfig(
         max_steps=cfg.steps,
         learning_rate=cfg.lr,
@@ -259,7 +294,7 @@ def grpo_trainer(
         max_completion_length=cfg.max_completion_length,
         temperature=cfg.temperature,
         reward_weights=weights,
-        **_common(out, cfg.seed, cfg.gradient_checkpointing),
+        **{**_common(out, cfg.seed, cfg.gradient_checkpointing), **saving},
     )
     data = prompt_dataset(max(cfg.steps * cfg.prompts_per_step, 8), cfg.k, seed=cfg.seed)
     return GRPOTrainer(
@@ -298,6 +333,7 @@ def sft_key(cfg: LMExperimentConfig) -> str:
         "sft_programs",
         "sft_epochs",
         "sft_lr",
+        "sft_batch",
         "lora_r",
         "lora_alpha",
         "lora_targets",
@@ -356,6 +392,71 @@ def _sft_start(
     return merged, ev, cpu
 
 
+class _Progress:
+    """A trainer callback: after every GRPO step, the CPU and wall seconds the GRPO stage has
+    spent so far (over every session of a resumed run), one JSON line per step, and an optional
+    stop after ``stop_after`` steps, as a session's end stops a run."""
+
+    def __init__(self, path: Path, cpu0: float, wall0: float, stop_after: int | None) -> None:
+        self.path, self.stop_after = path, stop_after
+        self.cpu0, self.wall0 = cpu0, wall0
+        self.c, self.t = time.process_time(), time.perf_counter()
+
+    def totals(self) -> tuple[float, float]:
+        return (
+            self.cpu0 + time.process_time() - self.c,
+            self.wall0 + time.perf_counter() - self.t,
+        )
+
+    def callback(self) -> Any:
+        from transformers import TrainerCallback
+
+        progress = self
+
+        class Cb(TrainerCallback):
+            def on_step_end(self, args: Any, state: Any, control: Any, **_: Any) -> Any:
+                cpu, wall = progress.totals()
+                with progress.path.open("a") as f:
+                    rec = {
+                        "step": state.global_step,
+                        "cpu_s": round(cpu, 2),
+                        "wall_s": round(wall, 2),
+                    }
+                    f.write(json.dumps(rec) + "\n")
+                if progress.stop_after is not None and state.global_step >= progress.stop_after:
+                    control.should_training_stop = True
+                    control.should_save = True
+                return control
+
+        return Cb()
+
+
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _rewrite_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    tmp.replace(path)
+
+
+def last_checkpoint(grpo_dir: Path) -> tuple[Path | None, int]:
+    """(the newest complete GRPO checkpoint in ``grpo_dir``, its step), or (None, 0). A
+    checkpoint counts once its trainer state is written whole, which the trainer does last."""
+    best: tuple[Path | None, int] = (None, 0)
+    for d in grpo_dir.glob("checkpoint-*") if grpo_dir.is_dir() else ():
+        try:
+            step = int(json.loads((d / "trainer_state.json").read_text())["global_step"])
+        except (OSError, ValueError, KeyError):  # not written yet, or cut off by a kill
+            continue
+        if step > best[1]:
+            best = (d, step)
+    return best
+
+
 def run_experiment(
     cfg: LMExperimentConfig,
     run_dir: Path,
@@ -363,14 +464,19 @@ def run_experiment(
     model: Any = None,
     tokenizer: Any = None,
     sft_cache: Path | None = None,
+    save_every: int = 1,
+    stop_after: int | None = None,
 ) -> dict[str, Any]:
     """SFT then GRPO into ``run_dir``; a run whose ``result.json`` exists is skipped (resume).
     ``model``/``tokenizer`` override ``cfg.model`` (tests pass a tiny random model).
 
     ``metrics.jsonl`` gets one record per GRPO step as it is graded (the training batch's
     reward, visible pass, true and false success), so a run stopped early keeps its curve. The
-    result has the experiment log's shape: ``start`` and ``final`` (greedy held-out rates),
-    ``config``, ``curve`` and the CPU seconds of each stage."""
+    GRPO stage keeps a checkpoint in ``run_dir/grpo`` every ``save_every`` steps; a run that
+    stopped (a session's end, or ``stop_after`` steps) continues from it on the next call with
+    the numbers the uninterrupted run would have had, and returns ``{"status": "partial", ...}``
+    until it finishes. The result has the experiment log's shape: ``start`` and ``final``
+    (greedy held-out rates), ``config``, ``curve`` and the CPU seconds of each stage."""
     import torch
 
     done = run_dir / "result.json"
@@ -385,15 +491,26 @@ def run_experiment(
 
         model, tokenizer = load_model(resolve_weights(cfg.model.partition(":")[2]))
     model, start, sft_cpu = sft_start(cfg, model, tokenizer, run_dir / "sft", sft_cache)
-    log = run_dir / "metrics.jsonl"
-    log.unlink(missing_ok=True)
+    log, progress = run_dir / "metrics.jsonl", run_dir / "progress.jsonl"
+    ckpt, done_steps = last_checkpoint(run_dir / "grpo")
+    # what a stopped session logged past its checkpoint is taken again, identically
+    prior = [r for r in _jsonl(log) if r["step"] <= done_steps]
+    spent = [r for r in _jsonl(progress) if r["step"] <= done_steps]
+    _rewrite_jsonl(log, prior)
+    _rewrite_jsonl(progress, spent)
     torch.manual_seed(cfg.seed)
-    grpo = grpo_trainer(model, tokenizer, cfg, run_dir / "grpo", log_path=log)
-    t1, c1 = time.perf_counter(), time.process_time()
-    grpo.train()
-    t_grpo, c_grpo = time.perf_counter() - t1, time.process_time() - c1
+    grpo = grpo_trainer(
+        model, tokenizer, cfg, run_dir / "grpo", log_path=log, prior=prior, save_every=save_every
+    )
+    before = spent[-1] if spent else {"cpu_s": 0.0, "wall_s": 0.0}
+    meter = _Progress(progress, before["cpu_s"], before["wall_s"], stop_after)
+    grpo.add_callback(meter.callback())
+    grpo.train(resume_from_checkpoint=str(ckpt) if ckpt else None)
+    c_grpo, t_grpo = meter.totals()
+    if grpo.state.global_step < cfg.steps:
+        return {"status": "partial", "steps_done": grpo.state.global_step, "start": start}
     final = evaluate(grpo.model, tokenizer, cfg.eval_programs, cfg.k)
-    curve = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    curve = _jsonl(log)
     result = {
         "config": json.loads(json.dumps(asdict(cfg))),
         "start": start,
@@ -403,7 +520,7 @@ def run_experiment(
         "grpo_wall_s": round(t_grpo, 1),
         "grpo_cpu_s": round(c_grpo, 1),
         "cpu_s_per_grpo_step": round(c_grpo / max(1, cfg.steps), 2),
-        "cpu_s": round(time.process_time() - c0, 1),
+        "cpu_s": round(time.process_time() - c0 + before["cpu_s"], 1),
         "trl_log": [r for r in grpo.state.log_history if "loss" in r],
     }
     write_json_atomic(done, result)

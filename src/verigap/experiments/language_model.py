@@ -26,7 +26,8 @@ class _Strict(BaseModel):
 class _Sft(_Strict):
     programs: int = Field(64, ge=1)
     epochs: int = Field(1, ge=1)
-    lr: float = Field(2e-4, gt=0)
+    lr: float = Field(5e-4, gt=0)
+    batch: int = Field(2, ge=1, description="demonstrations per optimizer step")
 
 
 class _Grpo(_Strict):
@@ -35,7 +36,7 @@ class _Grpo(_Strict):
     group: int = Field(4, ge=2, description="completions per prompt; GRPO needs two to compare")
     beta: float = Field(0.04, ge=0)
     lr: float = Field(1e-4, gt=0)
-    max_completion_length: int = Field(32, ge=1)
+    max_completion_length: int = Field(40, ge=1)
     temperature: float = Field(1.0, gt=0)
 
 
@@ -83,6 +84,7 @@ class LMSetting(_Strict):
             sft_programs=s.programs,
             sft_epochs=s.epochs,
             sft_lr=s.lr,
+            sft_batch=s.batch,
             steps=g.steps,
             prompts_per_step=g.prompts_per_step,
             group=g.group,
@@ -108,7 +110,10 @@ def run_language_model(run_dir: Path, config: dict[str, Any], sft_cache: Path) -
 
     fields = {k: v for k, v in config.items() if k != "trainer"}
     fields["lora_targets"] = tuple(fields["lora_targets"])
-    return run_experiment(LMExperimentConfig(**fields), Path(run_dir), sft_cache=sft_cache)
+    result = run_experiment(LMExperimentConfig(**fields), Path(run_dir), sft_cache=sft_cache)
+    if result.get("status") == "partial":  # the executor would store it as the run's result
+        raise RuntimeError(f"{run_dir}: GRPO stopped at step {result['steps_done']}; run it again")
+    return result
 
 
 CURVE_FIELDS = ("step", "reward", "visible_pass", "true_success", "false_success")
