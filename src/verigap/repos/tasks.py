@@ -1073,6 +1073,10 @@ def build_task(
     if split is None:
         return None, "no visible/hidden split"
     visible, hidden = split
+    try:  # depends on the split alone: checked before any suite runs
+        vfiles, removed = _visible_layout(p, visible)
+    except SharedHiddenBody:
+        return None, "a hidden test's body is shared with a visible test"
     with tempfile.TemporaryDirectory(prefix="vg-task-") as tmp:
         full = Path(tmp) / "full"
         texts = mutant_tree(p, [s.mutation for s in sites], full)
@@ -1129,10 +1133,6 @@ def build_task(
         def discrimination(f: str) -> str:
             return "in_process" if f in in_process else "comparison" if told.get(f) else "forwarded"
 
-        try:
-            vfiles, removed = _visible_layout(p, visible)
-        except SharedHiddenBody:
-            return None, "a hidden test's body is shared with a visible test"
         src_texts = {s.file: (p.tree / s.file).read_text() for s in sites}
         name = _slug(p.spec)
         digest = hashlib.sha256(
