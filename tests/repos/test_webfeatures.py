@@ -73,9 +73,10 @@ def test_the_ticket_lists_only_imported_names_the_base_lacks(tmp_path: Path) -> 
     (tmp_path / "app").mkdir()
     (tmp_path / "app" / "__init__.py").write_text("from flask import Flask\ndb = object()\n")
     (tmp_path / "app" / "models.py").write_text("class Todo:\n    pass\n")
+    (tmp_path / "app" / "tz.py").write_text("")
     hidden = {
         "tests/conftest.py": "from app import create_app, db\nfrom app.models import (\n"
-        "    Category,\n    Todo,\n)\nfrom app.models import User\n"
+        "    Category,\n    Todo,\n)\nfrom app.models import User\nfrom app import tz\n"
     }
     names = build.new_names(hidden, tmp_path)
     assert names == ["app.create_app", "app.models.Category", "app.models.User"]

@@ -323,7 +323,8 @@ def new_names(hidden_files: dict[str, str], base: Path) -> list[str]:
                     source,
                     re.M,
                 )
-                if not defined:
+                submodule = (base / rel / f"{name}.py").is_file() or (base / rel / name).is_dir()
+                if not defined and not submodule:
                     out.add(f"{module}.{name}")
     return sorted(out)
 
