@@ -57,25 +57,34 @@ def test_an_unknown_project_is_refused_naming_the_known_ones() -> None:
 def test_the_interface_notes_list_the_requests_the_chosen_tests_make() -> None:
     text = textwrap.dedent(
         """
+        def _save(client):
+            return client.post("/prefs", data={"theme": "dark"})
+
         def test_one(client):
             client.post("/edit/1", data={"title": "x", "category_id": "2"})
             client.get(f"/items/{item_id}?when=today")
+            _save(client)
 
         def test_other(client):
             client.post("/secret")
         """
     )
     notes = build.interface({"tests/test_a.py": text}, ["tests/test_a.py::test_one"])
-    assert notes == ["- GET /items/<id>", "- POST /edit/1 (form fields: category_id, title)"]
+    assert notes == [
+        "- GET /items/<id>",
+        "- POST /edit/1 (form fields: category_id, title)",
+        "- POST /prefs (form fields: theme)",  # made by a helper the test calls
+    ]
 
 
 def test_the_ticket_lists_only_imported_names_the_base_lacks(tmp_path: Path) -> None:
     (tmp_path / "app").mkdir()
     (tmp_path / "app" / "__init__.py").write_text("from flask import Flask\ndb = object()\n")
     (tmp_path / "app" / "models.py").write_text("class Todo:\n    pass\n")
+    (tmp_path / "app" / "tz.py").write_text("")
     hidden = {
         "tests/conftest.py": "from app import create_app, db\nfrom app.models import (\n"
-        "    Category,\n    Todo,\n)\nfrom app.models import User\n"
+        "    Category,\n    Todo,\n)\nfrom app.models import User\nfrom app import tz\n"
     }
     names = build.new_names(hidden, tmp_path)
     assert names == ["app.create_app", "app.models.Category", "app.models.User"]

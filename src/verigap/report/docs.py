@@ -139,6 +139,7 @@ NO_HAND_NUMBERS = (
     "docs/speed.md",
     "docs/trajectories.md",
     "docs/transformer.md",
+    "docs/web_features.md",
     "docs/workplace.md",
 )
 

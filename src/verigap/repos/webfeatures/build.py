@@ -323,7 +323,8 @@ def new_names(hidden_files: dict[str, str], base: Path) -> list[str]:
                     source,
                     re.M,
                 )
-                if not defined:
+                submodule = (base / rel / f"{name}.py").is_file() or (base / rel / name).is_dir()
+                if not defined and not submodule:
                     out.add(f"{module}.{name}")
     return sorted(out)
 
@@ -347,16 +348,24 @@ def interface(hidden_files: dict[str, str], tests: Iterable[str]) -> list[str]:
             tree = ast.parse(text)
         except SyntaxError:
             continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.FunctionDef) and node.name in names:
-                src = ast.get_source_segment(text, node) or ""
-                for m in _ROUTE_CALL.finditer(src):
-                    lines.setdefault(f"{m.group(1).upper()} {_url(m.group(2))}", set())
-                for m in _FORM_KEYS.finditer(src):
-                    keys = set(_KEY.findall(m.group(1)))
-                    for call in _ROUTE_CALL.finditer(src[: m.start()][-200:]):
-                        req = f"{call.group(1).upper()} {_url(call.group(2))}"
-                        lines.setdefault(req, set()).update(keys)
+        helpers = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+        chosen = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name in names]
+        # the module's helpers a chosen test calls make requests on its behalf
+        called = {
+            c.func.id
+            for n in chosen
+            for c in ast.walk(n)
+            if isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id in helpers
+        }
+        for node in [*chosen, *(helpers[h] for h in sorted(called))]:
+            src = ast.get_source_segment(text, node) or ""
+            for m in _ROUTE_CALL.finditer(src):
+                lines.setdefault(f"{m.group(1).upper()} {_url(m.group(2))}", set())
+            for m in _FORM_KEYS.finditer(src):
+                keys = set(_KEY.findall(m.group(1)))
+                for call in _ROUTE_CALL.finditer(src[: m.start()][-200:]):
+                    req = f"{call.group(1).upper()} {_url(call.group(2))}"
+                    lines.setdefault(req, set()).update(keys)
     out = []
     for req in sorted(lines):
         fields = sorted(lines[req])
