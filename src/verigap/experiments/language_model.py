@@ -116,9 +116,10 @@ def run_language_model(run_dir: Path, config: dict[str, Any], sft_cache: Path) -
     return result
 
 
-CURVE_FIELDS = ("step", "reward", "visible_pass", "true_success", "false_success")
+CURVE_FIELDS = ("step", "reward", "visible_pass", "true_success", "false_success", "answer_parsed")
 """Per training step (the language model: the step's sampled completions; the MLP: its
-monitoring evaluations): what was paid and the truth beside it."""
+monitoring evaluations): what was paid and the truth beside it; for the language model also how
+many sampled answers parsed, since an answer that does not parse is paid as a failed build."""
 
 
 def _read_curve(run_dir: Path) -> list[dict[str, Any]]:
