@@ -104,7 +104,7 @@ def cmd_features(args: argparse.Namespace) -> None:
         )
         dest = FEATURE_DATA / project
         dest.mkdir(parents=True, exist_ok=True)
-        for t in load_tasks(d):
+        for t in load_tasks(d) if stats["tasks"] else []:
             if t.task_id in seen:
                 sys.exit(f"error: {t.task_id} was kept by two walks; give them disjoint ranges")
             seen.add(t.task_id)
