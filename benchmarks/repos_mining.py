@@ -79,7 +79,7 @@ def cmd_features(args: argparse.Namespace) -> None:
     from verigap.runs import read_json
 
     work = Path(args.work)
-    walks, rows, seen = [], [], set()
+    walks, rows, seen, duplicates = [], [], set(), []
     for name in args.walks.split(","):
         d = work / "tasks" / name
         stats = read_json(d / "index.json")
@@ -104,9 +104,10 @@ def cmd_features(args: argparse.Namespace) -> None:
         )
         dest = FEATURE_DATA / project
         dest.mkdir(parents=True, exist_ok=True)
-        for t in load_tasks(d):
-            if t.task_id in seen:
-                sys.exit(f"error: {t.task_id} was kept by two walks; give them disjoint ranges")
+        for t in load_tasks(d) if stats["tasks"] else []:
+            if t.task_id in seen:  # overlapping walks: the same commit, the same task
+                duplicates.append(t.task_id)
+                continue
             seen.add(t.task_id)
             shutil.copyfile(d / f"{t.task_id}.json", dest / f"{t.task_id}.json")
             verdicts = json.loads(t.origin["verdicts"])
@@ -135,6 +136,7 @@ def cmd_features(args: argparse.Namespace) -> None:
         "walks": walks,
         "tasks": rows,
         "kept": kept,
+        "kept_by_two_walks": duplicates,
         "projects_with_tasks": len({r["project"] for r in rows}),
         "per_project": {
             p: sum(r["project"] == p for r in rows) for p in sorted({r["project"] for r in rows})

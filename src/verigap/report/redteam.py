@@ -218,6 +218,49 @@ def impossible_table(data: dict[str, Any]) -> str:
     return impossible_markdown(data)
 
 
+@view("feature_walks")
+def feature_walks_table(data: dict[str, Any]) -> str:
+    """Feature-task walks: where each started, what it screened, tried and kept, and why the
+    rest was rejected, then the kept tasks (``results/repos/feature_tasks.json``, written by
+    ``benchmarks/repos_mining.py features``)."""
+    lines = [
+        "| walk | project | from | commits walked | candidates | tried | kept | s per candidate "
+        "tried | rejections after screening |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    screened = {
+        "root commit",
+        "merge commit",
+        "changes neither source nor tests",
+        "no source change",
+        "no test change",
+        "adds or removes a source file",
+    }
+    for w in data["walks"]:
+        ranked = sorted(
+            ((why, n) for why, n in w["rejected"].items() if why not in screened),
+            key=lambda kv: (-kv[1], kv[0]),
+        )
+        why = "; ".join(f"{r} ×{n}" for r, n in ranked) or "none"
+        lines.append(
+            f"| {w['walk']} | {w['project']} | {w['rev_range'][:10]} | {w['walked']} | "
+            f"{w['candidates']} | {w['tried']} | {w['kept']} | "
+            f"{w['seconds_per_candidate_tried']} | {why} |"
+        )
+    lines += [
+        "",
+        "| task | subject | sites | visible tests | hidden tests |",
+        "|---|---|---|---|---|",
+    ]
+    for t in data["tasks"]:
+        subject = t["subject"].replace("|", "/")
+        lines.append(
+            f"| {t['task_id']} | {subject[:70]} | {t['sites']} | {t['visible_tests']} | "
+            f"{t['hidden_tests']} |"
+        )
+    return "\n".join(lines)
+
+
 @view("mining")
 def mining_table(data: dict[str, Any]) -> str:
     """Mined-task yield per project, the baselines under v1 and v2, and the battery's verdict
