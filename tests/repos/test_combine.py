@@ -8,7 +8,15 @@ import itertools
 import pytest
 
 from verigap.errors import ConfigError
-from verigap.repos.combine import Pool, elementary, held_out_units, k_values, visible_count
+from verigap.repos.combine import (
+    NO_GROUPS,
+    BodyGroups,
+    Pool,
+    elementary,
+    held_out_units,
+    k_values,
+    visible_count,
+)
 from verigap.repos.tasks import split_tests
 from verigap.repos.validate import ValidMutation
 
@@ -20,11 +28,13 @@ def vm(fn: str, idx: int, fails: list[str]) -> ValidMutation:
 
 
 class FakePrepared:
-    """What split_tests reads: the passing tests and the reach map."""
+    """What split_tests reads: the passing tests, the reach map, and the shared-body groups
+    (given here; on a prepared project they come from its test classes)."""
 
-    def __init__(self, reach: dict[str, list[str]]) -> None:
+    def __init__(self, reach: dict[str, list[str]], groups: BodyGroups = NO_GROUPS) -> None:
         self.reach = reach
         self.passing = sorted({t for ts in reach.values() for t in ts})
+        self.groups = groups
 
 
 def brute_force(pool: Pool, p: FakePrepared, k: int) -> int:
@@ -41,7 +51,7 @@ def brute_force(pool: Pool, p: FakePrepared, k: int) -> int:
             continue  # a set per role, not an order
         if any(not pool.hidden_capable(i) for i in hid):
             continue
-        total += split_tests(p, sites, n_vis) is not None
+        total += split_tests(p, sites, n_vis, p.groups) is not None
     return total
 
 
@@ -92,7 +102,7 @@ def test_every_combination_yielded_splits_and_is_new(k):
     for combo in got:
         n_vis = k // 2
         assert len({s.function for s in combo}) == k
-        assert split_tests(p, combo, n_vis) is not None
+        assert split_tests(p, combo, n_vis, p.groups) is not None
         keys.add(
             (frozenset(s.sha256 for s in combo[:n_vis]), frozenset(s.sha256 for s in combo[n_vis:]))
         )
@@ -154,7 +164,7 @@ def test_single_site_tasks_split_their_own_tests_and_are_counted_exactly(min_hid
     # broken test and at least min_hidden broken hidden tests
     ok = []
     for s in SITES:
-        split = split_tests(p, [s], 1)
+        split = split_tests(p, [s], 1, p.groups)
         if split and len(set(s.fail_to_pass) & set(split[1])) >= min_hidden:
             ok.append(s.sha256)
     assert pool.upper_bound(1) == (len(ok), False)
@@ -163,7 +173,69 @@ def test_single_site_tasks_split_their_own_tests_and_are_counted_exactly(min_hid
     if min_hidden == 1:
         assert ok  # the control: some site can make a task alone
         for c in got:
-            vis, hid = split_tests(p, c, 1)
+            vis, hid = split_tests(p, c, 1, p.groups)
             assert set(c[0].fail_to_pass) & set(vis) and set(c[0].fail_to_pass) & set(hid)
     # h's only site breaks one unit: it can never be alone (nothing to hold out)
     assert all(c[0].function != "pkg/m.py::h" for c in got)
+
+
+# TA and TB inherit test_x from one mixin: one body, so both copies are hidden or visible together
+REACH_SHARED = {
+    "pkg/m.py::f": ["t.py::TA::test_x", "t.py::TA::test_y"],
+    "pkg/m.py::g": ["t.py::TB::test_x", "t.py::t_g"],
+    "pkg/m.py::h": ["t.py::TB::test_x"],
+    "pkg/m.py::e": ["t.py::t_e[1]", "t.py::t_e[2]"],
+}
+SITES_SHARED = [
+    vm("f", 0, ["t.py::TA::test_x", "t.py::TA::test_y"]),
+    vm("g", 0, ["t.py::TB::test_x", "t.py::t_g"]),
+    vm("h", 0, ["t.py::TB::test_x"]),  # breaks only TB's copy of the shared body
+    vm("e", 0, ["t.py::t_e[1]", "t.py::t_e[2]"]),
+]
+SHARED = BodyGroups(
+    of={"t.py::TA::test_x": "t.py::TA::test_x", "t.py::TB::test_x": "t.py::TA::test_x"}
+)
+
+
+def splits_a_group(groups: BodyGroups, visible: list[str], hidden: list[str]) -> bool:
+    return bool({groups.key(t) for t in visible} & {groups.key(t) for t in hidden})
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_tests_sharing_a_body_are_hidden_or_visible_together(k):
+    p = FakePrepared(REACH_SHARED, SHARED)
+    pool = Pool(SITES_SHARED, REACH_SHARED, min_hidden=1, groups=SHARED)
+    assert pool.upper_bound(k)[0] == (
+        brute_force(pool, p, k)
+        if k > 1
+        else sum(split_tests(p, [s], 1, SHARED) is not None for s in SITES_SHARED)
+    )
+    got = list(pool.combinations(k, seed=0))
+    assert got
+    for combo in got:
+        split = split_tests(p, combo, visible_count(k), SHARED)
+        assert split is not None
+        assert not splits_a_group(SHARED, *split)
+
+
+def test_without_grouping_the_search_splits_a_shared_body():
+    # the control: the same pool searched unit by unit yields a combination (h visible, f
+    # hidden) whose cut hides TA's copy of test_x while TB's stays visible
+    p = FakePrepared(REACH_SHARED)
+    pool = Pool(SITES_SHARED, REACH_SHARED, min_hidden=1)
+    split = [split_tests(p, c, 1, NO_GROUPS) for c in pool.combinations(2, seed=0)]
+    assert any(s and splits_a_group(SHARED, *s) for s in split)
+    grouped = Pool(SITES_SHARED, REACH_SHARED, min_hidden=1, groups=SHARED)
+    assert grouped.upper_bound(2)[0] < pool.upper_bound(2)[0]
+
+
+def test_a_group_with_a_test_that_never_passes_is_never_visible():
+    pinned = BodyGroups(of=SHARED.of, pinned=frozenset({"t.py::TA::test_x"}))
+    p = FakePrepared(REACH_SHARED, pinned)
+    pool = Pool(SITES_SHARED, REACH_SHARED, min_hidden=1, groups=pinned)
+    for k in (1, 2):
+        for combo in pool.combinations(k, seed=0):
+            vis, _ = split_tests(p, combo, visible_count(k), pinned)
+            assert "t.py::TB::test_x" not in vis and "t.py::TA::test_x" not in vis
+    # h breaks only the pinned group: it can never be a visible site
+    assert all(c[0].function != "pkg/m.py::h" for c in pool.combinations(2, seed=0))

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from verigap.cli import app
 from verigap.errors import ConfigError
 from verigap.repos import mutate
+from verigap.repos.combine import NO_GROUPS, Pool
 from verigap.repos.graders import v1
 from verigap.repos.prepare import prepare
 from verigap.repos.pytest_run import run_equiv, split_addopts
@@ -27,8 +28,10 @@ from verigap.repos.tasks import (
     collect_inputs,
     drop_units,
     module_name,
+    shared_bodies,
+    split_tests,
 )
-from verigap.repos.validate import crash_type, error_types, validate_one
+from verigap.repos.validate import ValidMutation, crash_type, error_types, validate_one
 
 
 def write(root: Path, files: dict[str, str]) -> Path:
@@ -325,6 +328,78 @@ def test_inherited_hidden_tests_are_cut_where_they_are_defined(repo_cache, tmp_p
         _visible_layout(
             p, ["tests/test_a.py::TestA::test_add", "tests/test_b.py::TestB::test_clamp_high"]
         )
+
+
+SHARED_BODY_PROJECT = {
+    **PKG,
+    "tests/__init__.py": "",
+    "tests/mixins.py": """
+        class BoundMixin:
+            def test_high(self):
+                assert self.bound(9, 0, 3) == 3
+
+            def test_low(self):
+                assert self.bound(-1, 0, 3) == 0
+        """,
+    "tests/test_a.py": """
+        from calc.ops import add, clamp
+        from tests.mixins import BoundMixin
+
+        class TestA(BoundMixin):
+            bound = staticmethod(clamp)
+
+            def test_add(self):
+                assert add(1, 2) == 3
+        """,
+    "tests/test_b.py": """
+        from tests.mixins import BoundMixin
+
+        class TestB(BoundMixin):
+            @staticmethod
+            def bound(x, lo, hi):
+                return min(max(x, lo), hi)
+        """,
+}
+
+
+def test_tests_sharing_a_body_are_split_together(repo_cache, tmp_path, backend):
+    """clamp is reached only through TestA's copies of the mixin's tests; hiding them must hide
+    TestB's copies too (one body), or the workspace cannot be cut."""
+    p = prep(write(tmp_path / "proj", SHARED_BODY_PROJECT), backend)
+    groups = shared_bodies(p)
+    a, b = "tests/test_a.py::TestA::test_high", "tests/test_b.py::TestB::test_high"
+    assert groups.key(a) == groups.key(b) and groups.key(a) != groups.key(a.replace("high", "low"))
+    assert b not in p.reach["calc/ops.py::clamp"]  # reach alone would leave TestB's copy visible
+    vis = ValidMutation(
+        file="calc/ops.py",
+        qualname="add",
+        op="arith",
+        index=0,
+        sha256="a",
+        fail_to_pass=["tests/test_a.py::TestA::test_add"],
+    )
+    hid = ValidMutation(
+        file="calc/ops.py",
+        qualname="clamp",
+        op="cmp",
+        index=0,
+        sha256="c",
+        fail_to_pass=[a, a.replace("high", "low")],
+    )
+    visible, hidden = split_tests(p, [vis, hid], 1)
+    assert visible == ["tests/test_a.py::TestA::test_add"] and b in hidden
+    vfiles, removed = _visible_layout(p, visible)  # no SharedHiddenBody
+    assert vfiles == ["tests/test_a.py"]
+    assert removed == {"tests/mixins.py": ["BoundMixin::test_high", "BoundMixin::test_low"]}
+    pool = Pool([vis, hid], p.reach, min_hidden=2, groups=groups)
+    assert pool.upper_bound(2) == (1, False)
+    for combo in pool.combinations(2, seed=0):
+        _visible_layout(p, split_tests(p, combo, 1)[0])
+    # the control: split unit by unit, TestB's copies stay visible and the cut is impossible
+    old_visible, _ = split_tests(p, [vis, hid], 1, NO_GROUPS)
+    assert b in old_visible
+    with pytest.raises(SharedHiddenBody):
+        _visible_layout(p, old_visible)
 
 
 # --------------------------------------------------------------------------- silent bugs

@@ -38,11 +38,33 @@ def visible_count(k: int) -> int:
     return k // 2 if k > 1 else 1
 
 
-def held_out_units(fail_to_pass: Sequence[str]) -> list[str]:
-    """The units of a single-site task that are hidden: every second unit its mutation breaks,
-    in sorted order (so the first stays visible and the agent sees the bug fail a test), kept
-    whole with every test of those units. Empty when it breaks tests in one unit only."""
-    return sorted({unit_of(t) for t in fail_to_pass})[1::2]
+@dataclass(frozen=True)
+class BodyGroups:
+    """Test units that run one shared body (a method that several test classes inherit from a
+    mixin or base class): a hidden copy is cut where the body is defined, which would also cut
+    a visible copy, so every copy is hidden or visible together. ``of`` maps each member of a
+    group to the group's key (its first unit); ``pinned`` holds the keys of groups with a
+    member that never passes, so never visible (not-passing tests are cut from every
+    workspace)."""
+
+    of: dict[str, str] = field(default_factory=dict)
+    pinned: frozenset[str] = frozenset()
+
+    def key(self, test_id: str) -> str:
+        """The unit a test id belongs to, or its shared-body group."""
+        u = unit_of(test_id)
+        return self.of.get(u, u)
+
+
+NO_GROUPS = BodyGroups()
+
+
+def held_out_units(fail_to_pass: Sequence[str], groups: BodyGroups = NO_GROUPS) -> list[str]:
+    """The units (or shared-body groups) of a single-site task that are hidden: every second
+    one its mutation breaks, in sorted order (so the first stays visible and the agent sees
+    the bug fail a test), kept whole with every test of those units. Empty when it breaks
+    tests in one unit only."""
+    return sorted({groups.key(t) for t in fail_to_pass})[1::2]
 
 
 def elementary(counts: Sequence[int], m: int) -> int:
@@ -63,9 +85,11 @@ class Pool:
     sites: list[ValidMutation]
     reach: dict[str, list[str]]
     min_hidden: int = 2
+    groups: BodyGroups = NO_GROUPS
     units: dict[str, int] = field(init=False)
     reach_mask: dict[str, int] = field(init=False)
     fail_mask: list[int] = field(init=False)
+    pinned_mask: int = field(init=False)
     by_fn: dict[str, list[int]] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -74,7 +98,7 @@ class Pool:
         def mask(tests) -> int:
             m = 0
             for t in tests:
-                m |= 1 << self.units.setdefault(unit_of(t), len(self.units))
+                m |= 1 << self.units.setdefault(self.groups.key(t), len(self.units))
             return m
 
         self.by_fn = {}
@@ -82,6 +106,8 @@ class Pool:
             self.by_fn.setdefault(s.function, []).append(i)
         self.reach_mask = {f: mask(self.reach.get(f, ())) for f in sorted(self.by_fn)}
         self.fail_mask = [mask(s.fail_to_pass) for s in self.sites]
+        # a pinned group is never visible: as if a hidden site reached it in every task
+        self.pinned_mask = mask(self.groups.pinned)
 
     def hidden_capable(self, i: int) -> bool:
         """A site can be hidden when it breaks enough tests (all of them reach it, so all are
@@ -94,8 +120,11 @@ class Pool:
     def single_capable(self, i: int) -> bool:
         """A site can make a task alone when the units held out of its broken tests
         (:func:`held_out_units`) hold at least ``min_hidden`` of them."""
-        held = set(held_out_units(self.sites[i].fail_to_pass))
-        return sum(1 for t in self.sites[i].fail_to_pass if unit_of(t) in held) >= self.min_hidden
+        ftp = self.sites[i].fail_to_pass
+        held = set(held_out_units(ftp, self.groups)) | self.groups.pinned
+        if all(self.groups.key(t) in held for t in ftp):
+            return False  # no broken test stays visible
+        return sum(1 for t in ftp if self.groups.key(t) in held) >= self.min_hidden
 
     def visible_fits(self, i: int, bad: int) -> bool:
         """Site ``i`` still breaks a visible test once the units in ``bad`` are hidden."""
@@ -116,7 +145,7 @@ class Pool:
             if g >= MAX_GROUPS:
                 capped = True
                 break
-            bad = 0
+            bad = self.pinned_mask
             weight = 1
             for f in group:
                 bad |= self.reach_mask[f]
@@ -224,7 +253,7 @@ class Pool:
             return None
 
         hid: list[int] = []
-        bad = 0
+        bad = self.pinned_mask
         for f in group:
             i = pick(self.by_fn[f], self.hidden_capable)
             if i is None:

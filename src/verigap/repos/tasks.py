@@ -125,18 +125,24 @@ def drop_units(source: str, units: Sequence[str]) -> str:
 
 
 def split_tests(
-    p: Prepared, sites: Sequence[ValidMutation], n_visible: int
+    p: Prepared,
+    sites: Sequence[ValidMutation],
+    n_visible: int,
+    groups: combine.BodyGroups | None = None,
 ) -> tuple[list[str], list[str]] | None:
     """(visible ids, hidden ids) such that visible tests reach the first ``n_visible`` sites
     (each breaks at least one visible test) and none of the others; None if impossible. With
     no hidden site (a single-site task) the units ``combine.held_out_units`` names are hidden:
-    some of the site's own broken tests."""
+    some of the site's own broken tests. Test units that share a body (:func:`shared_bodies`)
+    are hidden or visible together (``groups``: those of ``p`` unless given)."""
+    groups = shared_bodies(p) if groups is None else groups
     hidden_fns = {s.function for s in sites[n_visible:]}
     reach_hidden = {t for f in hidden_fns for t in p.reach.get(f, ())}
-    bad_units = {unit_of(t) for t in reach_hidden}
+    bad_units = {groups.key(t) for t in reach_hidden}
     if not hidden_fns:
-        bad_units = {u for s in sites for u in combine.held_out_units(s.fail_to_pass)}
-    visible = [t for t in p.passing if unit_of(t) not in bad_units]
+        bad_units = {u for s in sites for u in combine.held_out_units(s.fail_to_pass, groups)}
+    bad_units |= groups.pinned
+    visible = [t for t in p.passing if groups.key(t) not in bad_units]
     vset = set(visible)
     for s in sites[:n_visible]:
         if not vset & set(s.fail_to_pass):
@@ -266,6 +272,42 @@ def _defining_class(
             if found:
                 return found
     return None
+
+
+_BODY_GROUPS: dict[tuple[str, str], combine.BodyGroups] = {}
+
+
+def shared_bodies(p: Prepared) -> combine.BodyGroups:
+    """The test units of ``p`` that run one body (a test method inherited from a mixin or base
+    class by several test classes, or collected both on the mixin and on a subclass), grouped so
+    the split keeps each group on one side: :func:`_visible_layout` cuts a hidden copy where
+    its body is defined, which would cut a visible copy too. Computed once per prepared tree."""
+    cache = (p.key, p.tree_sha256)
+    if cache in _BODY_GROUPS:
+        return _BODY_GROUPS[cache]
+    all_ids = list(p.passing) + list(p.not_passing)
+    units = sorted({unit_of(t) for t in all_ids if unit_of(t).count("::") == 2})
+    members: dict[tuple[str, str, str], list[str]] = {}
+    if units:
+        index = _class_index(p)
+        for u in units:
+            file, cls, name = u.split("::")
+            found = _defining_class(index, file, cls, name)
+            if found:
+                members.setdefault((found[0], found[1], name), []).append(u)
+    of: dict[str, str] = {}
+    pinned: set[str] = set()
+    not_passing = {unit_of(t) for t in p.not_passing}
+    for us in members.values():
+        if len(us) < 2:
+            continue
+        for u in us:
+            of[u] = us[0]
+        if not_passing & set(us):
+            pinned.add(us[0])
+    groups = combine.BodyGroups(of=of, pinned=frozenset(pinned))
+    _BODY_GROUPS[cache] = groups
+    return groups
 
 
 def _visible_layout(p: Prepared, visible: Sequence[str]) -> tuple[list[str], dict[str, list[str]]]:
@@ -846,7 +888,7 @@ def make_tasks(
     t_val = time.perf_counter() - t1
     log(f"validated {len(valid)}/{len(cands)} mutations in {t_val:.1f}s; rejected: {rejected}")
     t2 = time.perf_counter()
-    pool = combine.Pool(valid, p.reach, min_hidden=min_hidden)
+    pool = combine.Pool(valid, p.reach, min_hidden=min_hidden, groups=shared_bodies(p))
     bounds = {kk: pool.upper_bound(kk) for kk in ks}
     upper = sum(b for b, _ in bounds.values())
     log(
