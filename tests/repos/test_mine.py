@@ -8,27 +8,15 @@ a module, and a data-only fix. Every commit must end as a task or as its reason.
 from __future__ import annotations
 
 import subprocess
-from pathlib import Path
 
 import pytest
+from git_history import commit, git
 from typer.testing import CliRunner
 
 from verigap.cli import app
 from verigap.errors import ConfigError
 from verigap.repos.mine import changed_functions, mine, open_repo
 from verigap.repos.tasks import load_tasks, materialize_workspace, prepared_for
-
-GIT_ENV = {
-    "GIT_AUTHOR_NAME": "t",
-    "GIT_AUTHOR_EMAIL": "t@t.invalid",
-    "GIT_COMMITTER_NAME": "t",
-    "GIT_COMMITTER_EMAIL": "t@t.invalid",
-    "GIT_AUTHOR_DATE": "2001-01-01T00:00:00Z",
-    "GIT_COMMITTER_DATE": "2001-01-01T00:00:00Z",
-    "HOME": "/tmp",
-    "PATH": "/usr/bin:/bin",
-    "GIT_CONFIG_NOSYSTEM": "1",
-}
 
 CALC_V1 = '''\
 """A tiny library."""
@@ -84,41 +72,21 @@ def test_clamp_inside():
 )
 
 
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-c", "init.defaultBranch=main", "-c", "commit.gpgsign=false", *args],
-        cwd=repo,
-        env=GIT_ENV,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-
-
-def _commit(repo: Path, message: str, files: dict[str, str]) -> str:
-    for path, text in files.items():
-        (repo / path).parent.mkdir(parents=True, exist_ok=True)
-        (repo / path).write_text(text)
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-q", "-m", message)
-    return _git(repo, "rev-parse", "HEAD").strip()
-
-
 @pytest.fixture(scope="module")
 def calc_repo(tmp_path_factory) -> dict[str, object]:
     repo = tmp_path_factory.mktemp("calc")
-    _git(repo, "init", "-q")
+    git(repo, "init", "-q")
     shas = {}
-    shas["root"] = _commit(
+    shas["root"] = commit(
         repo,
         "Initial import",
         {"calc/__init__.py": CALC_V1, "tests/test_calc.py": TESTS_V1, "README.md": "calc\n"},
     )
-    shas["docs"] = _commit(repo, "Describe the project", {"README.md": "calc: tiny maths\n"})
+    shas["docs"] = commit(repo, "Describe the project", {"README.md": "calc: tiny maths\n"})
     fixed = CALC_V1.replace(
         "    if x < lo:\n        return hi", "    if x < lo:\n        return lo"
     )
-    shas["fix"] = _commit(
+    shas["fix"] = commit(
         repo,
         "Values below the range came back as the upper bound\n\n"
         "Numbers smaller than the lower limit must be raised to it.",
@@ -132,7 +100,7 @@ def calc_repo(tmp_path_factory) -> dict[str, object]:
     refactored = fixed.replace(
         "return sum(xs) / len(xs)", "total = sum(xs)\n    return total / len(xs)"
     )
-    shas["refactor"] = _commit(
+    shas["refactor"] = commit(
         repo,
         "Simplify mean, test it more",
         {
@@ -141,12 +109,12 @@ def calc_repo(tmp_path_factory) -> dict[str, object]:
             + "\n\ndef test_mean_two():\n    assert mean([2, 4]) == 3\n",
         },
     )
-    shas["src_only"] = _commit(
+    shas["src_only"] = commit(
         repo,
         "Tidy sign",
         {"calc/__init__.py": refactored.replace("    return 0\n", "    return 0  # zero\n")},
     )
-    shas["new_module"] = _commit(
+    shas["new_module"] = commit(
         repo,
         "Add a helper module",
         {
@@ -156,7 +124,7 @@ def calc_repo(tmp_path_factory) -> dict[str, object]:
         },
     )
     cur = (repo / "calc/__init__.py").read_text()
-    shas["data"] = _commit(
+    shas["data"] = commit(
         repo,
         "Widen the default limits",
         {
@@ -209,8 +177,8 @@ def test_workspace_holds_no_history_after_the_base(mined, calc_repo, tmp_path, b
     t = tasks[0]
     p = prepared_for(t, backend=backend)
     ws = materialize_workspace(p, t, tmp_path / "ws")
-    assert _git(ws, "rev-list", "--all").split() == [_git(ws, "rev-parse", "HEAD").strip()]
-    fix_blob = _git(calc_repo["path"], "rev-parse", f"{calc_repo['shas']['fix']}:calc/__init__.py")
+    assert git(ws, "rev-list", "--all").split() == [git(ws, "rev-parse", "HEAD").strip()]
+    fix_blob = git(calc_repo["path"], "rev-parse", f"{calc_repo['shas']['fix']}:calc/__init__.py")
     missing = subprocess.run(
         ["git", "cat-file", "-e", fix_blob.strip()], cwd=ws, capture_output=True
     )
@@ -279,8 +247,8 @@ def test_bad_input(calc_repo, tmp_path, repo_cache):
         )
     bare = tmp_path / "notests"
     bare.mkdir()
-    _git(bare, "init", "-q")
-    _commit(bare, "code", {"lib/__init__.py": "def f():\n    return 1\n"})
+    git(bare, "init", "-q")
+    commit(bare, "code", {"lib/__init__.py": "def f():\n    return 1\n"})
     with pytest.raises(ConfigError, match="no test files"):
         mine(bare, tmp_path / "o2", env="current", log=lambda s: None)
     res = CliRunner().invoke(app, ["repos", "mine", str(tmp_path), "--out", str(tmp_path / "x")])

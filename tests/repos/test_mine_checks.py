@@ -12,22 +12,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from git_history import commit, git
 
 from verigap.repos import baselines
 from verigap.repos.mine import mine, put_back
 from verigap.repos.tasks import WORKSPACE_MTIME, load_tasks, materialize_workspace, prepared_for
-
-GIT_ENV = {
-    "GIT_AUTHOR_NAME": "t",
-    "GIT_AUTHOR_EMAIL": "t@t.invalid",
-    "GIT_COMMITTER_NAME": "t",
-    "GIT_COMMITTER_EMAIL": "t@t.invalid",
-    "GIT_AUTHOR_DATE": "2001-01-01T00:00:00Z",
-    "GIT_COMMITTER_DATE": "2001-01-01T00:00:00Z",
-    "HOME": "/tmp",
-    "PATH": "/usr/bin:/bin",
-    "GIT_CONFIG_NOSYSTEM": "1",
-}
 
 SHAPES = """\
 from shapes.names import NAMES
@@ -74,36 +63,16 @@ class TestClampB(ClampChecks):
 """
 
 
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-c", "init.defaultBranch=main", "-c", "commit.gpgsign=false", *args],
-        cwd=repo,
-        env=GIT_ENV,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-
-
-def _commit(repo: Path, message: str, files: dict[str, str]) -> str:
-    for path, text in files.items():
-        (repo / path).parent.mkdir(parents=True, exist_ok=True)
-        (repo / path).write_text(text)
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-q", "-m", message)
-    return _git(repo, "rev-parse", "HEAD").strip()
-
-
 @pytest.fixture(scope="module")
 def shapes(tmp_path_factory, repo_cache, backend):
     repo = tmp_path_factory.mktemp("shapes")
-    _git(repo, "init", "-q")
-    _commit(
+    git(repo, "init", "-q")
+    commit(
         repo,
         "Initial import",
         {"shapes/__init__.py": SHAPES, "shapes/names.py": NAMES, "tests/test_shapes.py": TESTS},
     )
-    two_files = _commit(
+    two_files = commit(
         repo,
         "Labels for three and for numbers given as text",
         {
@@ -117,7 +86,7 @@ def shapes(tmp_path_factory, repo_cache, backend):
         },
     )
     cur = (repo / "shapes/__init__.py").read_text()
-    shared = _commit(
+    shared = commit(
         repo,
         "Values below the range came back as the upper bound",
         {
@@ -248,8 +217,8 @@ def test_a_task_whose_shown_test_command_does_not_run_is_rejected(tmp_path, repo
     # `python -m pytest -q` does not: without the plugin, pytest stops at a usage error
     repo = tmp_path / "cov"
     repo.mkdir()
-    _git(repo, "init", "-q")
-    _commit(
+    git(repo, "init", "-q")
+    commit(
         repo,
         "Initial import",
         {
@@ -260,7 +229,7 @@ def test_a_task_whose_shown_test_command_does_not_run_is_rejected(tmp_path, repo
         },
     )
     cur = SHAPES
-    _commit(
+    commit(
         repo,
         "Values below the range came back as the upper bound",
         {

@@ -9,9 +9,9 @@ and asks for the feature in a ticket that never quotes the implementation.
 from __future__ import annotations
 
 import subprocess
-from pathlib import Path
 
 import pytest
+from git_history import commit, git
 
 from verigap.errors import ConfigError
 from verigap.repos.mine import (
@@ -24,18 +24,6 @@ from verigap.repos.mine import (
 )
 from verigap.repos.tasks import load_tasks, materialize_workspace, prepared_for
 from verigap.repos.tickets import implementation_lines
-
-GIT_ENV = {
-    "GIT_AUTHOR_NAME": "t",
-    "GIT_AUTHOR_EMAIL": "t@t.invalid",
-    "GIT_COMMITTER_NAME": "t",
-    "GIT_COMMITTER_EMAIL": "t@t.invalid",
-    "GIT_AUTHOR_DATE": "2001-01-01T00:00:00Z",
-    "GIT_COMMITTER_DATE": "2001-01-01T00:00:00Z",
-    "HOME": "/tmp",
-    "PATH": "/usr/bin:/bin",
-    "GIT_CONFIG_NOSYSTEM": "1",
-}
 
 LIB_V1 = '''\
 """A tiny library."""
@@ -114,61 +102,41 @@ def test_span_single():
 """
 
 
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-c", "init.defaultBranch=main", "-c", "commit.gpgsign=false", *args],
-        cwd=repo,
-        env=GIT_ENV,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-
-
-def _commit(repo: Path, message: str, files: dict[str, str]) -> str:
-    for path, text in files.items():
-        (repo / path).parent.mkdir(parents=True, exist_ok=True)
-        (repo / path).write_text(text)
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-q", "-m", message)
-    return _git(repo, "rev-parse", "HEAD").strip()
-
-
 @pytest.fixture(scope="module")
 def calc_repo(tmp_path_factory) -> dict[str, object]:
     repo = tmp_path_factory.mktemp("calc")
-    _git(repo, "init", "-q")
+    git(repo, "init", "-q")
     lib, tests = LIB_V1, TESTS_V1
     shas = {
-        "root": _commit(
+        "root": commit(
             repo, "Initial import", {"calc/__init__.py": lib, "tests/test_calc.py": tests}
         )
     }
     lib += CLAMP
     tests += CLAMP_TESTS
-    shas["feature"] = _commit(
+    shas["feature"] = commit(
         repo, "Add clamp()", {"calc/__init__.py": lib, "tests/test_calc.py": tests}
     )
     lib += "\n\ndef double(x):\n    return 2 * x\n"
-    shas["untested"] = _commit(repo, "Add double()", {"calc/__init__.py": lib})
+    shas["untested"] = commit(repo, "Add double()", {"calc/__init__.py": lib})
     lib += "\n\ndef halve(x):\n    return x / 2\n"
     tests += "\n\ndef test_mean_two():\n    assert calc.mean([2, 4]) == 3\n"
-    shas["passes_at_base"] = _commit(
+    shas["passes_at_base"] = commit(
         repo, "Add halve()", {"calc/__init__.py": lib, "tests/test_calc.py": tests}
     )
     lib = lib.replace("    if x < 0:\n        return 1", "    if x < 0:\n        return -1")
     tests += "\n\ndef test_sign_negative():\n    assert calc.sign(-4) == -1\n"
-    shas["fix"] = _commit(
+    shas["fix"] = commit(
         repo, "Negative numbers had sign 1", {"calc/__init__.py": lib, "tests/test_calc.py": tests}
     )
     # a feature branch, code and tests in two commits, merged as a pull request
-    _git(repo, "checkout", "-q", "-b", "span")
-    _commit(repo, "Write span", {"calc/__init__.py": lib + SPAN})
+    git(repo, "checkout", "-q", "-b", "span")
+    commit(repo, "Write span", {"calc/__init__.py": lib + SPAN})
     # the tests import the new name: the whole module fails to import at the base
     spanned = tests.replace("import calc\n", "import calc\nfrom calc import span\n", 1)
-    _commit(repo, "Test span", {"tests/test_calc.py": spanned + SPAN_TESTS})
-    _git(repo, "checkout", "-q", "main")
-    _git(
+    commit(repo, "Test span", {"tests/test_calc.py": spanned + SPAN_TESTS})
+    git(repo, "checkout", "-q", "main")
+    git(
         repo,
         "merge",
         "-q",
@@ -177,7 +145,7 @@ def calc_repo(tmp_path_factory) -> dict[str, object]:
         "Merge pull request #7 from someone/span\n\nAdd span(): how far apart the values lie",
         "span",
     )
-    shas["merge"] = _git(repo, "rev-parse", "HEAD").strip()
+    shas["merge"] = git(repo, "rev-parse", "HEAD").strip()
     return {"path": repo, "shas": shas}
 
 
@@ -237,9 +205,9 @@ def test_workspace_is_the_parent_without_later_history(mined, calc_repo, tmp_pat
     t = mined[1][calc_repo["shas"]["feature"]]
     p = prepared_for(t, backend=backend)
     ws = materialize_workspace(p, t, tmp_path / "ws")
-    assert _git(ws, "rev-list", "--all").split() == [_git(ws, "rev-parse", "HEAD").strip()]
+    assert git(ws, "rev-list", "--all").split() == [git(ws, "rev-parse", "HEAD").strip()]
     for rev in (calc_repo["shas"]["feature"], calc_repo["shas"]["merge"]):
-        blob = _git(calc_repo["path"], "rev-parse", f"{rev}:calc/__init__.py").strip()
+        blob = git(calc_repo["path"], "rev-parse", f"{rev}:calc/__init__.py").strip()
         gone = subprocess.run(["git", "cat-file", "-e", blob], cwd=ws, capture_output=True)
         assert gone.returncode != 0, f"the workspace holds {rev[:8]}'s file"
     assert "def clamp" not in (ws / "calc/__init__.py").read_text()
