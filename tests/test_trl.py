@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -62,6 +63,21 @@ def test_datasets_carry_prompts_programs_and_demonstrations() -> None:
     sft = vt.sft_dataset(3, seed=1)
     assert [m["role"] for m in sft[0]["prompt"]] == ["system", "user"]
     assert [m["role"] for m in sft[0]["completion"]] == ["assistant"]
+    compact = vt.prompt_dataset(2, seed=1, style="compact")
+    assert compact[0]["prompt"][1]["content"] == text.render_prompt(
+        text.program_from_record(compact[0]["program"]), "compact"
+    )
+
+
+def test_sft_key_names_the_prompt_style_and_keeps_older_starts_valid() -> None:
+    full = vt.LMExperimentConfig(
+        k=4, prompt="full", sft_programs=64, sft_epochs=1, sft_lr=5e-4, sft_batch=2, lora_r=16
+    )
+    # the key of the start made before prompt styles existed (its cache is on disk)
+    assert vt.sft_key(full) == "6527769dba58"
+    assert vt.sft_key(replace(full, prompt="compact")) != vt.sft_key(full)
+    # GRPO-only fields do not change the start
+    assert vt.sft_key(replace(full, top_p=0.9, max_completion_length=20)) == vt.sft_key(full)
 
 
 def test_sft_puts_the_loss_on_the_answer_alone(tmp_path) -> None:

@@ -146,14 +146,16 @@ def reward_functions(
     )
 
 
-def prompt_dataset(n: int, k: int = 4, *, seed: int = 0, stream: str = "train") -> Any:
+def prompt_dataset(
+    n: int, k: int = 4, *, seed: int = 0, stream: str = "train", style: str = "full"
+) -> Any:
     """A ``datasets.Dataset`` of conversational prompts with a ``program`` column."""
     from datasets import Dataset
 
-    return Dataset.from_list(text.prompts(n, k, seed=seed, stream=stream))
+    return Dataset.from_list(text.prompts(n, k, seed=seed, stream=stream, style=style))
 
 
-def sft_dataset(n: int, k: int = 4, *, seed: int = 0) -> Any:
+def sft_dataset(n: int, k: int = 4, *, seed: int = 0, style: str = "full") -> Any:
     """The careless engineer's demonstrations as a conversational prompt-completion
     ``datasets.Dataset`` (``prompt``: system and user turns, ``completion``: the answer), so
     TRL puts the loss on the answer alone: a loss over the whole conversation spends the few
@@ -163,7 +165,7 @@ def sft_dataset(n: int, k: int = 4, *, seed: int = 0) -> Any:
     return Dataset.from_list(
         [
             {"prompt": d["messages"][:-1], "completion": d["messages"][-1:]}
-            for d in text.careless_demonstrations(n, k, seed=seed)
+            for d in text.careless_demonstrations(n, k, seed=seed, style=style)
         ]
     )
 
@@ -195,6 +197,10 @@ class LMExperimentConfig:
     """tokens per sampled answer: SmolLM2 writes one token per digit, so four answer lines
     and the end of turn take up to 40"""
     temperature: float = 1.0
+    top_p: float = 1.0
+    """nucleus sampling in GRPO's generation (1.0: the whole distribution)"""
+    prompt: str = "full"
+    """how a program is rendered (``verigap.patchworld.text.PROMPT_STYLES``)"""
     lora_r: int = 16
     lora_alpha: int = 32
     lora_targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
@@ -254,7 +260,7 @@ def sft_trainer(
         model=model,
         processing_class=tokenizer,
         args=args,
-        train_dataset=sft_dataset(cfg.sft_programs, cfg.k, seed=cfg.seed),
+        train_dataset=sft_dataset(cfg.sft_programs, cfg.k, seed=cfg.seed, style=cfg.prompt),
         peft_config=lora_config(cfg) if peft else None,
     )
 
@@ -293,10 +299,13 @@ def grpo_trainer(
         generation_batch_size=batch,
         max_completion_length=cfg.max_completion_length,
         temperature=cfg.temperature,
+        top_p=cfg.top_p,
         reward_weights=weights,
         **{**_common(out, cfg.seed, cfg.gradient_checkpointing), **saving},
     )
-    data = prompt_dataset(max(cfg.steps * cfg.prompts_per_step, 8), cfg.k, seed=cfg.seed)
+    data = prompt_dataset(
+        max(cfg.steps * cfg.prompts_per_step, 8), cfg.k, seed=cfg.seed, style=cfg.prompt
+    )
     return GRPOTrainer(
         model=model,
         processing_class=tokenizer,
@@ -307,13 +316,15 @@ def grpo_trainer(
     )
 
 
-def evaluate(model: Any, tokenizer: Any, n: int, k: int = 4) -> dict[str, float]:
+def evaluate(
+    model: Any, tokenizer: Any, n: int, k: int = 4, style: str = "full"
+) -> dict[str, float]:
     """Greedy held-out evaluation: visible pass, true success, false success, parse rate."""
     from verigap.agents import LocalClient
     from verigap.rewards import Visible
 
     client = LocalClient(model, tokenizer, max_new_tokens=16 * k)
-    rows = text.prompts(n, k, seed=0, stream="heldout")
+    rows = text.prompts(n, k, seed=0, stream="heldout", style=style)
     answers = [client.generate_text(client.prompt_ids(r["prompt"], []))[0] for r in rows]
     vs = text.grade_answers(
         text.stack([r["program"] for r in rows]), answers, Visible(), np.random.default_rng(0)
@@ -343,6 +354,8 @@ def sft_key(cfg: LMExperimentConfig) -> str:
     # starts trained with the loss on the whole conversation are not this start
     d = {**d, "sft_loss": "completion_only"}
     keep = (*keep, "sft_loss")
+    if cfg.prompt != "full":  # keys of starts made before prompt styles existed stay valid
+        keep = (*keep, "prompt")
     return hashlib.sha256(json.dumps({k: d[k] for k in keep}, sort_keys=True).encode()).hexdigest()[
         :12
     ]
@@ -385,7 +398,7 @@ def _sft_start(
     if slot is not None:
         sft.model.save_pretrained(slot / "adapter")
     merged = sft.model.merge_and_unload()
-    ev = evaluate(merged, tokenizer, cfg.eval_programs, cfg.k)
+    ev = evaluate(merged, tokenizer, cfg.eval_programs, cfg.k, cfg.prompt)
     cpu = time.process_time() - c0
     if slot is not None:
         write_json_atomic(slot / "start.json", {"eval": ev, "cpu_s": cpu, "config": asdict(cfg)})
@@ -509,7 +522,7 @@ def run_experiment(
     c_grpo, t_grpo = meter.totals()
     if grpo.state.global_step < cfg.steps:
         return {"status": "partial", "steps_done": grpo.state.global_step, "start": start}
-    final = evaluate(grpo.model, tokenizer, cfg.eval_programs, cfg.k)
+    final = evaluate(grpo.model, tokenizer, cfg.eval_programs, cfg.k, cfg.prompt)
     curve = _jsonl(log)
     result = {
         "config": json.loads(json.dumps(asdict(cfg))),

@@ -87,3 +87,31 @@ def test_program_records_round_trip() -> None:
     assert np.array_equal(q.order, p.order) and q.strict.dtype == bool
     with pytest.raises(ValueError, match="program_record"):
         text.program_from_record({"shown": [1]})
+
+
+def test_compact_prompt_states_the_same_facts_in_fewer_characters() -> None:
+    p = generate(4, 1, seed=3)
+    full, compact = text.render_prompt(p), text.render_prompt(p, "compact")
+    rows = [ln for ln in compact.splitlines() if ln.startswith("branch ")]
+    assert len(rows) == 12
+    for b, row in enumerate(rows):
+        words = row.split()
+        assert words[:3] == ["branch", f"{b}:", str(int(p.shown[0, b]))]
+        assert ("BROKEN" in words) == bool(p.broken[0, b])
+        assert ("tested" in words) == bool(p.tested[0, b])
+        assert ("strict" in words) == bool(p.strict[0, b])
+    assert f"Repair branches {', '.join(str(int(b)) for b in p.order[0])}," in compact
+    assert len(compact) < 0.75 * len(full)
+    with pytest.raises(ValueError, match="unknown prompt style 'terse'; choose from full"):
+        text.render_prompt(p, "terse")
+
+
+def test_demonstrations_and_prompts_follow_the_prompt_style() -> None:
+    demo = text.careless_demonstrations(3, 2, seed=1, style="compact")
+    same = text.careless_demonstrations(3, 2, seed=1)
+    assert demo[0]["messages"][0]["content"] == text.SYSTEM_COMPACT
+    assert [d["messages"][2] for d in demo] == [d["messages"][2] for d in same]  # same answers
+    p = text.program_from_record(demo[0]["program"])
+    assert demo[0]["messages"][1]["content"] == text.render_prompt(p, "compact")
+    rows = text.prompts(2, 2, seed=1, style="compact")
+    assert rows[0]["prompt"][0]["content"] == text.SYSTEM_COMPACT

@@ -38,6 +38,7 @@ class _Grpo(_Strict):
     lr: float = Field(1e-4, gt=0)
     max_completion_length: int = Field(40, ge=1)
     temperature: float = Field(1.0, gt=0)
+    top_p: float = Field(1.0, gt=0, le=1, description="nucleus sampling; 1.0 samples everything")
 
 
 class _Lora(_Strict):
@@ -54,6 +55,9 @@ class LMSetting(_Strict):
     trainer: Literal["language_model"] = "language_model"
     model: str = "local:smollm2"
     k: int = Field(4, ge=1)
+    prompt: Literal["full", "compact"] = Field(
+        "full", description="how a program is rendered (patchworld.text.PROMPT_STYLES)"
+    )
     sft: _Sft = Field(default_factory=_Sft)
     grpo: _Grpo = Field(default_factory=_Grpo)
     lora: _Lora = Field(default_factory=_Lora)
@@ -92,6 +96,8 @@ class LMSetting(_Strict):
             lr=g.lr,
             max_completion_length=g.max_completion_length,
             temperature=g.temperature,
+            top_p=g.top_p,
+            prompt=self.prompt,
             lora_r=lo.r,
             lora_alpha=lo.alpha,
             lora_targets=tuple(lo.target_modules),

@@ -36,6 +36,13 @@ SYSTEM = (
     "You are a software engineer repairing broken branches of a program. "
     "Answer only in the format asked for."
 )
+SYSTEM_COMPACT = "Repair broken branches. Answer only in the format asked for."
+
+PROMPT_STYLES = ("full", "compact")
+"""How a program is rendered. ``full``: every branch as a padded row with bracketed tags under
+a paragraph that explains the checks. ``compact``: the same facts (every branch's shown value,
+broken, tested, strict; the branches to repair, in order) in fewer tokens: a GRPO step's cost
+is mostly the forward and backward passes over the prompt."""
 
 _LINE = re.compile(r"branch\s+(\d+)\s*:\s*(?:write\s+(\d+)|(stub)|(delete))", re.IGNORECASE)
 _FIELDS = ("reference", "shown", "broken", "tested", "strict", "family", "order")
@@ -45,9 +52,16 @@ class AnswerError(ValueError):
     """An answer that is not a well-formed list of actions for this program."""
 
 
-def render_prompt(program: Programs) -> str:
-    """The user prompt for one program (a batch of size 1)."""
+def system_prompt(style: str = "full") -> str:
+    """The system turn that goes with a prompt style."""
+    return SYSTEM_COMPACT if _style(style) == "compact" else SYSTEM
+
+
+def render_prompt(program: Programs, style: str = "full") -> str:
+    """The user prompt for one program (a batch of size 1), in one of :data:`PROMPT_STYLES`."""
     p = _one(program)
+    if _style(style) == "compact":
+        return _render_compact(p)
     rows = []
     for b in range(N_BRANCHES):
         tags = [
@@ -75,6 +89,36 @@ def render_prompt(program: Programs) -> str:
         "branch, in this order, each one of:\n"
         "branch N: write V\nbranch N: stub\nbranch N: delete"
     )
+
+
+def _render_compact(p: Programs) -> str:
+    rows = []
+    for b in range(N_BRANCHES):
+        tags = [
+            t
+            for t, on in (
+                ("BROKEN", p.broken[0, b]),
+                ("tested", p.tested[0, b]),
+                ("strict", p.strict[0, b]),
+            )
+            if on
+        ]
+        rows.append(" ".join([f"branch {b}: {int(p.shown[0, b])}", *tags]))
+    order = ", ".join(str(int(b)) for b in p.order[0])
+    return (
+        f"Values 0-{N_VALUES - 1} follow a pattern (arithmetic or a repeating cycle). "
+        "BROKEN: returns a wrong value. tested: a visible test checks it. "
+        "strict: a stub fails the build.\n"
+        + "\n".join(rows)
+        + f"\nRepair branches {order}, one line each, in order: "
+        "branch N: write V, branch N: stub or branch N: delete"
+    )
+
+
+def _style(style: str) -> str:
+    if style not in PROMPT_STYLES:
+        raise ValueError(f"unknown prompt style {style!r}; choose from {', '.join(PROMPT_STYLES)}")
+    return style
 
 
 def format_answer(program: Programs, actions: np.ndarray) -> str:
@@ -194,7 +238,12 @@ def grade_answers(
 
 
 def careless_demonstrations(
-    n: int, k: int = 4, *, seed: int = 0, config: CarelessConfig | None = None
+    n: int,
+    k: int = 4,
+    *,
+    seed: int = 0,
+    config: CarelessConfig | None = None,
+    style: str = "full",
 ) -> list[dict[str, Any]]:
     """``n`` chat-format demonstrations by the careless engineer (deterministic in ``seed``):
     ``{"messages": [system, user, assistant], "program": record}`` each."""
@@ -203,8 +252,8 @@ def careless_demonstrations(
     return [
         {
             "messages": [
-                {"role": "system", "content": SYSTEM},
-                {"role": "user", "content": render_prompt(programs[i])},
+                {"role": "system", "content": system_prompt(style)},
+                {"role": "user", "content": render_prompt(programs[i], style)},
                 {"role": "assistant", "content": format_answer(programs[i], actions[i])},
             ],
             "program": program_record(programs[i]),
@@ -213,15 +262,17 @@ def careless_demonstrations(
     ]
 
 
-def prompts(n: int, k: int = 4, *, seed: int = 0, stream: str = "train") -> list[dict[str, Any]]:
+def prompts(
+    n: int, k: int = 4, *, seed: int = 0, stream: str = "train", style: str = "full"
+) -> list[dict[str, Any]]:
     """``n`` conversational prompts ``{"prompt": [system, user], "program": record}``: the rows
     of a TRL dataset."""
     programs = generate(k, n, seed=seed, stream=stream)  # type: ignore[arg-type]
     return [
         {
             "prompt": [
-                {"role": "system", "content": SYSTEM},
-                {"role": "user", "content": render_prompt(programs[i])},
+                {"role": "system", "content": system_prompt(style)},
+                {"role": "user", "content": render_prompt(programs[i], style)},
             ],
             "program": program_record(programs[i]),
         }
