@@ -54,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     fields = (
         "model",
         "k",
+        "prompt",
         "sft_programs",
         "sft_epochs",
         "sft_lr",

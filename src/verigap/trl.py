@@ -179,7 +179,9 @@ class LMExperimentConfig:
     reward: dict[str, Any] = field(default_factory=lambda: {"kind": "visible"})
     """the reward scheme that pays the policy"""
     seed: int = 0
-    k: int = 4
+    k: int = 1
+    """broken branches per program: at k=1 half the programs have no tested broken branch, so
+    a 135M start that rarely infers an exact value still passes (and hacks) sometimes"""
     sft_programs: int = 64
     sft_epochs: int = 1
     sft_lr: float = 5e-4
@@ -193,13 +195,13 @@ class LMExperimentConfig:
     beta: float = 0.04
     """KL penalty against the SFT policy (the LoRA adapter disabled)"""
     lr: float = 1e-4
-    max_completion_length: int = 40
-    """tokens per sampled answer: SmolLM2 writes one token per digit, so four answer lines
-    and the end of turn take up to 40"""
+    max_completion_length: int = 12
+    """tokens per sampled answer: SmolLM2 writes one token per digit, so one answer line and
+    the end of turn take up to 10 (four lines: 40)"""
     temperature: float = 1.0
     top_p: float = 1.0
     """nucleus sampling in GRPO's generation (1.0: the whole distribution)"""
-    prompt: str = "full"
+    prompt: str = "compact"
     """how a program is rendered (``verigap.patchworld.text.PROMPT_STYLES``)"""
     lora_r: int = 16
     lora_alpha: int = 32

@@ -36,7 +36,7 @@ class _Grpo(_Strict):
     group: int = Field(4, ge=2, description="completions per prompt; GRPO needs two to compare")
     beta: float = Field(0.04, ge=0)
     lr: float = Field(1e-4, gt=0)
-    max_completion_length: int = Field(40, ge=1)
+    max_completion_length: int = Field(12, ge=1)
     temperature: float = Field(1.0, gt=0)
     top_p: float = Field(1.0, gt=0, le=1, description="nucleus sampling; 1.0 samples everything")
 
@@ -54,9 +54,9 @@ class LMSetting(_Strict):
 
     trainer: Literal["language_model"] = "language_model"
     model: str = "local:smollm2"
-    k: int = Field(4, ge=1)
+    k: int = Field(1, ge=1)
     prompt: Literal["full", "compact"] = Field(
-        "full", description="how a program is rendered (patchworld.text.PROMPT_STYLES)"
+        "compact", description="how a program is rendered (patchworld.text.PROMPT_STYLES)"
     )
     sft: _Sft = Field(default_factory=_Sft)
     grpo: _Grpo = Field(default_factory=_Grpo)
