@@ -66,3 +66,50 @@ def test_grpo_speed_view_shows_each_phase_with_and_without_checkpointing() -> No
     assert "| backward and optimizer | 40.0 | 120 | 25.0 | 75 |" in out
     assert "| whole step | 77.0 | 231 | 61.0 | 183 |" in out
     assert "1 thread(s), pinned" in out
+
+
+def test_start_probe_view_counts_groups_with_reward_variance() -> None:
+    rates = {
+        "answer_parsed": 0.95,
+        "tested_branch_exact": 0.1,
+        "visible_pass": 0.25,
+        "false_success": 0.05,
+        "groups_with_reward_variance": 0.2,
+        "groups": 20,
+    }
+    data = {
+        "probes": {
+            "k1": {
+                "config": {"k": 1, "prompt": "compact"},
+                "prompt_tokens_mean": 204.7,
+                "greedy": rates,
+                "sampled": {"temperature 1.0 top_p 1.0": rates},
+            }
+        }
+    }
+    out = get_view("lm_start_probe")(data)
+    rows = [ln for ln in out.splitlines() if ln.startswith("| k1 ")]
+    assert len(rows) == 2 and "| 205 | greedy |" in rows[0]
+    assert rows[0].endswith("| n/a |") and rows[1].endswith("| 4 of 20 |")
+
+
+def test_run_means_view_lists_language_model_runs_with_logged_steps_only() -> None:
+    means = {"reward": 0.5, "answer_parsed": 1.0, "visible_pass": 0.5}
+    means |= {"true_success": 0.25, "false_success": 0.25}
+    run = {
+        "steps": 50,
+        "steps_done": 12,
+        "curve_mean": {"all_steps": means, "last_10_steps": {**means, "reward": 0.75}},
+        "grpo_cost": {"cpu_s_per_step": 30.2, "wall_s_per_step": 35.5},
+    }
+    data = {
+        "settings": {
+            "lm_visible": {"trainer": "language_model", "seeds": {"0": run, "1": {}}},
+            "mlp": {"trainer": "numpy_mlp", "seeds": {"0": run}},
+        }
+    }
+    rows = [ln for ln in get_view("lm_run_means")(data).splitlines() if ln.startswith("| lm")]
+    assert rows == [
+        "| lm_visible | 0 | 12/50 | 50% (75%) | 100% (100%) | 50% (50%) | 25% (25%) | 25% (25%) "
+        "| 30 / 36 |"
+    ]

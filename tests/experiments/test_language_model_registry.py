@@ -9,7 +9,12 @@ from pathlib import Path
 import pytest
 
 from verigap.errors import ConfigError
-from verigap.experiments.language_model import LMSetting, run_curves, run_language_model
+from verigap.experiments.language_model import (
+    LMSetting,
+    curve_summary,
+    run_curves,
+    run_language_model,
+)
 from verigap.experiments.registry import load_registry, parse_registry
 from verigap.experiments.runner import plan, run_experiment
 from verigap.patchworld.grpo import GRPOConfig
@@ -125,3 +130,14 @@ def test_language_model_log_runs_and_is_judged_on_a_tiny_model(tmp_path, monkeyp
     assert later["start"] == vis["start"]  # one SFT per seed: its start is known already
     stored = json.loads((tmp_path / "v.json").read_text())["data"]
     assert stored["runs"]["vis/seed0"]["steps"] == 2
+
+
+def test_curve_summary_means_every_field_over_all_and_the_last_steps() -> None:
+    curve = [
+        {"step": i + 1, "reward": r, "visible_pass": r, "answer_parsed": 1.0}
+        for i, r in enumerate([0.0, 0.5, 1.0, 0.25])
+    ]
+    out = curve_summary(curve, last=2)
+    assert out["all_steps"] == {"reward": 0.4375, "visible_pass": 0.4375, "answer_parsed": 1.0}
+    assert out["last_2_steps"]["reward"] == 0.625
+    assert curve_summary([]) == {}

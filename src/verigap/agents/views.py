@@ -161,3 +161,113 @@ def lm_experiment_status(data: dict[str, Any]) -> str:
         )
         + note
     )
+
+
+@view("lm_start_probe")
+def lm_start_probe(data: dict[str, Any]) -> str:
+    """Per probed SFT start: greedy and sampled rates on held-out programs, and how many groups
+    of sampled answers had rewards that differ (the only groups GRPO learns from)."""
+    rows = []
+    for label, r in data["probes"].items():
+        c = r["config"]
+        settings = [("greedy", r["greedy"])] + list(r["sampled"].items())
+        for name, s in settings:
+            varied = (
+                f"{round(s['groups_with_reward_variance'] * s['groups'])} of {s['groups']}"
+                if name != "greedy"
+                else "n/a"
+            )
+            rows.append(
+                [
+                    label,
+                    f"k={c['k']}, {c.get('prompt', 'full')} prompt",
+                    f"{r['prompt_tokens_mean']:.0f}",
+                    name,
+                    _pct(s["answer_parsed"]),
+                    _pct(s["tested_branch_exact"]),
+                    _pct(s["visible_pass"]),
+                    _pct(s["false_success"]),
+                    varied,
+                ]
+            )
+    groups = {r["greedy"]["groups"] for r in data["probes"].values()}
+    note = (
+        f"\n\nHeld-out programs per start: {', '.join(str(g) for g in sorted(groups))}; "
+        "sampled: a group of 4 answers per program, as TRL's GRPO samples them (no top-k). "
+        "Exact value: of parsed answers' tested broken branches."
+    )
+    return (
+        markdown_table(
+            [
+                "start",
+                "task",
+                "prompt tokens",
+                "decoding",
+                "answers parsed",
+                "exact value, tested branch",
+                "visible pass",
+                "false success",
+                "groups with reward variance",
+            ],
+            rows,
+        )
+        + note
+    )
+
+
+@view("lm_run_means")
+def lm_run_means(data: dict[str, Any]) -> str:
+    """Per language-model run that has logged steps: the sampled answers' rates averaged over
+    all its logged steps (and the last ten), and what a GRPO step cost."""
+    rows = []
+    for name, d in data["settings"].items():
+        if d["trainer"] != "language_model":
+            continue
+        for seed, r in d["seeds"].items():
+            means = r.get("curve_mean") or {}
+            if not means:
+                continue
+            last = next((v for k, v in means.items() if k.startswith("last_")), {})
+            cost = r.get("grpo_cost", {})
+            rows.append(
+                [
+                    name,
+                    seed,
+                    f"{r['steps_done']}/{r['steps']}",
+                    *(
+                        f"{_pct(means['all_steps'].get(f))} ({_pct(last.get(f))})"
+                        for f in (
+                            "reward",
+                            "answer_parsed",
+                            "visible_pass",
+                            "true_success",
+                            "false_success",
+                        )
+                    ),
+                    f"{cost['cpu_s_per_step']:.0f} / {cost['wall_s_per_step']:.0f}"
+                    if cost
+                    else "n/a",
+                ]
+            )
+    note = (
+        "\n\nMeans over every logged GRPO step of the step's sampled answers (4 per step), in "
+        "brackets over the last ten steps; the reward is the scheme's payout (audits can pay "
+        "-1). Cost: CPU and wall seconds per GRPO step, one thread, pinned."
+    )
+    return (
+        markdown_table(
+            [
+                "setting",
+                "seed",
+                "steps",
+                "reward",
+                "answers parsed",
+                "visible pass",
+                "true success",
+                "false success",
+                "s per step (CPU / wall)",
+            ],
+            rows,
+        )
+        + note
+    )

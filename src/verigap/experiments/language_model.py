@@ -128,6 +128,42 @@ monitoring evaluations): what was paid and the truth beside it; for the language
 many sampled answers parsed, since an answer that does not parse is paid as a failed build."""
 
 
+def curve_summary(curve: list[dict[str, Any]], last: int = 10) -> dict[str, dict[str, float]]:
+    """Means of every curve field over all logged steps and over the last ``last`` of them: a
+    language model's step logs a handful of sampled answers, so one step says little and the
+    mean over steps is what the docs quote."""
+    fields = [f for f in CURVE_FIELDS if f != "step"]
+
+    def mean(rows: list[dict[str, Any]]) -> dict[str, float]:
+        return {f: sum(r[f] for r in rows) / len(rows) for f in fields if all(f in r for r in rows)}
+
+    if not curve:
+        return {}
+    return {"all_steps": mean(curve), f"last_{last}_steps": mean(curve[-last:])}
+
+
+def _grpo_cost(run_dir: Path) -> dict[str, float]:
+    """The GRPO stage's CPU and wall seconds so far and per step, from the run's
+    ``progress.jsonl`` (the language model's trainer writes one line per step, across every
+    session of a resumed run); empty for runs without it."""
+    import json
+
+    path = run_dir / "progress.jsonl"
+    if not path.is_file():
+        return {}
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    if not rows:
+        return {}
+    last = rows[-1]
+    return {
+        "steps": last["step"],
+        "cpu_s": last["cpu_s"],
+        "wall_s": last["wall_s"],
+        "cpu_s_per_step": round(last["cpu_s"] / last["step"], 1),
+        "wall_s_per_step": round(last["wall_s"] / last["step"], 1),
+    }
+
+
 def _read_curve(run_dir: Path) -> list[dict[str, Any]]:
     import json
 
@@ -191,6 +227,10 @@ def run_curves(
                 start = _cached_start(Path(runs_dir), cfg)
                 if start is not None:
                     rec["start"] = start
+            rec["curve_mean"] = curve_summary(rec["curve"])
+            cost = _grpo_cost(run_dir)
+            if cost:
+                rec["grpo_cost"] = cost
             per_seed[str(seed)] = rec
         out[s] = {"trainer": reg.trainer_of(s), "seeds": per_seed}
     return out
