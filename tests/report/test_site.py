@@ -335,7 +335,15 @@ def test_the_language_model_page_draws_its_curves_beside_the_mlp(tmp_path: Path)
     curve = [
         {"step": 1, "reward": 0.5, "visible_pass": 0.5, "true_success": 0.25, "false_success": 0.25}
     ]
-    partial = {"status": "partial", "steps": 50, "steps_done": 1, "curve": curve}
+    means = {"all_steps": curve[0], "last_10_steps": curve[0]}
+    partial = {
+        "status": "partial",
+        "steps": 50,
+        "steps_done": 1,
+        "curve": curve,
+        "curve_mean": means,
+        "grpo_cost": {"cpu_s_per_step": 30.0, "wall_s_per_step": 40.0},
+    }
     rates = {"visible_pass": 0.6, "true_success": 0.1, "false_success": 0.5}
     mlp = {
         "status": "finished",
@@ -363,6 +371,7 @@ def test_the_language_model_page_draws_its_curves_beside_the_mlp(tmp_path: Path)
         and (tmp_path / "site" / "figures" / "lm_beside_mlp.png").is_file()
     )
     assert "partial (1/50)" in page and "finished (50/50)" in page
+    assert "averaged over its GRPO steps" in page and "30 / 40" in page
     index = (tmp_path / "site" / "index.html").read_text()
     assert "0 of 2 runs" not in index and "1 of 2 runs of the language-model log finished" in index
 

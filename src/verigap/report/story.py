@@ -46,6 +46,7 @@ PPO_SPEED = "silentbug/ppo_speed.json"
 #: The language-model experiment's results (built elsewhere): shown when a file is there.
 LANGUAGE_MODEL_DIR = "llm"
 LM_CURVES = "lm_curves.json"
+LM_START_PROBE = "lm_start_probe.json"
 LM_SPEED = "agents/lm_grpo_speed.json"
 
 
@@ -816,6 +817,14 @@ def language_model(inputs: SiteInputs, story: Story) -> None:
         )
         figs = _figs(fig)
         table = _view("lm_experiment_status", curves)
+        table += "<h2>Sampled answers per run, averaged over its GRPO steps</h2>" + _view(
+            "lm_run_means", curves
+        )
+        probe_rel = f"{LANGUAGE_MODEL_DIR}/{LM_START_PROBE}"
+        if probe_rel in rels:
+            table += "<h2>What the SFT starts give GRPO to learn from</h2>" + _view(
+                "lm_start_probe", _load(inputs, probe_rel)
+            )
         if _has(inputs, LM_SPEED):
             table += "<h2>One GRPO step, phase by phase</h2>" + _view(
                 "lm_grpo_speed", _load(inputs, LM_SPEED)
