@@ -101,7 +101,8 @@ def play(
     backend: str = "bwrap",
     command: str = PLAY_COMMAND,
 ) -> dict[str, Any]:
-    """Play every task with every agent (a model loaded once per agent); write ``save``."""
+    """Play every task with every agent (a model loaded once per agent); ``save`` is
+    rewritten after every episode."""
     if not agents:
         raise ConfigError("--agents: name at least one agent, e.g. scripted:oracle")
     if max_turns < 1 or max_new_tokens < 1 or wall_s <= 0:
@@ -117,14 +118,16 @@ def play(
             raise ConfigError(f"--reward: {e}") from None
     rows: list[dict[str, Any]] = []
     speed: dict[str, dict[str, Any]] = {}
+    clients: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="verigap-webplay-runs-") as tmp:
-        for agent in agents:
-            client = None
-            if not agent.startswith("scripted:"):
-                from verigap.agents import client_from_spec
+        # task by task, every agent on each: a run stopped early keeps whole comparisons
+        for i, task in enumerate(chosen):
+            for agent in agents:
+                if not agent.startswith("scripted:") and agent not in clients:
+                    from verigap.agents import client_from_spec
 
-                client = client_from_spec(agent, max_new_tokens=max_new_tokens)
-            for i, task in enumerate(chosen):
+                    clients[agent] = client_from_spec(agent, max_new_tokens=max_new_tokens)
+                client = clients.get(agent)
                 start = time.monotonic()
                 r = run_web_episode(
                     task,
