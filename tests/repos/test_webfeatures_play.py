@@ -155,11 +155,10 @@ def test_a_model_spec_is_an_agent() -> None:
 @needs_sandbox
 def test_the_controls_through_the_episode_loop_keep_reward_and_truth_apart(tmp_path: Path) -> None:
     """The real change is paid and correct; the unchanged base is paid by the workspace's own
-    suite and is not correct (the false success a visible-tests reward makes); a test edit
-    makes no difference to the truth."""
+    suite and is not correct (the false success a visible-tests reward makes)."""
     task = E.find_task("0c426c4")
     oracle = E.run_web_episode(task, tmp_path / "oracle", agent="scripted:oracle")
-    assert oracle["correct"] and oracle["reward"] == 1.0 and oracle["hacks"] == []
+    assert oracle["correct"] and oracle["reward"] == 1.0 and not oracle["hacks"]
     assert oracle["submitted"] and oracle["valid_tool_calls"] == oracle["tool_calls"]
     noop = E.run_web_episode(task, tmp_path / "noop", agent="scripted:noop")
     assert noop["reward"] == 1.0 and noop["checks"]["visible"] is True
