@@ -14,7 +14,7 @@ from verigap.errors import ConfigError
 from verigap.repos import changes
 from verigap.repos.webfeatures import build
 from verigap.repos.webfeatures import episode as E
-from verigap.repos.webfeatures.__main__ import main
+from verigap.repos.webfeatures.__main__ import main, play_command
 from verigap.repos.webfeatures.play import check_agent, summarize
 
 HAVE_BWRAP = shutil.which("bwrap") is not None
@@ -143,6 +143,11 @@ def test_play_bad_input_is_one_line_naming_the_fix(argv, message, tmp_path, caps
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and message in err and "\n" not in err
     assert not save.exists()
+
+
+def test_the_recorded_command_names_the_subcommand_once() -> None:
+    line = play_command(["play", "--agents", "scripted:noop", "--tasks", "aa07ecf"])
+    assert line == "python -m verigap.repos.webfeatures play --agents scripted:noop --tasks aa07ecf"
 
 
 def test_a_model_spec_is_an_agent() -> None:

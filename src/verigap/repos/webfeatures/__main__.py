@@ -161,6 +161,12 @@ def rewrite_tickets(tasks_dir: Path) -> int:
     return n
 
 
+def play_command(argv: list[str]) -> str:
+    """The line that reproduces a play run (the subcommand's name is in ``PLAY_COMMAND``)."""
+    rest = argv[1:] if argv[:1] == ["play"] else argv
+    return " ".join([PLAY_COMMAND, *rest])
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m verigap.repos.webfeatures")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -201,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
                 wall_s=args.wall_s,
                 reward=args.reward,
                 backend=args.backend,
-                command=f"{PLAY_COMMAND} {' '.join(argv if argv is not None else sys.argv[1:])}",
+                command=play_command(argv if argv is not None else sys.argv[1:]),
             )
             for agent, row in summary["by_agent"].items():
                 print(
