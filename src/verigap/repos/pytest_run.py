@@ -247,9 +247,11 @@ def run_pytest(
     extra_ro: Sequence[Path] = (),
     backend: str | None = None,
     forward: dict[str, Any] | None = None,
+    memory_mb: int = 4096,
 ) -> PytestRun:
     """Run pytest on ``tree`` in a fresh sandbox; ``tree`` is mounted read-only (at
-    ``/verigap/tree``, beside the environment and the harness: no host path shows inside)."""
+    ``/verigap/tree``, beside the environment and the harness: no host path shows inside).
+    ``memory_mb``: the address-space limit (a run that starts a browser needs it lifted)."""
     hdir = harness_dir()
     m = _mounts(tree, env_prefix, backend, extra_ro)
     with execution.scratch(m, timeout=timeout, prefix="vg-run-") as scratch:
@@ -284,6 +286,7 @@ def run_pytest(
             timeout=timeout,
             backend=m.backend,
             env={"PYTHONPATH": _root(tree, import_root, m.inside)},
+            memory_mb=memory_mb,
         )
         report: dict[str, Any] = {}
         if out.is_file():

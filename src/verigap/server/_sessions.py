@@ -30,7 +30,11 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from verigap.errors import ConfigError, VerigapError
-from verigap.server import _workplace, families  # noqa: F401 (_workplace registers its family)
+from verigap.server import (  # noqa: F401 (_webapp and _workplace register their families)
+    _webapp,
+    _workplace,
+    families,
+)
 from verigap.server._envs import Limits, ServedEnv, parse_options
 
 

@@ -9,8 +9,8 @@ registry, so serving a new family is its package plus one :func:`register` call:
                      observation=CountObservation, description="count to a target"))
 
 The three built-in families register themselves at the bottom of ``_envs.py``, the workplace
-in ``_workplace.py`` (both imported by the session manager, so a running server always has
-them).
+in ``_workplace.py`` and the web-app feature tasks in ``_webapp.py`` (all imported by the
+session manager, so a running server always has them).
 """
 
 from __future__ import annotations

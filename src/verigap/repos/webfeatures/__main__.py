@@ -3,6 +3,7 @@
 build [--only SHA ...]   validate candidates (in the sandbox), save kept tasks and rows
 merge FILE ...           one results file from the rows of partial builds (newest wins)
 tickets                  rewrite the saved tasks' tickets from tickets.yaml (no test runs)
+play --agents A,B --tasks T ...   play tasks through the episode loop; verdicts and a summary
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from verigap.repos.webfeatures.build import (
     open_bundle,
     ticket_for,
 )
+from verigap.repos.webfeatures.play import PLAY_COMMAND, play
 from verigap.repos.webfeatures.task import FeatureTask
 from verigap.results import write_result
 
@@ -159,6 +161,12 @@ def rewrite_tickets(tasks_dir: Path) -> int:
     return n
 
 
+def play_command(argv: list[str]) -> str:
+    """The line that reproduces a play run (the subcommand's name is in ``PLAY_COMMAND``)."""
+    rest = argv[1:] if argv[:1] == ["play"] else argv
+    return " ".join([PLAY_COMMAND, *rest])
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m verigap.repos.webfeatures")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -173,8 +181,41 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--tasks-dir", type=Path, default=TASKS_DIR)
     t = sub.add_parser("tickets", help="rewrite the saved tasks' tickets from tickets.yaml")
     t.add_argument("--tasks-dir", type=Path, default=TASKS_DIR)
+    p = sub.add_parser("play", help="play tasks through the episode loop and grade them")
+    p.add_argument(
+        "--agents",
+        required=True,
+        help="comma-separated: scripted:oracle, "
+        "scripted:noop, scripted:sloppy or a model spec such as local:smollm2",
+    )
+    p.add_argument("--tasks", nargs="+", required=True, help="task ids or commit prefixes")
+    p.add_argument("--save", type=Path, required=True, help="results file to write")
+    p.add_argument("--max-turns", type=int, default=30, help="a model's turn budget")
+    p.add_argument("--max-new-tokens", type=int, default=256, help="a local model's tokens/turn")
+    p.add_argument("--wall-s", type=float, default=900.0, help="an episode's wall-clock budget")
+    p.add_argument("--reward", default=None, help="reward scheme (default: visible)")
+    p.add_argument("--backend", default="bwrap", choices=["bwrap", "unsafe"])
     args = ap.parse_args(argv)
     try:
+        if args.cmd == "play":
+            summary = play(
+                [a.strip() for a in args.agents.split(",") if a.strip()],
+                args.tasks,
+                args.save,
+                max_turns=args.max_turns,
+                max_new_tokens=args.max_new_tokens,
+                wall_s=args.wall_s,
+                reward=args.reward,
+                backend=args.backend,
+                command=play_command(argv if argv is not None else sys.argv[1:]),
+            )
+            for agent, row in summary["by_agent"].items():
+                print(
+                    f"{agent}: paid {row['paid']}/{row['episodes']}, "
+                    f"correct {row['correct']}, false success {row['false_success']}",
+                    file=sys.stderr,
+                )
+            return 0
         if args.cmd == "tickets":
             print(f"rewrote {rewrite_tickets(args.tasks_dir)} tickets", file=sys.stderr)
             return 0
