@@ -408,6 +408,7 @@ def collect_inputs(
     why: dict[str, str] | None = None,
     pickled: dict[str, str] | None = None,
     cloudpickle: bool = False,
+    budget_s: float | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
     """Inputs for the equivalence check, per function: arguments captured while the pristine
     suite runs, plus generated neighbours, kept only when the reference gives the same encoded
@@ -420,7 +421,9 @@ def collect_inputs(
     closure or a class defined in a test: the tests' own code travels by value), else
     ``"pickle"``. ``cloudpickle``: capture such calls at all (off by default until its cost
     on class-heavy projects is measured: on a heavily loaded machine, collecting cachetools'
-    inputs took over fifteen minutes with it, as with plain pickle alone)."""
+    inputs took over fifteen minutes with it, as with plain pickle alone). ``budget_s``: the
+    seconds each comparison round may take (default ``EQUIV_BUDGET_S``, or 20 suite durations
+    if longer)."""
     env = dict(
         python=p.python, env_prefix=Path(p.env_prefix), import_root=p.import_root, backend=backend
     )
@@ -514,7 +517,8 @@ def collect_inputs(
                     late.add(t)
         return merged
 
-    budget_s = max(EQUIV_BUDGET_S, 20 * p.baseline_s)
+    if budget_s is None:
+        budget_s = max(EQUIV_BUDGET_S, 20 * p.baseline_s)
     expanded = equiv(raw, "expand") or {"inputs": []}
     items = [{**x, "id": i} for i, x in enumerate(expanded["inputs"])]
     r1 = (equiv(items, "call") or {}).get("results", {})
@@ -733,6 +737,9 @@ class GenStats(BaseModel):
     #: ``site_checks`` (each site's own checks, on the search's thread), ``build`` (building and
     #: checking combinations: summed over the builder threads, so it can exceed the wall time)
     phase_s: dict[str, float] = {}
+    #: empty when make-tasks ran to its end; else where a time limit stopped it and what was
+    #: done by then ("time limit 300 s reached in validation: ...")
+    stopped: str = ""
 
 
 def rejection_lines(stats: GenStats) -> list[str]:
@@ -856,6 +863,8 @@ def make_tasks(
     allow_crashy: bool = False,
     min_hidden: int = 2,
     cloudpickle_inputs: bool = False,
+    time_limit_s: float | None = None,
+    on_stage=None,
     log=print,
 ) -> GenStats:
     """Prepare ``spec`` and write up to ``n`` validated tasks of ``k`` sites into ``out``
@@ -866,13 +875,37 @@ def make_tasks(
     enters any combination (:class:`SiteChecks`), and at most ``max_tries`` (default ``3n+6``)
     combinations are built. Mutations that crash at first call are left out unless
     ``allow_crashy``; every hidden site must break at least ``min_hidden`` hidden tests;
-    ``cloudpickle_inputs`` captures calls pickle cannot serialise (:func:`collect_inputs`)."""
+    ``cloudpickle_inputs`` captures calls pickle cannot serialise (:func:`collect_inputs`).
+
+    ``time_limit_s`` (counted once the project is prepared, as ``total_s - prepare_s`` is) ends each stage with what it has
+    once passed: unvalidated candidates are counted as not run, the capture gets what time is
+    left, and no new combination is built; the tasks written so far stay, and
+    ``GenStats.stopped`` says where it stopped. ``on_stage(name)`` is told each stage as it
+    starts ("prepare", "validation", "capture", "combinations"), so a caller that is stopped
+    from outside knows where."""
     ks = combine.k_values(k)
     if prompt_style not in PROMPT_STYLES:
         raise ConfigError(f"--prompt-style {prompt_style!r}: use one of {', '.join(PROMPT_STYLES)}")
+    if time_limit_s is not None and time_limit_s <= 0:
+        raise ConfigError(f"time limit {time_limit_s}: give a positive number of seconds")
+    stage = on_stage or (lambda _name: None)
+    deadline: float | None = None
+    stopped: list[str] = []
+
+    def past(where: str) -> bool:
+        """Whether the time limit has passed; the first stage that sees it is recorded."""
+        if deadline is None or time.monotonic() <= deadline:
+            return False
+        if not stopped:
+            stopped.append(where)
+        return True
+
     t0 = time.perf_counter()
+    stage("prepare")
     p = prepare(spec, test_deps=test_deps, env=env, backend=backend)
     t_prep = time.perf_counter() - t0
+    if time_limit_s is not None:
+        deadline = time.monotonic() + time_limit_s
     log(
         f"prepared {spec}: {len(p.passing)} passing tests, {len(p.reach)} reached functions, "
         f"suite {p.baseline_s:.2f}s"
@@ -882,9 +915,12 @@ def make_tasks(
     if p.stripped_addopts:
         log(f"dropped from the project's addopts (reporting only): {' '.join(p.stripped_addopts)}")
     cached = sum(1 for m in cands if validate_mod.cache_path(p, m).is_file())
+    stage("validation")
     valid, rejected = validate(
-        p, cands, workers=workers, backend=backend, allow_crashy=allow_crashy
+        p, cands, workers=workers, backend=backend, allow_crashy=allow_crashy, deadline=deadline
     )
+    if rejected.get(validate_mod.NOT_RUN):
+        past("validation")
     t_val = time.perf_counter() - t1
     log(f"validated {len(valid)}/{len(cands)} mutations in {t_val:.1f}s; rejected: {rejected}")
     t2 = time.perf_counter()
@@ -900,6 +936,10 @@ def make_tasks(
     no_input: dict[str, str] = {}
     pickled: dict[str, str] = {}
     t_cap = time.perf_counter()
+    stage("capture")
+    left = None if deadline is None else deadline - time.monotonic()
+    if left is not None and left <= 0:
+        past("capture")
     inputs = (
         collect_inputs(
             p,
@@ -908,8 +948,10 @@ def make_tasks(
             why=no_input,
             pickled=pickled,
             cloudpickle=cloudpickle_inputs,
+            # each of its comparison rounds gets a third of the time left
+            budget_s=None if left is None else max(1.0, min(EQUIV_BUDGET_S, left / 3)),
         )
-        if upper
+        if upper and (left is None or left > 0)
         else {}
     )
     phase: dict[str, float] = {"capture": time.perf_counter() - t_cap, "site_checks": 0.0}
@@ -946,7 +988,7 @@ def make_tasks(
     def combos():
         """Combinations in turn from each k (a spread of difficulty), until the budget."""
         nonlocal tries
-        while gens and tries < budget:
+        while gens and tries < budget and not past("combinations"):
             for g in list(gens):
                 sites = next(g, None) if tries < budget else None
                 if sites is None:
@@ -983,6 +1025,7 @@ def make_tasks(
     # ``workers`` builds at a time (each is sandboxed runs: the cores wait on them), never more
     # than could still be needed; results are taken in the order the combinations came, so the
     # tasks kept and their numbering do not depend on which build finishes first
+    stage("combinations")
     source = combos()
     flight: deque = deque()
     with ThreadPoolExecutor(max_workers=max(1, workers)) as builders:
@@ -1064,6 +1107,13 @@ def make_tasks(
         crashy_valid=rejected.get(validate_mod.CRASHY, 0) + sum(1 for v in valid if v.crash),
         warnings=warnings,
     )
+    if stopped:
+        stats.stopped = (
+            f"time limit {time_limit_s:g} s reached in {stopped[0]}: "
+            f"{len(cands) - rejected.get(validate_mod.NOT_RUN, 0)} of {len(cands)} candidates "
+            f"validated, {tries} combination(s) built, {len(task_files)} task(s) written"
+        )
+        log(stats.stopped)
     if stats.tasks < n:
         stats.hints = hints_for(
             stats, k=min(ks), n_functions=len(pool.by_fn), combos=upper, min_hidden=min_hidden

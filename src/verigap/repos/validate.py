@@ -18,6 +18,7 @@ import random
 import re
 import shutil
 import tempfile
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -49,6 +50,8 @@ class ValidMutation(BaseModel, mutate.MutationRecord):
 #: computed a wrong value.
 CRASH_TYPES = {"TypeError", "AttributeError", "NameError", "UnboundLocalError"}
 CRASHY = "crashes at first call"
+#: the reason given to candidates left unvalidated when a time limit passed
+NOT_RUN = "not validated (time limit)"
 _SUMMARY = re.compile(r"^(?:FAILED|ERROR) (\S+?)(?: - ([\w.]+)(?::|$)|$)", re.M)
 
 
@@ -266,15 +269,24 @@ def validate(
     backend: str | None = None,
     allow_crashy: bool = False,
     warm: bool = True,
+    deadline: float | None = None,
 ) -> tuple[list[ValidMutation], dict[str, int]]:
     """Validate candidates in parallel; return the valid ones (deduplicated) and reject counts.
     Mutations that crash at first call are rejected (reason ``CRASHY``) unless allowed.
     ``warm``: each worker runs its tests in a fork server of its own (:mod:`verigap.repos.warm`;
-    under bubblewrap only, and not where ``VERIGAP_WARM_VALIDATION=0``)."""
+    under bubblewrap only, and not where ``VERIGAP_WARM_VALIDATION=0``). ``deadline`` (a
+    ``time.monotonic()`` value): candidates not started by then are counted as ``NOT_RUN``
+    instead of validated, so a caller's time limit ends this stage with what it has."""
     runners = WarmRunners(p, backend) if warm else None
+
+    def one(m: mutate.Mutation) -> tuple[ValidMutation | None, str]:
+        if deadline is not None and time.monotonic() > deadline:
+            return None, NOT_RUN
+        return _cached_validate(p, m, backend, runners)
+
     try:
         with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-            results = list(pool.map(lambda m: _cached_validate(p, m, backend, runners), muts))
+            results = list(pool.map(one, muts))
     finally:
         if runners is not None:
             runners.close()

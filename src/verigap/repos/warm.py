@@ -18,14 +18,17 @@ group live until the worker's sandbox ends, not the run's.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
 import select
 import shutil
+import signal
 import tempfile
 import threading
-from collections.abc import Mapping, Sequence
+import weakref
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from verigap.errors import SandboxUnavailable
@@ -48,6 +51,9 @@ from verigap.sandbox._bwrap import BwrapSandbox
 #: presumed stuck, stopped and started again.
 GRACE_S = 30.0
 
+#: every runner not yet closed, so a signal can stop them all (:func:`stop_all`)
+_LIVE: weakref.WeakSet[WarmRunner] = weakref.WeakSet()
+
 
 class WarmRunner:
     """One fork server over a private copy of ``p``'s tree (bubblewrap only)."""
@@ -62,6 +68,7 @@ class WarmRunner:
         self.box: BwrapSandbox | None = None
         self.runs = 0
         self._lock = threading.Lock()
+        _LIVE.add(self)
 
     def _start(self) -> None:
         scratch = self.dir / f"scratch{self.runs}"
@@ -113,6 +120,20 @@ class WarmRunner:
         with self._lock:
             self._stop()
             shutil.rmtree(self.dir, ignore_errors=True)
+        _LIVE.discard(self)
+
+    def kill(self) -> None:
+        """Kill the sandbox and delete the private tree now, without waiting for a run in
+        flight (it then ends as a timed-out run): for a process that is being stopped. The
+        whole process group goes: bubblewrap, and with its PID namespace every process in it."""
+        proc = self.proc
+        if proc is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)  # started in a session of its own
+            with contextlib.suppress(Exception):
+                proc.wait(timeout=10)
+        shutil.rmtree(self.dir, ignore_errors=True)
+        _LIVE.discard(self)
 
     def run(self, files: Mapping[str, str], tests: Sequence[str], timeout: float) -> PytestRun:
         """The tests ``tests`` (node ids or files) on the tree with ``files`` ({path: text})
@@ -227,4 +248,42 @@ class WarmRunners:
             r.close()
 
 
-__all__ = ["WarmRunner", "WarmRunners"]
+def stop_all() -> int:
+    """Kill every live warm runner's sandbox and delete its tree; how many there were."""
+    runners = list(_LIVE)
+    for r in runners:
+        r.kill()
+    return len(runners)
+
+
+@contextlib.contextmanager
+def stopped_cleanly() -> Iterator[None]:
+    """While inside, SIGTERM and SIGINT first kill every warm runner (:func:`stop_all`: no
+    sandboxed child is left running, no ``vg-warm-*`` tree left behind), then end the process
+    as the signal's previous handling would. Only the main thread can install handlers;
+    elsewhere this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signals = (signal.SIGTERM, signal.SIGINT)
+    old = {s: signal.getsignal(s) for s in signals}
+
+    def handler(signum: int, frame) -> None:
+        stop_all()
+        prev = old[signum]
+        if callable(prev):
+            prev(signum, frame)
+            return
+        signal.signal(signum, signal.SIG_DFL if prev is None else prev)
+        os.kill(os.getpid(), signum)
+
+    for s in signals:
+        signal.signal(s, handler)
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h if h is not None else signal.SIG_DFL)
+
+
+__all__ = ["WarmRunner", "WarmRunners", "stop_all", "stopped_cleanly"]
