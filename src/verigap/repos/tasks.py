@@ -778,7 +778,9 @@ def hints_for(
         )
     if rej.get("timeout"):
         h.append(
-            "some suite runs timed out (machine load?): run make-tasks again, timeouts are retried"
+            "some suite runs timed out: a mutation that loops (remembered per prepared tree, "
+            "so a second run does not wait for it again), or a machine too loaded for "
+            "Prepared.suite_timeout"
         )
     if rej.get("no report (the suite crashed)"):
         h.append(

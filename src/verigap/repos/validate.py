@@ -249,15 +249,22 @@ def cache_path(p: Prepared, m: mutate.Mutation) -> Path:
 def _cached_validate(
     p: Prepared, m: mutate.Mutation, backend: str | None, warm: WarmRunners | None = None
 ) -> tuple[ValidMutation | None, str]:
-    """validate_one, remembered per prepared environment (timeouts are not remembered: they
-    depend on the machine's load, not on the mutation)."""
+    """validate_one, remembered per prepared tree. A timeout is remembered too, with the limit
+    it ran past: the limit (``Prepared.suite_timeout``) is many times the whole suite's time
+    while only the tests that reach the mutation run, so a run past it is a mutation that
+    loops, not a loaded machine, and waiting for it again on every run costs the limit each
+    time. A timeout under a smaller limit than today's is run again."""
     path = cache_path(p, m)
     if path.is_file():
         d = json.loads(path.read_text())
-        return (ValidMutation(**d["valid"]) if d["valid"] else None), d["why"]
+        if d["why"] != "timeout" or d.get("timeout_s", 0.0) >= p.suite_timeout():
+            return (ValidMutation(**d["valid"]) if d["valid"] else None), d["why"]
     v, why = validate_one(p, m, backend, warm.get() if warm is not None else None)
-    if why != "timeout":
-        write_json_atomic(path, {"id": m.id, "valid": v.model_dump() if v else None, "why": why})
+    write_json_atomic(
+        path,
+        {"id": m.id, "valid": v.model_dump() if v else None, "why": why}
+        | ({"timeout_s": p.suite_timeout()} if why == "timeout" else {}),
+    )
     return v, why
 
 
