@@ -53,22 +53,26 @@ GRACE_S = 30.0
 
 #: every runner not yet closed, so a signal can stop them all (:func:`stop_all`)
 _LIVE: weakref.WeakSet[WarmRunner] = weakref.WeakSet()
+#: set by :func:`stop_all`: no runner starts or restarts a sandbox after it (the process ends)
+_STOPPING = threading.Event()
 
 
 class WarmRunner:
     """One fork server over a private copy of ``p``'s tree (bubblewrap only)."""
 
     def __init__(self, p: Prepared, *, memory_mb: int = 4096) -> None:
+        if _STOPPING.is_set():
+            raise SandboxUnavailable("the process is stopping: no new warm runner")
         self.p = p
-        self.dir = Path(tempfile.mkdtemp(prefix="vg-warm-"))
-        self.tree = self.dir / "tree"
-        shutil.copytree(p.tree, self.tree, symlinks=True)
         self.memory_mb = memory_mb
         self.proc = None
         self.box: BwrapSandbox | None = None
         self.runs = 0
         self._lock = threading.Lock()
-        _LIVE.add(self)
+        self.dir = Path(tempfile.mkdtemp(prefix="vg-warm-"))
+        _LIVE.add(self)  # from the moment its tree exists, stop_all deletes it
+        self.tree = self.dir / "tree"
+        shutil.copytree(p.tree, self.tree, symlinks=True)
 
     def _start(self) -> None:
         scratch = self.dir / f"scratch{self.runs}"
@@ -130,9 +134,17 @@ class WarmRunner:
         if proc is not None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)  # started in a session of its own
-            with contextlib.suppress(Exception):
-                proc.wait(timeout=10)
-        shutil.rmtree(self.dir, ignore_errors=True)
+        # a run in flight now sees the server gone, restores its files and lets go of the
+        # lock: the tree is deleted after that, so nothing writes into it again
+        locked = self._lock.acquire(timeout=GRACE_S)
+        try:
+            if proc is not None:
+                with contextlib.suppress(Exception):
+                    proc.wait(timeout=10)
+            shutil.rmtree(self.dir, ignore_errors=True)
+        finally:
+            if locked:
+                self._lock.release()
         _LIVE.discard(self)
 
     def run(self, files: Mapping[str, str], tests: Sequence[str], timeout: float) -> PytestRun:
@@ -154,6 +166,8 @@ class WarmRunner:
     def _run(self, tests: Sequence[str], timeout: float) -> PytestRun:
         if self.proc is None or self.proc.poll() is not None:
             self._stop()
+            if _STOPPING.is_set():
+                raise SandboxUnavailable("the process is stopping: no warm run")
             self._start()
         self.runs += 1
         n = self.runs
@@ -249,7 +263,9 @@ class WarmRunners:
 
 
 def stop_all() -> int:
-    """Kill every live warm runner's sandbox and delete its tree; how many there were."""
+    """Kill every live warm runner's sandbox and delete its tree; how many there were. For a
+    process that is ending: no runner starts a sandbox after this."""
+    _STOPPING.set()
     runners = list(_LIVE)
     for r in runners:
         r.kill()
