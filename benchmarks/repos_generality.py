@@ -199,14 +199,14 @@ def stopped_row(spec: str, deps: list[str], progress: dict, why: str) -> dict:
     return rec
 
 
-def graded(r: dict) -> bool:
+def is_graded(r: dict) -> bool:
     """Whether a row's tasks were graded (not pending, not stopped before grading)."""
     g = r.get("grading")
     return bool(r["tasks"]) and isinstance(g, dict) and "paid" in g
 
 
 def summary(rows: list[dict]) -> dict:
-    built = [r for r in rows if graded(r)]
+    built = [r for r in rows if is_graded(r)]
     paid = {}
     for r in built:
         for key, v in r["grading"]["paid"].items():
@@ -410,6 +410,10 @@ def main() -> None:
         warm.stop_all()  # no sandboxed child and no vg-warm-* tree outlives the run
         shutil.rmtree(tmp, ignore_errors=True)
         os._exit(128 + int(getattr(signal, str(e))))  # worker threads are not waited for
+    except BaseException:  # a bug of ours outside a project: still leave nothing running
+        warm.stop_all()
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     pool.shutdown()
     shutil.rmtree(tmp, ignore_errors=True)
     print(f"summary: {summary([rows[p[0]] for p in PROJECTS if p[0] in rows])}", flush=True)

@@ -780,7 +780,7 @@ def hints_for(
         h.append(
             "some suite runs timed out: a mutation that loops (remembered per prepared tree, "
             "so a second run does not wait for it again), or a machine too loaded for "
-            "Prepared.suite_timeout"
+            "validate.validation_timeout"
         )
     if rej.get("no report (the suite crashed)"):
         h.append(

@@ -134,10 +134,24 @@ def mutant_tree(p: Prepared, muts: Sequence[mutate.Mutation], dest: Path) -> dic
     return texts
 
 
+def validation_timeout(p: Prepared) -> float:
+    """Wall limit for one validation run (the tests that reach a mutation). Ten times the whole
+    suite's time, and at least 20 s, is far past what a loaded machine adds to part of the suite,
+    so a run past it is a mutation that loops; ``Prepared.suite_timeout``'s 60 s floor, meant
+    for grading whole suites, made each looping mutation of a 1 s suite cost a minute."""
+    return max(20.0, 10 * p.baseline_s + 10)
+
+
 def run_suite(
-    p: Prepared, tree: Path, *, backend: str | None = None, tests: Sequence[str] | None = None
+    p: Prepared,
+    tree: Path,
+    *,
+    backend: str | None = None,
+    tests: Sequence[str] | None = None,
+    timeout: float | None = None,
 ):
-    """The project's suite on ``tree``; only the test ``tests`` (node ids) when given."""
+    """The project's suite on ``tree``; only the test ``tests`` (node ids) when given;
+    ``timeout`` defaults to ``Prepared.suite_timeout``."""
     return run_pytest(
         tree,
         python=p.python,
@@ -145,7 +159,7 @@ def run_suite(
         import_root=p.import_root,
         test_files=p.test_files if tests is None else tests,
         config_file=p.config_file,
-        timeout=p.suite_timeout(),
+        timeout=timeout or p.suite_timeout(),
         backend=backend,
     )
 
@@ -173,10 +187,12 @@ def run_reaching(
     (an id pytest could not select). ``warm``: (a warm runner, the mutated files) runs them in
     the runner's fork server instead of a cold sandbox over ``tree``."""
 
+    limit = validation_timeout(p)
+
     def suite(tests: Sequence[str] | None):
         if warm is None:
-            return run_suite(p, tree, backend=backend, tests=tests)
-        return warm[0].run(warm[1], p.test_files if tests is None else tests, p.suite_timeout())
+            return run_suite(p, tree, backend=backend, tests=tests, timeout=limit)
+        return warm[0].run(warm[1], p.test_files if tests is None else tests, limit)
 
     units = set(reaching_units(p, function))
     if units:
@@ -250,20 +266,20 @@ def _cached_validate(
     p: Prepared, m: mutate.Mutation, backend: str | None, warm: WarmRunners | None = None
 ) -> tuple[ValidMutation | None, str]:
     """validate_one, remembered per prepared tree. A timeout is remembered too, with the limit
-    it ran past: the limit (``Prepared.suite_timeout``) is many times the whole suite's time
+    it ran past: the limit (:func:`validation_timeout`) is many times the whole suite's time
     while only the tests that reach the mutation run, so a run past it is a mutation that
     loops, not a loaded machine, and waiting for it again on every run costs the limit each
     time. A timeout under a smaller limit than today's is run again."""
     path = cache_path(p, m)
     if path.is_file():
         d = json.loads(path.read_text())
-        if d["why"] != "timeout" or d.get("timeout_s", 0.0) >= p.suite_timeout():
+        if d["why"] != "timeout" or d.get("timeout_s", 0.0) >= validation_timeout(p):
             return (ValidMutation(**d["valid"]) if d["valid"] else None), d["why"]
     v, why = validate_one(p, m, backend, warm.get() if warm is not None else None)
     write_json_atomic(
         path,
         {"id": m.id, "valid": v.model_dump() if v else None, "why": why}
-        | ({"timeout_s": p.suite_timeout()} if why == "timeout" else {}),
+        | ({"timeout_s": validation_timeout(p)} if why == "timeout" else {}),
     )
     return v, why
 
