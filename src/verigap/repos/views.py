@@ -19,19 +19,23 @@ _YES = {True: "yes", False: "no"}
 
 @view("repos_generality")
 def generality_table(data: dict[str, Any]) -> str:
-    """Per project: fetched, prepared, tasks built (at k), crash share, v1/v2 on the oracle and
-    the no-op, and the reason the user saw when it yielded nothing; then the summary line."""
+    """Per project: fetched, prepared, tasks built (at k), their sites that are methods, crash
+    share, v1/v2 on the oracle and the no-op (on the graded sample), and the reason the user saw
+    when it yielded fewer tasks than asked (or where a time limit stopped it); then the summary
+    line."""
     rows = []
     for r in data["projects"]:
         g = r.get("grading")
         pay = {
             a: f"{g['paid'][f'v1/{a}']}/{g['graded']} / {g['paid'][f'v2/{a}']}/{g['graded']}"
-            if g
+            if g and "paid" in g
             else "-"
             for a in ("oracle", "noop")
         }
         crash = "-" if r.get("crash_share_valid") is None else f"{r['crash_share_valid']:.0%}"
         reason = r["reason"].splitlines()[0][:160] if r["reason"] else ""
+        if r.get("stopped") and r["stopped"] not in reason:
+            reason = f"{r['stopped']}; {reason}" if reason else r["stopped"]
         tasks = f"{r['tasks']} ({r['k']})" if "k" in r else str(r["tasks"])
         bound = (
             "-"
@@ -48,6 +52,7 @@ def generality_table(data: dict[str, Any]) -> str:
                 tasks,
                 bound,
                 secs,
+                "-" if r.get("method_sites") is None else str(r["method_sites"]),
                 crash,
                 pay["oracle"],
                 pay["noop"],
@@ -63,6 +68,7 @@ def generality_table(data: dict[str, Any]) -> str:
             "tasks (k)",
             "could make",
             "make-tasks s",
+            "method sites",
             "crash share",
             "v1 / v2 pay oracle",
             "v1 / v2 pay no-op",
