@@ -152,6 +152,7 @@ def one(spec: str, deps: list[str], args, work: Path, log, progress: dict, save)
         make_tasks_s=round(stats.total_s - stats.prepare_s, 1),
         funnel={
             "candidates": stats.candidates,
+            "validated": stats.validated,
             "valid": stats.valid,
             "sites_set_aside": stats.site_rejected,
             "site_routes": stats.site_routes,

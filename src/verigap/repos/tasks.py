@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import base64
+import contextlib
 import hashlib
 import os
 import re
@@ -47,6 +48,7 @@ from verigap.repos.schema import (  # noqa: F401  (the schema, re-exported for o
     _Strict,
 )
 from verigap.repos.validate import ValidMutation, candidates, mutant_tree, run_suite, validate
+from verigap.repos.warm import WarmRunner, WarmRunners
 from verigap.runs import write_json_atomic
 
 SCHEMA_VERSION = 1
@@ -612,6 +614,22 @@ def discriminated(
 # --------------------------------------------------------------------------- make-tasks
 
 
+#: candidates validated at a time before asking whether the search has enough sites
+VALIDATE_CHUNK = 16
+
+
+def enough_sites(pool: combine.Pool, ks: Sequence[int], n: int) -> bool:
+    """Whether the valid mutations so far are enough for the search to make ``n`` tasks of each
+    size in ``ks``, so the remaining candidates need not be validated (validation is a suite run
+    each, the largest cost before the first task): sites in at least ``max(3 k, n + k)``
+    distinct functions for the largest k (room for the sites the search sets aside and the
+    combinations a build rejects), and at least ``10 n`` possible tasks for every k."""
+    k = max(ks)
+    if len(pool.by_fn) < max(3 * k, n + k):
+        return False
+    return all(pool.upper_bound(kk)[0] >= 10 * n for kk in ks)
+
+
 class SiteChecks:
     """The checks a site passes or fails alone, whatever it is combined with, run once per site
     when the search first wants it (:meth:`usable`): a site whose equivalence inputs tell its
@@ -737,6 +755,9 @@ class GenStats(BaseModel):
     #: ``site_checks`` (each site's own checks, on the search's thread), ``build`` (building and
     #: checking combinations: summed over the builder threads, so it can exceed the wall time)
     phase_s: dict[str, float] = {}
+    #: candidates validated: fewer than ``candidates`` when the first chunks already gave the
+    #: search enough sites (:func:`enough_sites`); ``upper_bound`` counts the tasks these make
+    validated: int | None = None
     #: empty when make-tasks ran to its end; else where a time limit stopped it and what was
     #: done by then ("time limit 300 s reached in validation: ...")
     stopped: str = ""
@@ -918,15 +939,48 @@ def make_tasks(
         log(f"dropped from the project's addopts (reporting only): {' '.join(p.stripped_addopts)}")
     cached = sum(1 for m in cands if validate_mod.cache_path(p, m).is_file())
     stage("validation")
-    valid, rejected = validate(
-        p, cands, workers=workers, backend=backend, allow_crashy=allow_crashy, deadline=deadline
-    )
+    groups = shared_bodies(p)
+    runners = WarmRunners(p, backend)
+    valid: list[ValidMutation] = []
+    rejected: dict[str, int] = {}
+    seen: set[str] = set()
+    done = 0
+    try:  # in chunks, until the valid mutations are enough for the search (enough_sites)
+        while done < len(cands):
+            chunk = cands[done : done + VALIDATE_CHUNK]
+            done += len(chunk)
+            got, why = validate(
+                p,
+                chunk,
+                workers=workers,
+                backend=backend,
+                allow_crashy=allow_crashy,
+                deadline=deadline,
+                runners=runners,
+            )
+            for r, c in why.items():
+                rejected[r] = rejected.get(r, 0) + c
+            for v in got:  # a duplicate of a mutation from an earlier chunk
+                if v.sha256 in seen:
+                    rejected["duplicate"] = rejected.get("duplicate", 0) + 1
+                else:
+                    seen.add(v.sha256)
+                    valid.append(v)
+            pool = combine.Pool(valid, p.reach, min_hidden=min_hidden, groups=groups)
+            if done < len(cands) and enough_sites(pool, ks, n):
+                break
+    finally:
+        runners.close()
     if rejected.get(validate_mod.NOT_RUN):
         past("validation")
     t_val = time.perf_counter() - t1
-    log(f"validated {len(valid)}/{len(cands)} mutations in {t_val:.1f}s; rejected: {rejected}")
+    log(
+        f"validated {done} of {len(cands)} candidates in {t_val:.1f}s"
+        + (" (enough for the search)" if done < len(cands) else "")
+        + f": {len(valid)} valid; rejected: {rejected}"
+    )
     t2 = time.perf_counter()
-    pool = combine.Pool(valid, p.reach, min_hidden=min_hidden, groups=shared_bodies(p))
+    pool = combine.Pool(valid, p.reach, min_hidden=min_hidden, groups=groups)
     bounds = {kk: pool.upper_bound(kk) for kk in ks}
     upper = sum(b for b, _ in bounds.values())
     log(
@@ -1008,6 +1062,7 @@ def make_tasks(
                 phase["build"] += time.perf_counter() - t
 
     phase_lock = threading.Lock()
+    build_runners = WarmRunners(p, backend)
 
     def _build(number: int, sites: list[ValidMutation]):
         return build_task(
@@ -1022,6 +1077,7 @@ def make_tasks(
             allow_tests_only=allow_tests_only,
             min_hidden=min_hidden,
             told=quality.told_for(sites),
+            warm=build_runners.get(),
         )
 
     # ``workers`` builds at a time (each is sandboxed runs: the cores wait on them), never more
@@ -1030,7 +1086,10 @@ def make_tasks(
     stage("combinations")
     source = combos()
     flight: deque = deque()
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as builders:
+    with (
+        contextlib.closing(build_runners),
+        ThreadPoolExecutor(max_workers=max(1, workers)) as builders,
+    ):
         while True:
             while len(flight) < max(1, workers) and len(task_files) + len(flight) < n:
                 nxt = next(source, None)
@@ -1069,6 +1128,7 @@ def make_tasks(
                 + (f"; not told apart by the comparison: {', '.join(told)}" if told else "")
             )
     stats = GenStats(
+        validated=done,
         command=make_tasks_command(
             spec,
             k=k,
@@ -1146,6 +1206,7 @@ def build_task(
     allow_tests_only: bool = False,
     min_hidden: int = 1,
     told: dict[str, bool] | None = None,
+    warm: WarmRunner | None = None,
 ) -> tuple[RepoTask | None, str]:
     """Build and check one task: the combined mutant must break a visible test per visible site
     and a hidden test per hidden site, and the workspace must collect exactly the visible tests.
@@ -1157,7 +1218,9 @@ def build_task(
     ``discrimination="forwarded"``); if they cannot be, the task is rejected, unless
     ``allow_tests_only`` (kept as ``tests_only``, ``discrimination="in_process"``). ``told``:
     the discrimination of these sites when already checked (:class:`SiteChecks`); a mutation
-    answers alike alone and in combination, so it is not checked again.
+    answers alike alone and in combination, so it is not checked again. ``warm``: run the
+    combined mutant's whole suite in that runner's fork server (the cold run's verdicts, without
+    a sandbox, an interpreter and pytest's import to start: most of a small suite's run).
 
     Every test the combined mutant breaks must reach one of its sites (validation runs only the
     tests that reach the mutated function, so this full run is where a mutation that breaks
@@ -1174,7 +1237,11 @@ def build_task(
     with tempfile.TemporaryDirectory(prefix="vg-task-") as tmp:
         full = Path(tmp) / "full"
         texts = mutant_tree(p, [s.mutation for s in sites], full)
-        run = run_suite(p, full, backend=backend)
+        run = (
+            warm.run(texts, p.test_files, p.suite_timeout())
+            if warm is not None
+            else run_suite(p, full, backend=backend)
+        )
         if run.timed_out or not run.report_found:
             return None, "combined mutant did not run"
         broken = run.failing(p.passing)

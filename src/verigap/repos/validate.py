@@ -293,14 +293,18 @@ def validate(
     allow_crashy: bool = False,
     warm: bool = True,
     deadline: float | None = None,
+    runners: WarmRunners | None = None,
 ) -> tuple[list[ValidMutation], dict[str, int]]:
     """Validate candidates in parallel; return the valid ones (deduplicated) and reject counts.
     Mutations that crash at first call are rejected (reason ``CRASHY``) unless allowed.
     ``warm``: each worker runs its tests in a fork server of its own (:mod:`verigap.repos.warm`;
     under bubblewrap only, and not where ``VERIGAP_WARM_VALIDATION=0``). ``deadline`` (a
     ``time.monotonic()`` value): candidates not started by then are counted as ``NOT_RUN``
-    instead of validated, so a caller's time limit ends this stage with what it has."""
-    runners = WarmRunners(p, backend) if warm else None
+    instead of validated, so a caller's time limit ends this stage with what it has.
+    ``runners``: warm runners the caller keeps across calls (and closes); else made here."""
+    own = runners is None
+    if own:
+        runners = WarmRunners(p, backend) if warm else None
 
     def one(m: mutate.Mutation) -> tuple[ValidMutation | None, str]:
         if deadline is not None and time.monotonic() > deadline:
@@ -311,7 +315,7 @@ def validate(
         with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
             results = list(pool.map(one, muts))
     finally:
-        if runners is not None:
+        if own and runners is not None:
             runners.close()
     valid: list[ValidMutation] = []
     seen: set[str] = set()
