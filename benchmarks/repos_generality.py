@@ -65,6 +65,8 @@ PROJECTS: list[tuple[str, list[str], str]] = [
     ("itsdangerous==2.2.0", ["freezegun"], "class-heavy (signers), flit_core, src layout"),
     ("packaging==24.1", ["pretend"], "class-heavy (Version, SpecifierSet), flit_core"),
     ("tomli==2.0.1", [], "flit_core, src layout, data-file driven tests"),
+    ("boltons==24.0.0", [], "class-heavy (ordered multidicts, indexed sets), many modules"),
+    ("schema==0.7.7", [], "class-heavy (Schema, And, Or), single module, setup.py"),
 ]
 
 
