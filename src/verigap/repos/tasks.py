@@ -466,7 +466,9 @@ def collect_inputs(
 
     late: set[str] = set()  # functions whose calls did not finish within the time budget
 
-    def equiv(items: list[dict[str, Any]], mode: str) -> dict[str, Any] | None:
+    def equiv(
+        items: list[dict[str, Any]], mode: str, context: str = "plain"
+    ) -> dict[str, Any] | None:
         """Calls of ``items`` in chunks of whole functions, within ``budget_s`` seconds: a
         chunk that dies or runs past its share is retried one function per process, and a
         function still unanswered when the budget is spent gets no input (``late``)."""
@@ -489,7 +491,9 @@ def collect_inputs(
                 late.update(ts)
                 return True
             part = [x for x in items if x["target"] in ts]
-            out = run_equiv(p.tree, part, mode=mode, timeout=min(left, cap, share), **env)
+            out = run_equiv(
+                p.tree, part, mode=mode, context=context, timeout=min(left, cap, share), **env
+            )
             if out is None:
                 return False
             for k, v in out.items():
@@ -525,7 +529,10 @@ def collect_inputs(
     items = [{**x, "id": i} for i, x in enumerate(expanded["inputs"])]
     r1 = (equiv(items, "call") or {}).get("results", {})
     items2 = [x for x in items if str(x["id"]) in r1]  # the second call checks the first
-    r2 = (equiv(items2, "call") or {}).get("results", {})
+    # the check call runs where v2 calls a candidate (the agent's context: its layout, a random
+    # hash seed): a result that differs there (the order of a set of strings, a path) would
+    # fail even the reference's own code, so such an input is dropped as nondeterministic
+    r2 = (equiv(items2, "call", "agent") or {}).get("results", {})
     out: dict[str, list[dict[str, Any]]] = {f: [] for f in functions}
     drops: dict[str, Counter] = {f: Counter() for f in functions}
     for x in items:
