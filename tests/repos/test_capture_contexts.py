@@ -7,7 +7,6 @@ code (the oracle) would fail the comparison; such an input is dropped as nondete
 from __future__ import annotations
 
 import textwrap
-from pathlib import Path
 
 from verigap.repos.prepare import prepare
 from verigap.repos.tasks import collect_inputs
