@@ -339,9 +339,12 @@ def main() -> None:
             r.setdefault("command", read_meta(args.out)["command"])
     lock = threading.Lock()
     running: dict[str, tuple[list[str], str, dict]] = {}  # spec -> (deps, case, progress)
+    stopping = threading.Event()  # once set, only the stop rows are written
 
-    def save(rec: dict) -> None:
+    def save(rec: dict, *, stop_row: bool = False) -> None:
         with lock:
+            if stopping.is_set() and not stop_row:
+                return  # a project thread failing as its sandboxes are killed: not its result
             rows[rec["spec"]] = rec
             done = [rows[p[0]] for p in PROJECTS if p[0] in rows]  # in the list's order
             write_result(
@@ -406,9 +409,10 @@ def main() -> None:
     except Stop as e:
         for s in old:  # a second signal while cleaning up must not cut the cleanup short
             signal.signal(s, signal.SIG_IGN)
+        stopping.set()
         for spec, (deps, why, progress) in list(running.items()):
             rec = stopped_row(spec, deps, progress, f"stopped by {e}")
-            save({**rec, "case": why, "command": command})
+            save({**rec, "case": why, "command": command}, stop_row=True)
             print(f"[{spec}] {rec['stopped']}", flush=True)
         warm.stop_all()  # no sandboxed child and no vg-warm-* tree outlives the run
         shutil.rmtree(tmp, ignore_errors=True)
