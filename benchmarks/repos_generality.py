@@ -256,6 +256,8 @@ def _brief(r: dict) -> dict:
         "candidates": r.get("candidates"),
         "valid": r.get("valid"),
         "method_sites": r.get("method_sites"),
+        "stopped": r.get("stopped") or "",
+        "validated": f.get("validated"),
         "k_made": r.get("k_made"),
         "grading": r.get("grading"),
         "reason": r["reason"][:300],
@@ -265,7 +267,8 @@ def _brief(r: dict) -> dict:
 
 def compare(before: Path, after: Path, out: Path, command: str) -> None:
     """Write, per project rerun since ``before`` (a results file an earlier run committed),
-    its row before and after, from the two results files as they stand."""
+    its row before and after, from the two results files as they stand; a project ``before``
+    has no row for is listed with ``before: null``."""
     old = {r["spec"]: r for r in read_result(before)["projects"]}
     new_data = read_result(after)
     after_cmd = read_meta(after)["command"]
@@ -273,7 +276,10 @@ def compare(before: Path, after: Path, out: Path, command: str) -> None:
     for r in new_data["projects"]:
         r = {**r, "command": r.get("command", after_cmd)}
         prev = old.get(r["spec"])
-        if prev is None or prev.get("command", read_meta(before)["command"]) == r["command"]:
+        if prev is None:  # a project the earlier run did not have
+            rows.append({"spec": r["spec"], "before": None, "after": _brief(r)})
+            continue
+        if prev.get("command", read_meta(before)["command"]) == r["command"]:
             continue  # not rerun since
         prev = {**prev, "command": prev.get("command", read_meta(before)["command"])}
         rows.append({"spec": r["spec"], "before": _brief(prev), "after": _brief(r)})

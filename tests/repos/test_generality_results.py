@@ -72,6 +72,9 @@ def test_the_before_after_table_compares_the_committed_rows():
     assert change["projects"]
     for row in change["projects"]:
         spec = row["spec"]
+        if row["before"] is None:  # a project the earlier file has no row for
+            assert spec not in earlier and row["after"]["tasks"] == now[spec]["tasks"]
+            continue
         assert row["before"]["tasks"] == earlier[spec]["tasks"]
         assert row["after"]["tasks"] == now[spec]["tasks"]
         assert row["after"]["command"] != row["before"]["command"]

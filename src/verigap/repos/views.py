@@ -127,29 +127,36 @@ def baselines_table(data: dict[str, Any]) -> str:
 @view("repos_generality_change")
 def generality_change_table(data: dict[str, Any]) -> str:
     """Per project rerun: tasks (k), could make, make-tasks seconds and where they went
-    (validation, the tasks stage), before and after."""
+    (validation, the tasks stage), the tasks' sites that are methods, and v2 on the oracle and
+    the no-op over the graded sample, before and after."""
 
-    def cell(b: dict[str, Any]) -> list[str]:
+    def cell(b: dict[str, Any] | None) -> list[str]:
+        if b is None:  # the earlier run had no row for the project
+            return ["no row", "-", "-", "-", "-", "-"]
         secs = "-" if b.get("make_tasks_s") is None else f"{b['make_tasks_s']:.0f}"
         stages = (
             "-" if b.get("validate_s") is None else f"{b['validate_s']:.0f} / {b['tasks_s']:.0f}"
         )
         bound = "-" if b.get("upper_bound") is None else str(b["upper_bound"])
         k = f" ({b['k']})" if b.get("k") else ""
-        return [f"{b['tasks']}{k}", bound, secs, stages]
+        g = b.get("grading") or {}
+        pay = (
+            f"{g['paid']['v2/oracle']}/{g['graded']} / {g['paid']['v2/noop']}/{g['graded']}"
+            if "paid" in g
+            else "-"
+        )
+        methods = "-" if b.get("method_sites") is None else str(b["method_sites"])
+        return [f"{b['tasks']}{k}", bound, secs, stages, methods, pay]
 
     rows = [[r["spec"], *cell(r["before"]), *cell(r["after"])] for r in data["projects"]]
+    side = ["tasks (k)", "could make", "make-tasks s", "validate / tasks s", "method sites"]
     return markdown_table(
         [
             "project",
-            "before: tasks (k)",
-            "could make",
-            "make-tasks s",
-            "validate / tasks s",
-            "after: tasks (k)",
-            "could make",
-            "make-tasks s",
-            "validate / tasks s",
+            *(f"before: {c}" if i == 0 else c for i, c in enumerate(side)),
+            "v2 pays oracle / no-op",
+            *(f"after: {c}" if i == 0 else c for i, c in enumerate(side)),
+            "v2 pays oracle / no-op",
         ],
         rows,
     )
