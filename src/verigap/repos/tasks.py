@@ -625,14 +625,18 @@ def discriminated(
 VALIDATE_CHUNK = 16
 
 
-def enough_sites(pool: combine.Pool, ks: Sequence[int], n: int) -> bool:
+def enough_sites(
+    pool: combine.Pool, ks: Sequence[int], n: int, functions: int | None = None
+) -> bool:
     """Whether the valid mutations so far are enough for the search to make ``n`` tasks of each
     size in ``ks``, so the remaining candidates need not be validated (validation is a suite run
     each, the largest cost before the first task): sites in at least ``max(3 k, n + k)``
     distinct functions for the largest k (room for the sites the search sets aside and the
-    combinations a build rejects), and at least ``10 n`` possible tasks for every k."""
+    combinations a build rejects), or in every one of the ``functions`` the candidates mutate
+    when there are fewer, and at least ``10 n`` possible tasks for every k."""
     k = max(ks)
-    if len(pool.by_fn) < max(3 * k, n + k):
+    want = max(3 * k, n + k)
+    if len(pool.by_fn) < (want if functions is None else min(want, functions)):
         return False
     return all(pool.upper_bound(kk)[0] >= 10 * n for kk in ks)
 
@@ -947,6 +951,7 @@ def make_tasks(
     cached = sum(1 for m in cands if validate_mod.cache_path(p, m).is_file())
     stage("validation")
     groups = shared_bodies(p)
+    n_functions = len({m.function for m in cands})
     runners = WarmRunners(p, backend)
     valid: list[ValidMutation] = []
     rejected: dict[str, int] = {}
@@ -974,7 +979,7 @@ def make_tasks(
                     seen.add(v.sha256)
                     valid.append(v)
             pool = combine.Pool(valid, p.reach, min_hidden=min_hidden, groups=groups)
-            if done < len(cands) and enough_sites(pool, ks, n):
+            if done < len(cands) and enough_sites(pool, ks, n, n_functions):
                 break
     finally:
         runners.close()
