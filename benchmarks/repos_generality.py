@@ -13,15 +13,22 @@ the funnel (candidates, valid, rejected by reason, sites set aside, combinations
 rejected), and otherwise the reason the user would see; what prepare dropped from the project's
 addopts; the share of valid mutations that only crash at first call (dropped by default, so no
 built task holds one); and, on the first ``--grade-limit`` tasks built, how often v1 and v2 pay
-the oracle and the no-op baselines. Needs network (PyPI) and bubblewrap; results are written
-after every project, so an interrupted run keeps what finished (rows of projects not run keep
-the command that made them).
+the oracle and the no-op baselines. Needs network (PyPI) and bubblewrap.
+
+A stopped run keeps what it did: a project's row is merged into ``--out`` as soon as its tasks
+are made (before grading, again after), rows of projects not run keep the command that made
+them, ``--project-limit`` ends a project's make-tasks with a row that says where it stopped
+(``stopped``: the stage, candidates validated, tasks written), and SIGTERM or SIGINT writes such
+a row for the project under way before the run exits.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
+import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -31,7 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from verigap.errors import VerigapError
-from verigap.repos import baselines
+from verigap.repos import baselines, warm
 from verigap.repos.graders import v1, v2
 from verigap.repos.prepare import prepare
 from verigap.repos.tasks import load_tasks, make_tasks, materialize_workspace, prepared_for
@@ -58,6 +65,14 @@ PROJECTS: list[tuple[str, list[str], str]] = [
     ("itsdangerous==2.2.0", ["freezegun"], "class-heavy (signers), flit_core, src layout"),
     ("packaging==24.1", ["pretend"], "class-heavy (Version, SpecifierSet), flit_core"),
     ("tomli==2.0.1", [], "flit_core, src layout, data-file driven tests"),
+    ("boltons==24.0.0", [], "class-heavy (ordered multidicts, indexed sets), many modules"),
+    ("schema==0.7.7", [], "class-heavy (Schema, And, Or), single module, setup.py"),
+    ("blinker==1.8.2", [], "class-heavy (signals, namespaces), flit_core, src layout"),
+    (
+        "prettytable==3.10.0",
+        ["pytest-lazy-fixtures"],
+        "class-heavy (one large table class), hatchling + hatch-vcs, src layout",
+    ),
 ]
 
 
@@ -82,7 +97,10 @@ def grade_tasks(tasks_dir: Path, limit: int) -> dict:
     return {"graded": len(tasks), "paid": paid, "oracle_correct": correct_oracle}
 
 
-def one(spec: str, deps: list[str], args, work: Path, log) -> dict:
+def one(spec: str, deps: list[str], args, work: Path, log, progress: dict, save) -> dict:
+    """One project's row. ``progress`` is kept current (the row so far, the stage, the task
+    folder) for a caller stopped from outside; ``save(row)`` is called once the tasks are made,
+    before grading, so a run stopped while grading keeps them."""
     rec: dict = {
         "spec": spec,
         "test_deps": deps,
@@ -91,6 +109,7 @@ def one(spec: str, deps: list[str], args, work: Path, log) -> dict:
         "tasks": 0,
         "reason": "",
     }
+    progress.update(row=rec, stage="prepare", t0=time.perf_counter())
     t0 = time.perf_counter()
     try:
         p = prepare(spec, test_deps=deps)
@@ -112,6 +131,7 @@ def one(spec: str, deps: list[str], args, work: Path, log) -> dict:
         prepare_s=p.prepare_s,
     )
     out = work / spec.split("==")[0]
+    progress["out"] = out
     stats = make_tasks(
         spec,
         out,
@@ -120,7 +140,9 @@ def one(spec: str, deps: list[str], args, work: Path, log) -> dict:
         max_candidates=args.max_candidates,
         seed=0,
         test_deps=deps,
-        workers=2,
+        workers=args.workers,
+        time_limit_s=args.project_limit,
+        on_stage=lambda name: progress.update(stage=name),
         log=log,
     )
     rec.update(
@@ -138,6 +160,7 @@ def one(spec: str, deps: list[str], args, work: Path, log) -> dict:
         make_tasks_s=round(stats.total_s - stats.prepare_s, 1),
         funnel={
             "candidates": stats.candidates,
+            "validated": stats.validated,
             "valid": stats.valid,
             "sites_set_aside": stats.site_rejected,
             "site_routes": stats.site_routes,
@@ -151,11 +174,18 @@ def one(spec: str, deps: list[str], args, work: Path, log) -> dict:
         k_made=stats.k_made,
         cross_file=stats.cross_file,
         method_sites=stats.method_sites,
+        stopped=stats.stopped,
     )
     n_valid = rec["valid"] + rec["crashy_valid"]
     rec["crash_share_valid"] = round(rec["crashy_valid"] / n_valid, 3) if n_valid else None
     if rec["tasks"]:
+        rec["grading"] = {"pending": True}
+        rec["total_s"] = round(time.perf_counter() - t0, 1)
+        save(rec)
+        progress["stage"] = "grading"
+        t_grade = time.perf_counter()
         rec["grading"] = grade_tasks(out, args.grade_limit)
+        rec["grading"]["seconds"] = round(time.perf_counter() - t_grade, 1)
         rec["reason"] = ""
     else:
         rec["reason"] = "0 tasks: " + "; ".join(rec["hints"]) if rec["hints"] else "0 tasks"
@@ -163,8 +193,29 @@ def one(spec: str, deps: list[str], args, work: Path, log) -> dict:
     return rec
 
 
+def stopped_row(spec: str, deps: list[str], progress: dict, why: str) -> dict:
+    """The row of a project stopped from outside: what it had, and where it stopped."""
+    rec = dict(progress.get("row") or {"spec": spec, "test_deps": deps, "fetched": False})
+    rec.setdefault("prepared", False)
+    out = progress.get("out")
+    files = sorted(p.name for p in out.glob("*.json") if p.name != "index.json") if out else []
+    rec["tasks"] = len(files)
+    stage = progress.get("stage", "start")
+    secs = time.perf_counter() - progress.get("t0", time.perf_counter())
+    rec["stopped"] = f"{why} in {stage} after {secs:.0f} s: {len(files)} task(s) written"
+    rec["reason"] = rec["stopped"]
+    rec["grading"] = rec.get("grading") if isinstance(rec.get("grading"), dict) else None
+    return rec
+
+
+def is_graded(r: dict) -> bool:
+    """Whether a row's tasks were graded (not pending, not stopped before grading)."""
+    g = r.get("grading")
+    return bool(r["tasks"]) and isinstance(g, dict) and "paid" in g
+
+
 def summary(rows: list[dict]) -> dict:
-    built = [r for r in rows if r["tasks"]]
+    built = [r for r in rows if is_graded(r)]
     paid = {}
     for r in built:
         for key, v in r["grading"]["paid"].items():
@@ -183,7 +234,7 @@ def summary(rows: list[dict]) -> dict:
         "with_10_tasks": sum(1 for r in searched if r["tasks"] >= 10),
         "median_s_to_10_tasks": median if median != float("inf") else None,
         "prepared": sum(r["prepared"] for r in rows),
-        "with_tasks": len(built),
+        "with_tasks": sum(1 for r in rows if r["tasks"]),
         "tasks": sum(r["tasks"] for r in rows),
         "graded_tasks": graded,
         "paid_rate": {k: round(v / graded, 3) for k, v in sorted(paid.items())} if graded else {},
@@ -211,6 +262,8 @@ def _brief(r: dict) -> dict:
         "candidates": r.get("candidates"),
         "valid": r.get("valid"),
         "method_sites": r.get("method_sites"),
+        "stopped": r.get("stopped") or "",
+        "validated": f.get("validated"),
         "k_made": r.get("k_made"),
         "grading": r.get("grading"),
         "reason": r["reason"][:300],
@@ -220,7 +273,8 @@ def _brief(r: dict) -> dict:
 
 def compare(before: Path, after: Path, out: Path, command: str) -> None:
     """Write, per project rerun since ``before`` (a results file an earlier run committed),
-    its row before and after, from the two results files as they stand."""
+    its row before and after, from the two results files as they stand; a project ``before``
+    has no row for is listed with ``before: null``."""
     old = {r["spec"]: r for r in read_result(before)["projects"]}
     new_data = read_result(after)
     after_cmd = read_meta(after)["command"]
@@ -228,7 +282,10 @@ def compare(before: Path, after: Path, out: Path, command: str) -> None:
     for r in new_data["projects"]:
         r = {**r, "command": r.get("command", after_cmd)}
         prev = old.get(r["spec"])
-        if prev is None or prev.get("command", read_meta(before)["command"]) == r["command"]:
+        if prev is None:  # a project the earlier run did not have
+            rows.append({"spec": r["spec"], "before": None, "after": _brief(r)})
+            continue
+        if prev.get("command", read_meta(before)["command"]) == r["command"]:
             continue  # not rerun since
         prev = {**prev, "command": prev.get("command", read_meta(before)["command"])}
         rows.append({"spec": r["spec"], "before": _brief(prev), "after": _brief(r)})
@@ -248,6 +305,15 @@ def main() -> None:
     ap.add_argument("--k", default="2-4", help="sites per task, or a range such as 2-4")
     ap.add_argument("--max-candidates", type=int, default=80)
     ap.add_argument("--grade-limit", type=int, default=10)
+    ap.add_argument("--workers", type=int, default=1, help="make-tasks workers per project")
+    ap.add_argument(
+        "--project-limit",
+        type=float,
+        default=None,
+        metavar="S",
+        help="seconds a project's make-tasks may take once prepared; past it the "
+        "project's row says where it stopped",
+    )
     ap.add_argument("--parallel", type=int, default=1, help="projects at a time")
     ap.add_argument("--out", type=Path, default=Path("results/repos/generality.json"))
     ap.add_argument(
@@ -273,17 +339,42 @@ def main() -> None:
     if unknown:
         ap.error(f"unknown project(s) {unknown}; known: {sorted(by_name)}")
     projects = [by_name[n] for n in args.only] if args.only else PROJECTS  # in --only's order
+    if args.project_limit is not None and args.project_limit <= 0:
+        ap.error(f"--project-limit {args.project_limit}: give a positive number of seconds")
+    if args.workers < 1:
+        ap.error(f"--workers {args.workers}: give at least 1")
     rows: dict[str, dict] = {}
-    if args.only and args.out.is_file():  # keep the other projects' rows of an earlier run
+    if args.out.is_file():  # keep every listed project's row until this run replaces it
         earlier = read_result(args.out)
-        rows = {
-            r["spec"]: r
-            for r in earlier["projects"]
-            if r["spec"] not in {p[0] for p in projects} and r["spec"] in {p[0] for p in PROJECTS}
-        }
+        rows = {r["spec"]: r for r in earlier["projects"] if r["spec"] in {p[0] for p in PROJECTS}}
         for r in rows.values():
             r.setdefault("command", read_meta(args.out)["command"])
     lock = threading.Lock()
+    running: dict[str, tuple[list[str], str, dict]] = {}  # spec -> (deps, case, progress)
+    stopping = threading.Event()  # once set, only the stop rows are written
+
+    def save(rec: dict, *, stop_row: bool = False) -> None:
+        with lock:
+            if stopping.is_set() and not stop_row:
+                return  # a project thread failing as its sandboxes are killed: not its result
+            rows[rec["spec"]] = rec
+            done = [rows[p[0]] for p in PROJECTS if p[0] in rows]  # in the list's order
+            write_result(
+                args.out,
+                {
+                    "summary": summary(done),
+                    "projects": done,
+                    "settings": {
+                        "n": args.n,
+                        "k": args.k,
+                        "max_candidates": args.max_candidates,
+                        "grade_limit": args.grade_limit,
+                        "workers": args.workers,
+                        "project_limit_s": args.project_limit,
+                    },
+                },
+                command=command,
+            )
 
     def run_project(item: tuple[str, list[str], str], work: Path) -> None:
         spec, deps, why = item
@@ -292,9 +383,14 @@ def main() -> None:
         def log(s: str) -> None:
             print(f"[{name}] {s}", flush=True)
 
+        def save_early(rec: dict) -> None:
+            save({**rec, "case": why, "command": command})
+
         log(f"== {spec} ({why})")
+        progress: dict = {}
+        running[spec] = (deps, why, progress)
         try:
-            rec = one(spec, deps, args, work, log)
+            rec = one(spec, deps, args, work, log, progress, save_early)
         except Exception as e:  # a bug of ours: keep going, say so in the result
             rec = {
                 "spec": spec,
@@ -308,29 +404,37 @@ def main() -> None:
         rec["case"] = why
         rec["command"] = command
         log(f"-> tasks={rec['tasks']} reason={rec['reason'][:300]!r}")
-        with lock:
-            rows[spec] = rec
-            done = [rows[p[0]] for p in PROJECTS if p[0] in rows]  # in the list's order
-            write_result(
-                args.out,
-                {
-                    "summary": summary(done),
-                    "projects": done,
-                    "settings": {
-                        "n": args.n,
-                        "k": args.k,
-                        "max_candidates": args.max_candidates,
-                        "grade_limit": args.grade_limit,
-                    },
-                },
-                command=command,
-            )
+        running.pop(spec, None)
+        save(rec)
 
-    with (
-        tempfile.TemporaryDirectory(prefix="vg-generality-") as tmp,
-        ThreadPoolExecutor(max_workers=max(1, args.parallel)) as pool,
-    ):
+    class Stop(BaseException):
+        """A signal asked the run to end."""
+
+    def on_signal(signum: int, _frame) -> None:
+        raise Stop(signal.Signals(signum).name)
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    tmp = tempfile.mkdtemp(prefix="vg-generality-")
+    pool = ThreadPoolExecutor(max_workers=max(1, args.parallel))
+    try:
         list(pool.map(lambda item: run_project(item, Path(tmp)), projects))
+    except Stop as e:
+        for s in old:  # a second signal while cleaning up must not cut the cleanup short
+            signal.signal(s, signal.SIG_IGN)
+        stopping.set()
+        for spec, (deps, why, progress) in list(running.items()):
+            rec = stopped_row(spec, deps, progress, f"stopped by {e}")
+            save({**rec, "case": why, "command": command}, stop_row=True)
+            print(f"[{spec}] {rec['stopped']}", flush=True)
+        warm.stop_all()  # no sandboxed child and no vg-warm-* tree outlives the run
+        shutil.rmtree(tmp, ignore_errors=True)
+        os._exit(128 + int(getattr(signal, str(e))))  # worker threads are not waited for
+    except BaseException:  # a bug of ours outside a project: still leave nothing running
+        warm.stop_all()
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    pool.shutdown()
+    shutil.rmtree(tmp, ignore_errors=True)
     print(f"summary: {summary([rows[p[0]] for p in PROJECTS if p[0] in rows])}", flush=True)
 
 

@@ -239,3 +239,30 @@ def test_a_group_with_a_test_that_never_passes_is_never_visible():
             assert "t.py::TB::test_x" not in vis and "t.py::TA::test_x" not in vis
     # h breaks only the pinned group: it can never be a visible site
     assert all(c[0].function != "pkg/m.py::h" for c in pool.combinations(2, seed=0))
+
+
+def _pool_of(n_functions: int, per_function: int) -> Pool:
+    """Functions f0.. each reached by tests of their own and one shared test, every mutation
+    breaking two of its function's tests: any choice of distinct functions splits."""
+    reach = {
+        f"f{i}": [f"t.py::test_{i}_{j}" for j in range(4)] + ["t.py::test_all"]
+        for i in range(n_functions)
+    }
+    muts = [
+        vm(f"f{i}", j, [f"t.py::test_{i}_0", f"t.py::test_{i}_1"])
+        for i in range(n_functions)
+        for j in range(per_function)
+    ]
+    return Pool(muts, reach, min_hidden=2)
+
+
+def test_enough_sites_asks_for_room_beyond_the_tasks_asked():
+    from verigap.repos.tasks import enough_sites
+
+    assert enough_sites(_pool_of(14, 1), [2, 3, 4], 10)  # max(3k, n+k) = 14 functions
+    assert not enough_sites(_pool_of(13, 1), [2, 3, 4], 10)  # one function short
+    # a project whose candidates touch fewer functions: all of them, with tasks to spare
+    assert enough_sites(_pool_of(8, 3), [2, 3, 4], 10, functions=8)
+    assert not enough_sites(_pool_of(7, 3), [2, 3, 4], 10, functions=8)
+    # ... but never on too few possible tasks, whatever the functions
+    assert not enough_sites(_pool_of(4, 1), [2, 3, 4], 10, functions=4)

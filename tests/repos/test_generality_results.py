@@ -19,9 +19,42 @@ def test_generality_results_say_why_and_pay_only_the_oracle():
     assert all(r.get("command") for r in data["projects"])  # and which command made each row
     for r in data["projects"]:  # the oracle is paid by both graders, the no-op by neither
         if r["tasks"]:
-            g = r["grading"]
+            g = r.get("grading") or {}
+            if "paid" not in g:  # only a run stopped before grading leaves tasks ungraded
+                assert r.get("stopped"), r["spec"]
+                continue
             assert g["paid"]["v1/oracle"] == g["paid"]["v2/oracle"] == g["graded"]
             assert g["paid"]["v1/noop"] == g["paid"]["v2/noop"] == 0
+
+
+def test_the_view_shows_a_row_stopped_before_grading():
+    row = {
+        "spec": "demo==1",
+        "case": "a case",
+        "fetched": True,
+        "prepared": True,
+        "tasks": 3,
+        "k": "2-4",
+        "upper_bound": 40,
+        "make_tasks_s": 300.0,
+        "method_sites": 2,
+        "grading": {"pending": True},
+        "reason": "",
+        "stopped": "stopped by SIGTERM in grading after 310 s: 3 task(s) written",
+    }
+    summary = {
+        "projects": 1,
+        "fetched": 1,
+        "prepared": 1,
+        "with_tasks": 1,
+        "crash_share_of_valid_mutations": None,
+    }
+    text = get_view("repos_generality")({"projects": [row], "summary": summary})
+    line = next(x for x in text.splitlines() if x.startswith("| demo==1"))
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert cells[4:9] == ["3 (2-4)", "40", "300", "2", "-"]
+    assert cells[9] == cells[10] == "-"  # not graded: no pay figures
+    assert cells[11].startswith("stopped by SIGTERM in grading")
 
 
 def test_the_before_after_table_compares_the_committed_rows():
@@ -39,6 +72,9 @@ def test_the_before_after_table_compares_the_committed_rows():
     assert change["projects"]
     for row in change["projects"]:
         spec = row["spec"]
+        if row["before"] is None:  # a project the earlier file has no row for
+            assert spec not in earlier and row["after"]["tasks"] == now[spec]["tasks"]
+            continue
         assert row["before"]["tasks"] == earlier[spec]["tasks"]
         assert row["after"]["tasks"] == now[spec]["tasks"]
         assert row["after"]["command"] != row["before"]["command"]

@@ -2,8 +2,9 @@
 
 ``shapes`` has a root commit, a fix that changes a function in one file and a table in another
 (the real fix is paid only if every file it changed is restored), and a fix whose new tests
-share one body between a visible and a hidden test (a mixin inherited in two test files): that
-commit cannot be split and must end in the rejection histogram, never as a crash.
+share bodies across two test files (a mixin inherited in both): the split keeps the copies of
+one body on one side (``combine.BodyGroups``, as make-tasks does), so that commit becomes a
+task, never a crash and no longer a rejection.
 """
 
 from __future__ import annotations
@@ -100,19 +101,27 @@ def shapes(tmp_path_factory, repo_cache, backend):
     return {"stats": stats, "out": out, "two_files": two_files, "shared": shared}
 
 
-def test_a_commit_that_cannot_be_split_is_a_reason_not_a_crash(shapes):
+def _task_of(shapes, which: str):
+    (t,) = [t for t in load_tasks(shapes["out"]) if t.origin["commit"] == shapes[which]]
+    return t
+
+
+def test_a_commit_whose_tests_share_bodies_is_split_by_body(shapes):
     stats = shapes["stats"]
     assert not any(r.startswith("error") for r in stats.rejected), stats.rejected
-    assert stats.rejected == {
-        "root commit": 1,
-        "a hidden test's body is shared with a visible test": 1,
-    }
-    assert stats.tasks == 1 and sum(stats.rejected.values()) + stats.tasks == stats.walked
+    assert stats.rejected == {"root commit": 1}
+    assert stats.tasks == 2 and sum(stats.rejected.values()) + stats.tasks == stats.walked
+    t = _task_of(shapes, "shared")
+    for body in ("test_low", "test_high"):  # both copies of a body on the same side
+        copies = [f"tests/test_{f}.py::TestClamp{f.upper()}::{body}" for f in "ab"]
+        assert all(c in t.visible_tests for c in copies) or all(
+            c in t.hidden_tests for c in copies
+        ), (body, t.visible_tests, t.hidden_tests)
+    assert "paid by v1 and v2" in t.origin["checked"]
 
 
 def test_the_real_fix_restores_every_file_it_changed_and_is_paid(shapes, backend):
-    (t,) = load_tasks(shapes["out"])
-    assert t.origin["commit"] == shapes["two_files"]
+    t = _task_of(shapes, "two_files")
     # the site is the function; the table in the other file is part of the fix all the same
     assert [s.qualname for s in t.sites] == ["label"]
     assert sorted(t.base_files) == ["shapes/__init__.py", "shapes/names.py"]
@@ -123,7 +132,7 @@ def test_the_real_fix_restores_every_file_it_changed_and_is_paid(shapes, backend
 
 
 def test_workspace_times_point_at_no_file(shapes, tmp_path, backend):
-    (t,) = load_tasks(shapes["out"])
+    t = _task_of(shapes, "two_files")
     ws = materialize_workspace(prepared_for(t, backend=backend), t, tmp_path / "ws")
     times = {str(f.relative_to(ws)): f.lstat().st_mtime for f in [ws, *ws.rglob("*")]}
     assert set(times.values()) == {WORKSPACE_MTIME}, sorted(

@@ -7,6 +7,7 @@ warm runs stay sandboxed), so they are skipped where it is missing rather than r
 
 from __future__ import annotations
 
+import re
 import shutil
 import textwrap
 from pathlib import Path
@@ -129,5 +130,36 @@ def test_warm_runs_are_sandboxed_fresh_and_killed_on_timeout(repo_cache, tmp_pat
         assert not (warm.tree / "slow.flag").exists()  # the tree is pristine again
         after = warm.run({}, ["tests/test_probe.py::test_value"], timeout=60)
         assert after.outcomes == {"tests/test_probe.py::test_value": "passed"}
+    finally:
+        warm.close()
+
+
+def test_a_combination_built_with_a_warm_runner_is_the_cold_build(repo_cache):
+    """make-tasks runs each combination's whole-suite check in a warm runner: the task built
+    is the one the cold run gives."""
+    from verigap.repos import mutate
+    from verigap.repos.tasks import build_task, collect_inputs
+
+    from .conftest import PINNED_TASKS
+
+    p = prepare(str(FIXTURE_LIB), env="current", backend="bwrap")
+    combos = PINNED_TASKS[:2]
+    warm = WarmRunner(p)
+    try:
+        for spec in combos:
+            sites = [validate_one(p, mutate.Mutation(*s), backend="bwrap")[0] for s in spec]
+            inputs = collect_inputs(p, [s.function for s in sites], backend="bwrap")
+            kw = dict(seed=0, index=0, backend="bwrap", min_hidden=1)
+            cold = build_task(p, sites, 2, inputs, **kw)
+            hot = build_task(p, sites, 2, inputs, warm=warm, **kw)
+            assert (hot[0] is None) == (cold[0] is None) and hot[1] == cold[1], (hot, cold)
+            if cold[0] is not None:  # the same task; the prompt's pytest output differs in
+                # its timing alone (the visible run is a separate run each time)
+                h, c = hot[0].model_dump(), cold[0].model_dump()
+                assert re.sub(r" in [\d.]+s", "", h.pop("prompt")) == re.sub(
+                    r" in [\d.]+s", "", c.pop("prompt")
+                )
+                assert h == c
+        assert warm.runs >= 2  # the warm path was taken
     finally:
         warm.close()

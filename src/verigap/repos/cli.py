@@ -130,33 +130,44 @@ def make_tasks(
             "classes in a method's receiver) with cloudpickle."
         ),
     ] = False,
+    time_limit: Annotated[
+        float | None,
+        typer.Option(
+            help="Seconds make-tasks may take once the project is prepared; then it stops "
+            "with the tasks written so far and says where it stopped."
+        ),
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the stats as JSON.")] = False,
 ) -> None:
     """Mutate, validate and combine into tasks; writes task files and index.json to OUT.
+    SIGTERM or Ctrl-C stops it with no sandbox left running.
 
     Example: verigap repos make-tasks inflection==0.5.1 --n 20 --out tasks/
     """
     from verigap.repos.tasks import make_tasks as _make
+    from verigap.repos.warm import stopped_cleanly
 
     try:
-        stats = _make(
-            source,
-            out,
-            k=k,
-            n=n,
-            seed=seed,
-            max_candidates=max_candidates,
-            workers=workers,
-            test_deps=list(test_dep or []),
-            env=env,
-            backend=backend,
-            prompt_style=prompt_style,
-            allow_tests_only=allow_tests_only,
-            allow_crashy=allow_crashy,
-            min_hidden=min_hidden,
-            cloudpickle_inputs=cloudpickle_inputs,
-            log=(lambda s: None) if json_out else _plain,
-        )
+        with stopped_cleanly():
+            stats = _make(
+                source,
+                out,
+                k=k,
+                n=n,
+                seed=seed,
+                max_candidates=max_candidates,
+                workers=workers,
+                test_deps=list(test_dep or []),
+                env=env,
+                backend=backend,
+                prompt_style=prompt_style,
+                allow_tests_only=allow_tests_only,
+                allow_crashy=allow_crashy,
+                min_hidden=min_hidden,
+                cloudpickle_inputs=cloudpickle_inputs,
+                time_limit_s=time_limit,
+                log=(lambda s: None) if json_out else _plain,
+            )
     except VerigapError as e:
         _fail(e)
     if json_out:

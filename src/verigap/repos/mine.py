@@ -53,7 +53,7 @@ import libcst as cst
 from pydantic import BaseModel, ConfigDict
 
 from verigap.errors import ConfigError
-from verigap.repos import equivalence, forward, mutate, sources
+from verigap.repos import combine, equivalence, forward, mutate, sources
 from verigap.repos.changes import TEST_DIRS, classify
 from verigap.repos.prepare import (
     NOT_SOURCE_DIRS,
@@ -81,6 +81,7 @@ from verigap.repos.tasks import (
     discriminated,
     materialize_workspace,
     prepared_for,
+    shared_bodies,
     split_tests,
     unit_of,
 )
@@ -497,22 +498,35 @@ def unstable_units(p: Prepared, *runs: dict[str, str]) -> set[str]:
 
 
 def split_fail_to_pass(
-    p: Prepared, broken: set[str], functions: list[str]
+    p: Prepared,
+    broken: set[str],
+    functions: list[str],
+    groups: combine.BodyGroups | None = None,
 ) -> tuple[list[str], list[str]]:
     """(visible ids, hidden ids): half the failing test functions visible (at least one), the
     rest hidden; with one failing function, the other tests that call the fix are hidden, and
-    when none does, every other test is (the agent then sees only the failing test)."""
-    units = sorted({unit_of(t) for t in broken})
-    vis_units = set(units[: max(1, len(units) // 2)])
+    when none does, every other test is (the agent then sees only the failing test).
+
+    Test functions that run one shared body count as one, as in make-tasks' split
+    (``combine.BodyGroups``, :func:`shared_bodies`, or ``groups``): they are hidden or visible
+    together, and a group with a copy that never passes is never visible, so the split can
+    always be cut from the workspace instead of ending in ``SharedHiddenBody``."""
+    groups = shared_bodies(p) if groups is None else groups
+    key = groups.key
+    units = sorted({key(t) for t in broken})
+    free = [u for u in units if u not in groups.pinned]
+    if not free:
+        raise Rejected("every failing test shares its body with a test that never passes")
+    vis_units = set(free[: max(1, len(units) // 2)])
 
     def passing_in(chosen: set[str]) -> list[str]:
-        return [t for t in p.passing if unit_of(t) in chosen - vis_units]
+        return [t for t in p.passing if key(t) in chosen - vis_units]
 
     hidden = passing_in(set(units))
     if not hidden:  # one failing test function: the other tests that call the fix ...
-        hidden = passing_in({unit_of(t) for f in functions for t in p.reach.get(f, ())})
+        hidden = passing_in({key(t) for f in functions for t in p.reach.get(f, ())})
     if not hidden:  # ... or else the rest of the suite, as a regression guard
-        hidden = passing_in({unit_of(t) for t in p.passing})
+        hidden = passing_in({key(t) for t in p.passing})
     if not hidden:
         raise Rejected("the suite is one test function")
     hidden_set = set(hidden)
@@ -1042,7 +1056,7 @@ def compose(
     by_fn: dict[str, list[ValidMutation]] = {}
     for v in valid:
         by_fn.setdefault(v.function, []).append(v)
-    n_vis = k // 2
+    n_vis = combine.visible_count(k)
     rng = random.Random(seed)
     chosen: list | None = None
     for _ in range(200):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import base64
+import contextlib
 import hashlib
 import os
 import re
@@ -47,6 +48,7 @@ from verigap.repos.schema import (  # noqa: F401  (the schema, re-exported for o
     _Strict,
 )
 from verigap.repos.validate import ValidMutation, candidates, mutant_tree, run_suite, validate
+from verigap.repos.warm import WarmRunner, WarmRunners
 from verigap.runs import write_json_atomic
 
 SCHEMA_VERSION = 1
@@ -408,6 +410,7 @@ def collect_inputs(
     why: dict[str, str] | None = None,
     pickled: dict[str, str] | None = None,
     cloudpickle: bool = False,
+    budget_s: float | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
     """Inputs for the equivalence check, per function: arguments captured while the pristine
     suite runs, plus generated neighbours, kept only when the reference gives the same encoded
@@ -420,7 +423,9 @@ def collect_inputs(
     closure or a class defined in a test: the tests' own code travels by value), else
     ``"pickle"``. ``cloudpickle``: capture such calls at all (off by default until its cost
     on class-heavy projects is measured: on a heavily loaded machine, collecting cachetools'
-    inputs took over fifteen minutes with it, as with plain pickle alone)."""
+    inputs took over fifteen minutes with it, as with plain pickle alone). ``budget_s``: the
+    seconds each comparison round may take (default ``EQUIV_BUDGET_S``, or 20 suite durations
+    if longer)."""
     env = dict(
         python=p.python, env_prefix=Path(p.env_prefix), import_root=p.import_root, backend=backend
     )
@@ -461,7 +466,9 @@ def collect_inputs(
 
     late: set[str] = set()  # functions whose calls did not finish within the time budget
 
-    def equiv(items: list[dict[str, Any]], mode: str) -> dict[str, Any] | None:
+    def equiv(
+        items: list[dict[str, Any]], mode: str, context: str = "plain"
+    ) -> dict[str, Any] | None:
         """Calls of ``items`` in chunks of whole functions, within ``budget_s`` seconds: a
         chunk that dies or runs past its share is retried one function per process, and a
         function still unanswered when the budget is spent gets no input (``late``)."""
@@ -484,7 +491,9 @@ def collect_inputs(
                 late.update(ts)
                 return True
             part = [x for x in items if x["target"] in ts]
-            out = run_equiv(p.tree, part, mode=mode, timeout=min(left, cap, share), **env)
+            out = run_equiv(
+                p.tree, part, mode=mode, context=context, timeout=min(left, cap, share), **env
+            )
             if out is None:
                 return False
             for k, v in out.items():
@@ -514,12 +523,16 @@ def collect_inputs(
                     late.add(t)
         return merged
 
-    budget_s = max(EQUIV_BUDGET_S, 20 * p.baseline_s)
+    if budget_s is None:
+        budget_s = max(EQUIV_BUDGET_S, 20 * p.baseline_s)
     expanded = equiv(raw, "expand") or {"inputs": []}
     items = [{**x, "id": i} for i, x in enumerate(expanded["inputs"])]
     r1 = (equiv(items, "call") or {}).get("results", {})
     items2 = [x for x in items if str(x["id"]) in r1]  # the second call checks the first
-    r2 = (equiv(items2, "call") or {}).get("results", {})
+    # the check call runs where v2 calls a candidate (the agent's context: its layout, a random
+    # hash seed): a result that differs there (the order of a set of strings, a path) would
+    # fail even the reference's own code, so such an input is dropped as nondeterministic
+    r2 = (equiv(items2, "call", "agent") or {}).get("results", {})
     out: dict[str, list[dict[str, Any]]] = {f: [] for f in functions}
     drops: dict[str, Counter] = {f: Counter() for f in functions}
     for x in items:
@@ -606,6 +619,26 @@ def discriminated(
 
 
 # --------------------------------------------------------------------------- make-tasks
+
+
+#: candidates validated at a time before asking whether the search has enough sites
+VALIDATE_CHUNK = 16
+
+
+def enough_sites(
+    pool: combine.Pool, ks: Sequence[int], n: int, functions: int | None = None
+) -> bool:
+    """Whether the valid mutations so far are enough for the search to make ``n`` tasks of each
+    size in ``ks``, so the remaining candidates need not be validated (validation is a suite run
+    each, the largest cost before the first task): sites in at least ``max(3 k, n + k)``
+    distinct functions for the largest k (room for the sites the search sets aside and the
+    combinations a build rejects), or in every one of the ``functions`` the candidates mutate
+    when there are fewer, and at least ``10 n`` possible tasks for every k."""
+    k = max(ks)
+    want = max(3 * k, n + k)
+    if len(pool.by_fn) < (want if functions is None else min(want, functions)):
+        return False
+    return all(pool.upper_bound(kk)[0] >= 10 * n for kk in ks)
 
 
 class SiteChecks:
@@ -733,6 +766,12 @@ class GenStats(BaseModel):
     #: ``site_checks`` (each site's own checks, on the search's thread), ``build`` (building and
     #: checking combinations: summed over the builder threads, so it can exceed the wall time)
     phase_s: dict[str, float] = {}
+    #: candidates validated: fewer than ``candidates`` when the first chunks already gave the
+    #: search enough sites (:func:`enough_sites`); ``upper_bound`` counts the tasks these make
+    validated: int | None = None
+    #: empty when make-tasks ran to its end; else where a time limit stopped it and what was
+    #: done by then ("time limit 300 s reached in validation: ...")
+    stopped: str = ""
 
 
 def rejection_lines(stats: GenStats) -> list[str]:
@@ -771,7 +810,9 @@ def hints_for(
         )
     if rej.get("timeout"):
         h.append(
-            "some suite runs timed out (machine load?): run make-tasks again, timeouts are retried"
+            "some suite runs timed out: a mutation that loops (remembered per prepared tree, "
+            "so a second run does not wait for it again), or a machine too loaded for "
+            "validate.validation_timeout"
         )
     if rej.get("no report (the suite crashed)"):
         h.append(
@@ -856,6 +897,8 @@ def make_tasks(
     allow_crashy: bool = False,
     min_hidden: int = 2,
     cloudpickle_inputs: bool = False,
+    time_limit_s: float | None = None,
+    on_stage=None,
     log=print,
 ) -> GenStats:
     """Prepare ``spec`` and write up to ``n`` validated tasks of ``k`` sites into ``out``
@@ -866,13 +909,37 @@ def make_tasks(
     enters any combination (:class:`SiteChecks`), and at most ``max_tries`` (default ``3n+6``)
     combinations are built. Mutations that crash at first call are left out unless
     ``allow_crashy``; every hidden site must break at least ``min_hidden`` hidden tests;
-    ``cloudpickle_inputs`` captures calls pickle cannot serialise (:func:`collect_inputs`)."""
+    ``cloudpickle_inputs`` captures calls pickle cannot serialise (:func:`collect_inputs`).
+
+    ``time_limit_s`` (counted once the project is prepared, as ``total_s - prepare_s`` is) ends each stage with what it has
+    once passed: unvalidated candidates are counted as not run, the capture gets what time is
+    left, and no new combination is built; the tasks written so far stay, and
+    ``GenStats.stopped`` says where it stopped. ``on_stage(name)`` is told each stage as it
+    starts ("prepare", "validation", "capture", "combinations"), so a caller that is stopped
+    from outside knows where."""
     ks = combine.k_values(k)
     if prompt_style not in PROMPT_STYLES:
         raise ConfigError(f"--prompt-style {prompt_style!r}: use one of {', '.join(PROMPT_STYLES)}")
+    if time_limit_s is not None and time_limit_s <= 0:
+        raise ConfigError(f"time limit {time_limit_s}: give a positive number of seconds")
+    stage = on_stage or (lambda _name: None)
+    deadline: float | None = None
+    stopped: list[str] = []
+
+    def past(where: str) -> bool:
+        """Whether the time limit has passed; the first stage that sees it is recorded."""
+        if deadline is None or time.monotonic() <= deadline:
+            return False
+        if not stopped:
+            stopped.append(where)
+        return True
+
     t0 = time.perf_counter()
+    stage("prepare")
     p = prepare(spec, test_deps=test_deps, env=env, backend=backend)
     t_prep = time.perf_counter() - t0
+    if time_limit_s is not None:
+        deadline = time.monotonic() + time_limit_s
     log(
         f"prepared {spec}: {len(p.passing)} passing tests, {len(p.reach)} reached functions, "
         f"suite {p.baseline_s:.2f}s"
@@ -882,13 +949,50 @@ def make_tasks(
     if p.stripped_addopts:
         log(f"dropped from the project's addopts (reporting only): {' '.join(p.stripped_addopts)}")
     cached = sum(1 for m in cands if validate_mod.cache_path(p, m).is_file())
-    valid, rejected = validate(
-        p, cands, workers=workers, backend=backend, allow_crashy=allow_crashy
-    )
+    stage("validation")
+    groups = shared_bodies(p)
+    n_functions = len({m.function for m in cands})
+    runners = WarmRunners(p, backend)
+    valid: list[ValidMutation] = []
+    rejected: dict[str, int] = {}
+    seen: set[str] = set()
+    done = 0
+    try:  # in chunks, until the valid mutations are enough for the search (enough_sites)
+        while done < len(cands):
+            chunk = cands[done : done + VALIDATE_CHUNK]
+            done += len(chunk)
+            got, why = validate(
+                p,
+                chunk,
+                workers=workers,
+                backend=backend,
+                allow_crashy=allow_crashy,
+                deadline=deadline,
+                runners=runners,
+            )
+            for r, c in why.items():
+                rejected[r] = rejected.get(r, 0) + c
+            for v in got:  # a duplicate of a mutation from an earlier chunk
+                if v.sha256 in seen:
+                    rejected["duplicate"] = rejected.get("duplicate", 0) + 1
+                else:
+                    seen.add(v.sha256)
+                    valid.append(v)
+            pool = combine.Pool(valid, p.reach, min_hidden=min_hidden, groups=groups)
+            if done < len(cands) and enough_sites(pool, ks, n, n_functions):
+                break
+    finally:
+        runners.close()
+    if rejected.get(validate_mod.NOT_RUN):
+        past("validation")
     t_val = time.perf_counter() - t1
-    log(f"validated {len(valid)}/{len(cands)} mutations in {t_val:.1f}s; rejected: {rejected}")
+    log(
+        f"validated {done} of {len(cands)} candidates in {t_val:.1f}s"
+        + (" (enough for the search)" if done < len(cands) else "")
+        + f": {len(valid)} valid; rejected: {rejected}"
+    )
     t2 = time.perf_counter()
-    pool = combine.Pool(valid, p.reach, min_hidden=min_hidden, groups=shared_bodies(p))
+    pool = combine.Pool(valid, p.reach, min_hidden=min_hidden, groups=groups)
     bounds = {kk: pool.upper_bound(kk) for kk in ks}
     upper = sum(b for b, _ in bounds.values())
     log(
@@ -900,6 +1004,10 @@ def make_tasks(
     no_input: dict[str, str] = {}
     pickled: dict[str, str] = {}
     t_cap = time.perf_counter()
+    stage("capture")
+    left = None if deadline is None else deadline - time.monotonic()
+    if left is not None and left <= 0:
+        past("capture")
     inputs = (
         collect_inputs(
             p,
@@ -908,8 +1016,10 @@ def make_tasks(
             why=no_input,
             pickled=pickled,
             cloudpickle=cloudpickle_inputs,
+            # each of its comparison rounds gets a third of the time left
+            budget_s=None if left is None else max(1.0, min(EQUIV_BUDGET_S, left / 3)),
         )
-        if upper
+        if upper and (left is None or left > 0)
         else {}
     )
     phase: dict[str, float] = {"capture": time.perf_counter() - t_cap, "site_checks": 0.0}
@@ -946,7 +1056,7 @@ def make_tasks(
     def combos():
         """Combinations in turn from each k (a spread of difficulty), until the budget."""
         nonlocal tries
-        while gens and tries < budget:
+        while gens and tries < budget and not past("combinations"):
             for g in list(gens):
                 sites = next(g, None) if tries < budget else None
                 if sites is None:
@@ -964,6 +1074,7 @@ def make_tasks(
                 phase["build"] += time.perf_counter() - t
 
     phase_lock = threading.Lock()
+    build_runners = WarmRunners(p, backend)
 
     def _build(number: int, sites: list[ValidMutation]):
         return build_task(
@@ -978,14 +1089,19 @@ def make_tasks(
             allow_tests_only=allow_tests_only,
             min_hidden=min_hidden,
             told=quality.told_for(sites),
+            warm=build_runners.get(),
         )
 
     # ``workers`` builds at a time (each is sandboxed runs: the cores wait on them), never more
     # than could still be needed; results are taken in the order the combinations came, so the
     # tasks kept and their numbering do not depend on which build finishes first
+    stage("combinations")
     source = combos()
     flight: deque = deque()
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as builders:
+    with (
+        contextlib.closing(build_runners),
+        ThreadPoolExecutor(max_workers=max(1, workers)) as builders,
+    ):
         while True:
             while len(flight) < max(1, workers) and len(task_files) + len(flight) < n:
                 nxt = next(source, None)
@@ -1024,6 +1140,7 @@ def make_tasks(
                 + (f"; not told apart by the comparison: {', '.join(told)}" if told else "")
             )
     stats = GenStats(
+        validated=done,
         command=make_tasks_command(
             spec,
             k=k,
@@ -1064,6 +1181,13 @@ def make_tasks(
         crashy_valid=rejected.get(validate_mod.CRASHY, 0) + sum(1 for v in valid if v.crash),
         warnings=warnings,
     )
+    if stopped:
+        stats.stopped = (
+            f"time limit {time_limit_s:g} s reached in {stopped[0]}: "
+            f"{len(cands) - rejected.get(validate_mod.NOT_RUN, 0)} of {len(cands)} candidates "
+            f"validated, {tries} combination(s) built, {len(task_files)} task(s) written"
+        )
+        log(stats.stopped)
     if stats.tasks < n:
         stats.hints = hints_for(
             stats, k=min(ks), n_functions=len(pool.by_fn), combos=upper, min_hidden=min_hidden
@@ -1094,6 +1218,7 @@ def build_task(
     allow_tests_only: bool = False,
     min_hidden: int = 1,
     told: dict[str, bool] | None = None,
+    warm: WarmRunner | None = None,
 ) -> tuple[RepoTask | None, str]:
     """Build and check one task: the combined mutant must break a visible test per visible site
     and a hidden test per hidden site, and the workspace must collect exactly the visible tests.
@@ -1105,7 +1230,9 @@ def build_task(
     ``discrimination="forwarded"``); if they cannot be, the task is rejected, unless
     ``allow_tests_only`` (kept as ``tests_only``, ``discrimination="in_process"``). ``told``:
     the discrimination of these sites when already checked (:class:`SiteChecks`); a mutation
-    answers alike alone and in combination, so it is not checked again.
+    answers alike alone and in combination, so it is not checked again. ``warm``: run the
+    combined mutant's whole suite in that runner's fork server (the cold run's verdicts, without
+    a sandbox, an interpreter and pytest's import to start: most of a small suite's run).
 
     Every test the combined mutant breaks must reach one of its sites (validation runs only the
     tests that reach the mutated function, so this full run is where a mutation that breaks
@@ -1122,7 +1249,11 @@ def build_task(
     with tempfile.TemporaryDirectory(prefix="vg-task-") as tmp:
         full = Path(tmp) / "full"
         texts = mutant_tree(p, [s.mutation for s in sites], full)
-        run = run_suite(p, full, backend=backend)
+        run = (
+            warm.run(texts, p.test_files, p.suite_timeout())
+            if warm is not None
+            else run_suite(p, full, backend=backend)
+        )
         if run.timed_out or not run.report_found:
             return None, "combined mutant did not run"
         broken = run.failing(p.passing)

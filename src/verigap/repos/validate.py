@@ -18,6 +18,7 @@ import random
 import re
 import shutil
 import tempfile
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -49,6 +50,8 @@ class ValidMutation(BaseModel, mutate.MutationRecord):
 #: computed a wrong value.
 CRASH_TYPES = {"TypeError", "AttributeError", "NameError", "UnboundLocalError"}
 CRASHY = "crashes at first call"
+#: the reason given to candidates left unvalidated when a time limit passed
+NOT_RUN = "not validated (time limit)"
 _SUMMARY = re.compile(r"^(?:FAILED|ERROR) (\S+?)(?: - ([\w.]+)(?::|$)|$)", re.M)
 
 
@@ -131,10 +134,24 @@ def mutant_tree(p: Prepared, muts: Sequence[mutate.Mutation], dest: Path) -> dic
     return texts
 
 
+def validation_timeout(p: Prepared) -> float:
+    """Wall limit for one validation run (the tests that reach a mutation). Ten times the whole
+    suite's time, and at least 20 s, is far past what a loaded machine adds to part of the suite,
+    so a run past it is a mutation that loops; ``Prepared.suite_timeout``'s 60 s floor, meant
+    for grading whole suites, made each looping mutation of a 1 s suite cost a minute."""
+    return max(20.0, 10 * p.baseline_s + 10)
+
+
 def run_suite(
-    p: Prepared, tree: Path, *, backend: str | None = None, tests: Sequence[str] | None = None
+    p: Prepared,
+    tree: Path,
+    *,
+    backend: str | None = None,
+    tests: Sequence[str] | None = None,
+    timeout: float | None = None,
 ):
-    """The project's suite on ``tree``; only the test ``tests`` (node ids) when given."""
+    """The project's suite on ``tree``; only the test ``tests`` (node ids) when given;
+    ``timeout`` defaults to ``Prepared.suite_timeout``."""
     return run_pytest(
         tree,
         python=p.python,
@@ -142,7 +159,7 @@ def run_suite(
         import_root=p.import_root,
         test_files=p.test_files if tests is None else tests,
         config_file=p.config_file,
-        timeout=p.suite_timeout(),
+        timeout=timeout or p.suite_timeout(),
         backend=backend,
     )
 
@@ -170,10 +187,12 @@ def run_reaching(
     (an id pytest could not select). ``warm``: (a warm runner, the mutated files) runs them in
     the runner's fork server instead of a cold sandbox over ``tree``."""
 
+    limit = validation_timeout(p)
+
     def suite(tests: Sequence[str] | None):
         if warm is None:
-            return run_suite(p, tree, backend=backend, tests=tests)
-        return warm[0].run(warm[1], p.test_files if tests is None else tests, p.suite_timeout())
+            return run_suite(p, tree, backend=backend, tests=tests, timeout=limit)
+        return warm[0].run(warm[1], p.test_files if tests is None else tests, limit)
 
     units = set(reaching_units(p, function))
     if units:
@@ -246,15 +265,22 @@ def cache_path(p: Prepared, m: mutate.Mutation) -> Path:
 def _cached_validate(
     p: Prepared, m: mutate.Mutation, backend: str | None, warm: WarmRunners | None = None
 ) -> tuple[ValidMutation | None, str]:
-    """validate_one, remembered per prepared environment (timeouts are not remembered: they
-    depend on the machine's load, not on the mutation)."""
+    """validate_one, remembered per prepared tree. A timeout is remembered too, with the limit
+    it ran past: the limit (:func:`validation_timeout`) is many times the whole suite's time
+    while only the tests that reach the mutation run, so a run past it is a mutation that
+    loops, not a loaded machine, and waiting for it again on every run costs the limit each
+    time. A timeout under a smaller limit than today's is run again."""
     path = cache_path(p, m)
     if path.is_file():
         d = json.loads(path.read_text())
-        return (ValidMutation(**d["valid"]) if d["valid"] else None), d["why"]
+        if d["why"] != "timeout" or d.get("timeout_s", 0.0) >= validation_timeout(p):
+            return (ValidMutation(**d["valid"]) if d["valid"] else None), d["why"]
     v, why = validate_one(p, m, backend, warm.get() if warm is not None else None)
-    if why != "timeout":
-        write_json_atomic(path, {"id": m.id, "valid": v.model_dump() if v else None, "why": why})
+    write_json_atomic(
+        path,
+        {"id": m.id, "valid": v.model_dump() if v else None, "why": why}
+        | ({"timeout_s": validation_timeout(p)} if why == "timeout" else {}),
+    )
     return v, why
 
 
@@ -266,17 +292,30 @@ def validate(
     backend: str | None = None,
     allow_crashy: bool = False,
     warm: bool = True,
+    deadline: float | None = None,
+    runners: WarmRunners | None = None,
 ) -> tuple[list[ValidMutation], dict[str, int]]:
     """Validate candidates in parallel; return the valid ones (deduplicated) and reject counts.
     Mutations that crash at first call are rejected (reason ``CRASHY``) unless allowed.
     ``warm``: each worker runs its tests in a fork server of its own (:mod:`verigap.repos.warm`;
-    under bubblewrap only, and not where ``VERIGAP_WARM_VALIDATION=0``)."""
-    runners = WarmRunners(p, backend) if warm else None
+    under bubblewrap only, and not where ``VERIGAP_WARM_VALIDATION=0``). ``deadline`` (a
+    ``time.monotonic()`` value): candidates not started by then are counted as ``NOT_RUN``
+    instead of validated, so a caller's time limit ends this stage with what it has.
+    ``runners``: warm runners the caller keeps across calls (and closes); else made here."""
+    own = runners is None
+    if own:
+        runners = WarmRunners(p, backend) if warm else None
+
+    def one(m: mutate.Mutation) -> tuple[ValidMutation | None, str]:
+        if deadline is not None and time.monotonic() > deadline:
+            return None, NOT_RUN
+        return _cached_validate(p, m, backend, runners)
+
     try:
         with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-            results = list(pool.map(lambda m: _cached_validate(p, m, backend, runners), muts))
+            results = list(pool.map(one, muts))
     finally:
-        if runners is not None:
+        if own and runners is not None:
             runners.close()
     valid: list[ValidMutation] = []
     seen: set[str] = set()

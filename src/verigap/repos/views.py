@@ -19,19 +19,23 @@ _YES = {True: "yes", False: "no"}
 
 @view("repos_generality")
 def generality_table(data: dict[str, Any]) -> str:
-    """Per project: fetched, prepared, tasks built (at k), crash share, v1/v2 on the oracle and
-    the no-op, and the reason the user saw when it yielded nothing; then the summary line."""
+    """Per project: fetched, prepared, tasks built (at k), their sites that are methods, crash
+    share, v1/v2 on the oracle and the no-op (on the graded sample), and the reason the user saw
+    when it yielded fewer tasks than asked (or where a time limit stopped it); then the summary
+    line."""
     rows = []
     for r in data["projects"]:
         g = r.get("grading")
         pay = {
             a: f"{g['paid'][f'v1/{a}']}/{g['graded']} / {g['paid'][f'v2/{a}']}/{g['graded']}"
-            if g
+            if g and "paid" in g
             else "-"
             for a in ("oracle", "noop")
         }
         crash = "-" if r.get("crash_share_valid") is None else f"{r['crash_share_valid']:.0%}"
         reason = r["reason"].splitlines()[0][:160] if r["reason"] else ""
+        if r.get("stopped") and r["stopped"] not in reason:
+            reason = f"{r['stopped']}; {reason}" if reason else r["stopped"]
         tasks = f"{r['tasks']} ({r['k']})" if "k" in r else str(r["tasks"])
         bound = (
             "-"
@@ -48,6 +52,7 @@ def generality_table(data: dict[str, Any]) -> str:
                 tasks,
                 bound,
                 secs,
+                "-" if r.get("method_sites") is None else str(r["method_sites"]),
                 crash,
                 pay["oracle"],
                 pay["noop"],
@@ -63,6 +68,7 @@ def generality_table(data: dict[str, Any]) -> str:
             "tasks (k)",
             "could make",
             "make-tasks s",
+            "method sites",
             "crash share",
             "v1 / v2 pay oracle",
             "v1 / v2 pay no-op",
@@ -121,29 +127,36 @@ def baselines_table(data: dict[str, Any]) -> str:
 @view("repos_generality_change")
 def generality_change_table(data: dict[str, Any]) -> str:
     """Per project rerun: tasks (k), could make, make-tasks seconds and where they went
-    (validation, the tasks stage), before and after."""
+    (validation, the tasks stage), the tasks' sites that are methods, and v2 on the oracle and
+    the no-op over the graded sample, before and after."""
 
-    def cell(b: dict[str, Any]) -> list[str]:
+    def cell(b: dict[str, Any] | None) -> list[str]:
+        if b is None:  # the earlier run had no row for the project
+            return ["no row", "-", "-", "-", "-", "-"]
         secs = "-" if b.get("make_tasks_s") is None else f"{b['make_tasks_s']:.0f}"
         stages = (
             "-" if b.get("validate_s") is None else f"{b['validate_s']:.0f} / {b['tasks_s']:.0f}"
         )
         bound = "-" if b.get("upper_bound") is None else str(b["upper_bound"])
         k = f" ({b['k']})" if b.get("k") else ""
-        return [f"{b['tasks']}{k}", bound, secs, stages]
+        g = b.get("grading") or {}
+        pay = (
+            f"{g['paid']['v2/oracle']}/{g['graded']} / {g['paid']['v2/noop']}/{g['graded']}"
+            if "paid" in g
+            else "-"
+        )
+        methods = "-" if b.get("method_sites") is None else str(b["method_sites"])
+        return [f"{b['tasks']}{k}", bound, secs, stages, methods, pay]
 
     rows = [[r["spec"], *cell(r["before"]), *cell(r["after"])] for r in data["projects"]]
+    side = ["tasks (k)", "could make", "make-tasks s", "validate / tasks s", "method sites"]
     return markdown_table(
         [
             "project",
-            "before: tasks (k)",
-            "could make",
-            "make-tasks s",
-            "validate / tasks s",
-            "after: tasks (k)",
-            "could make",
-            "make-tasks s",
-            "validate / tasks s",
+            *(f"before: {c}" if i == 0 else c for i, c in enumerate(side)),
+            "v2 pays oracle / no-op",
+            *(f"after: {c}" if i == 0 else c for i, c in enumerate(side)),
+            "v2 pays oracle / no-op",
         ],
         rows,
     )

@@ -18,14 +18,17 @@ group live until the worker's sandbox ends, not the run's.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
 import select
 import shutil
+import signal
 import tempfile
 import threading
-from collections.abc import Mapping, Sequence
+import weakref
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from verigap.errors import SandboxUnavailable
@@ -48,20 +51,28 @@ from verigap.sandbox._bwrap import BwrapSandbox
 #: presumed stuck, stopped and started again.
 GRACE_S = 30.0
 
+#: every runner not yet closed, so a signal can stop them all (:func:`stop_all`)
+_LIVE: weakref.WeakSet[WarmRunner] = weakref.WeakSet()
+#: set by :func:`stop_all`: no runner starts or restarts a sandbox after it (the process ends)
+_STOPPING = threading.Event()
+
 
 class WarmRunner:
     """One fork server over a private copy of ``p``'s tree (bubblewrap only)."""
 
     def __init__(self, p: Prepared, *, memory_mb: int = 4096) -> None:
+        if _STOPPING.is_set():
+            raise SandboxUnavailable("the process is stopping: no new warm runner")
         self.p = p
-        self.dir = Path(tempfile.mkdtemp(prefix="vg-warm-"))
-        self.tree = self.dir / "tree"
-        shutil.copytree(p.tree, self.tree, symlinks=True)
         self.memory_mb = memory_mb
         self.proc = None
         self.box: BwrapSandbox | None = None
         self.runs = 0
         self._lock = threading.Lock()
+        self.dir = Path(tempfile.mkdtemp(prefix="vg-warm-"))
+        _LIVE.add(self)  # from the moment its tree exists, stop_all deletes it
+        self.tree = self.dir / "tree"
+        shutil.copytree(p.tree, self.tree, symlinks=True)
 
     def _start(self) -> None:
         scratch = self.dir / f"scratch{self.runs}"
@@ -113,6 +124,28 @@ class WarmRunner:
         with self._lock:
             self._stop()
             shutil.rmtree(self.dir, ignore_errors=True)
+        _LIVE.discard(self)
+
+    def kill(self) -> None:
+        """Kill the sandbox and delete the private tree now, without waiting for a run in
+        flight (it then ends as a timed-out run): for a process that is being stopped. The
+        whole process group goes: bubblewrap, and with its PID namespace every process in it."""
+        proc = self.proc
+        if proc is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)  # started in a session of its own
+        # a run in flight now sees the server gone, restores its files and lets go of the
+        # lock: the tree is deleted after that, so nothing writes into it again
+        locked = self._lock.acquire(timeout=GRACE_S)
+        try:
+            if proc is not None:
+                with contextlib.suppress(Exception):
+                    proc.wait(timeout=10)
+            shutil.rmtree(self.dir, ignore_errors=True)
+        finally:
+            if locked:
+                self._lock.release()
+        _LIVE.discard(self)
 
     def run(self, files: Mapping[str, str], tests: Sequence[str], timeout: float) -> PytestRun:
         """The tests ``tests`` (node ids or files) on the tree with ``files`` ({path: text})
@@ -133,6 +166,8 @@ class WarmRunner:
     def _run(self, tests: Sequence[str], timeout: float) -> PytestRun:
         if self.proc is None or self.proc.poll() is not None:
             self._stop()
+            if _STOPPING.is_set():
+                raise SandboxUnavailable("the process is stopping: no warm run")
             self._start()
         self.runs += 1
         n = self.runs
@@ -227,4 +262,44 @@ class WarmRunners:
             r.close()
 
 
-__all__ = ["WarmRunner", "WarmRunners"]
+def stop_all() -> int:
+    """Kill every live warm runner's sandbox and delete its tree; how many there were. For a
+    process that is ending: no runner starts a sandbox after this."""
+    _STOPPING.set()
+    runners = list(_LIVE)
+    for r in runners:
+        r.kill()
+    return len(runners)
+
+
+@contextlib.contextmanager
+def stopped_cleanly() -> Iterator[None]:
+    """While inside, SIGTERM and SIGINT first kill every warm runner (:func:`stop_all`: no
+    sandboxed child is left running, no ``vg-warm-*`` tree left behind), then end the process
+    as the signal's previous handling would. Only the main thread can install handlers;
+    elsewhere this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signals = (signal.SIGTERM, signal.SIGINT)
+    old = {s: signal.getsignal(s) for s in signals}
+
+    def handler(signum: int, frame) -> None:
+        stop_all()
+        prev = old[signum]
+        if callable(prev):
+            prev(signum, frame)
+            return
+        signal.signal(signum, signal.SIG_DFL if prev is None else prev)
+        os.kill(os.getpid(), signum)
+
+    for s in signals:
+        signal.signal(s, handler)
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h if h is not None else signal.SIG_DFL)
+
+
+__all__ = ["WarmRunner", "WarmRunners", "stop_all", "stopped_cleanly"]
