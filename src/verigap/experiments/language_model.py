@@ -142,6 +142,27 @@ def curve_summary(curve: list[dict[str, Any]], last: int = 10) -> dict[str, dict
     return {"all_steps": mean(curve), f"last_{last}_steps": mean(curve[-last:])}
 
 
+def _steps_with_reward_variance(run_dir: Path) -> int | None:
+    """How many GRPO steps had a group whose rewards differed (TRL's ``frac_reward_zero_std``
+    below one): the only steps whose advantage, and so whose update, is not zero. Read from a
+    finished run's TRL log, or an unfinished one's newest checkpoint; None without either."""
+    import json
+
+    from verigap.trl import last_checkpoint
+
+    done = run_dir / "result.json"
+    if done.is_file():
+        log = json.loads(done.read_text()).get("trl_log")
+    else:
+        ckpt, _ = last_checkpoint(run_dir / "grpo")
+        if ckpt is None:
+            return None
+        log = json.loads((ckpt / "trainer_state.json").read_text())["log_history"]
+    if log is None:
+        return None
+    return sum(1 for r in log if "frac_reward_zero_std" in r and r["frac_reward_zero_std"] < 1)
+
+
 def _grpo_cost(run_dir: Path) -> dict[str, float]:
     """The GRPO stage's CPU and wall seconds so far and per step, from the run's
     ``progress.jsonl`` (the language model's trainer writes one line per step, across every
@@ -228,6 +249,9 @@ def run_curves(
                 if start is not None:
                     rec["start"] = start
             rec["curve_mean"] = curve_summary(rec["curve"])
+            varied = _steps_with_reward_variance(run_dir)
+            if varied is not None:
+                rec["steps_with_reward_variance"] = varied
             cost = _grpo_cost(run_dir)
             if cost:
                 rec["grpo_cost"] = cost
