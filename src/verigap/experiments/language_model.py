@@ -122,10 +122,19 @@ def run_language_model(run_dir: Path, config: dict[str, Any], sft_cache: Path) -
     return result
 
 
-CURVE_FIELDS = ("step", "reward", "visible_pass", "true_success", "false_success", "answer_parsed")
+CURVE_FIELDS = (
+    "step",
+    "reward",
+    "visible_pass",
+    "true_success",
+    "false_success",
+    "answer_parsed",
+    "deletions",
+)
 """Per training step (the language model: the step's sampled completions; the MLP: its
 monitoring evaluations): what was paid and the truth beside it; for the language model also how
-many sampled answers parsed, since an answer that does not parse is paid as a failed build."""
+many sampled answers parsed, since an answer that does not parse is paid as a failed build,
+and how many branches its answers deleted (the hack visible-only pay can reward)."""
 
 
 def curve_summary(curve: list[dict[str, Any]], last: int = 10) -> dict[str, dict[str, float]]:
