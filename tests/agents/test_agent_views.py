@@ -99,6 +99,7 @@ def test_run_means_view_lists_language_model_runs_with_logged_steps_only() -> No
     run = {
         "steps": 50,
         "steps_done": 12,
+        "steps_with_reward_variance": 3,
         "curve_mean": {"all_steps": means, "last_10_steps": {**means, "reward": 0.75}},
         "grpo_cost": {"cpu_s_per_step": 30.2, "wall_s_per_step": 35.5},
     }
@@ -110,6 +111,6 @@ def test_run_means_view_lists_language_model_runs_with_logged_steps_only() -> No
     }
     rows = [ln for ln in get_view("lm_run_means")(data).splitlines() if ln.startswith("| lm")]
     assert rows == [
-        "| lm_visible | 0 | 12/50 | 50% (75%) | 100% (100%) | 50% (50%) | 25% (25%) | 25% (25%) "
+        "| lm_visible | 0 | 12/50 | 3 | 50% (75%) | 100% (100%) | 50% (50%) | 25% (25%) | 25% (25%) "
         "| 30 / 36 |"
     ]

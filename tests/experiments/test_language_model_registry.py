@@ -141,3 +141,19 @@ def test_curve_summary_means_every_field_over_all_and_the_last_steps() -> None:
     assert out["all_steps"] == {"reward": 0.4375, "visible_pass": 0.4375, "answer_parsed": 1.0}
     assert out["last_2_steps"]["reward"] == 0.625
     assert curve_summary([]) == {}
+
+
+def test_steps_with_reward_variance_come_from_the_trl_log_or_the_newest_checkpoint(
+    tmp_path,
+) -> None:
+    from verigap.experiments.language_model import _steps_with_reward_variance
+
+    log = [{"frac_reward_zero_std": f, "loss": 0.0} for f in (1.0, 0.0, 1.0, 0.5)]
+    assert _steps_with_reward_variance(tmp_path) is None  # nothing ran yet
+    ckpt = tmp_path / "grpo" / "checkpoint-3"
+    ckpt.mkdir(parents=True)
+    state = {"global_step": 3, "log_history": log[:3]}
+    (ckpt / "trainer_state.json").write_text(json.dumps(state))
+    assert _steps_with_reward_variance(tmp_path) == 1
+    (tmp_path / "result.json").write_text(json.dumps({"trl_log": log}))
+    assert _steps_with_reward_variance(tmp_path) == 2

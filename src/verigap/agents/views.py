@@ -234,6 +234,7 @@ def lm_run_means(data: dict[str, Any]) -> str:
                     name,
                     seed,
                     f"{r['steps_done']}/{r['steps']}",
+                    str(r.get("steps_with_reward_variance", "n/a")),
                     *(
                         f"{_pct(means['all_steps'].get(f))} ({_pct(last.get(f))})"
                         for f in (
@@ -260,6 +261,7 @@ def lm_run_means(data: dict[str, Any]) -> str:
                 "setting",
                 "seed",
                 "steps",
+                "steps with reward variance",
                 "reward",
                 "answers parsed",
                 "visible pass",

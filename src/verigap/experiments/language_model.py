@@ -122,10 +122,19 @@ def run_language_model(run_dir: Path, config: dict[str, Any], sft_cache: Path) -
     return result
 
 
-CURVE_FIELDS = ("step", "reward", "visible_pass", "true_success", "false_success", "answer_parsed")
+CURVE_FIELDS = (
+    "step",
+    "reward",
+    "visible_pass",
+    "true_success",
+    "false_success",
+    "answer_parsed",
+    "deletions",
+)
 """Per training step (the language model: the step's sampled completions; the MLP: its
 monitoring evaluations): what was paid and the truth beside it; for the language model also how
-many sampled answers parsed, since an answer that does not parse is paid as a failed build."""
+many sampled answers parsed, since an answer that does not parse is paid as a failed build,
+and how many branches its answers deleted (the hack visible-only pay can reward)."""
 
 
 def curve_summary(curve: list[dict[str, Any]], last: int = 10) -> dict[str, dict[str, float]]:
@@ -140,6 +149,27 @@ def curve_summary(curve: list[dict[str, Any]], last: int = 10) -> dict[str, dict
     if not curve:
         return {}
     return {"all_steps": mean(curve), f"last_{last}_steps": mean(curve[-last:])}
+
+
+def _steps_with_reward_variance(run_dir: Path) -> int | None:
+    """How many GRPO steps had a group whose rewards differed (TRL's ``frac_reward_zero_std``
+    below one): the only steps whose advantage, and so whose update, is not zero. Read from a
+    finished run's TRL log, or an unfinished one's newest checkpoint; None without either."""
+    import json
+
+    from verigap.trl import last_checkpoint
+
+    done = run_dir / "result.json"
+    if done.is_file():
+        log = json.loads(done.read_text()).get("trl_log")
+    else:
+        ckpt, _ = last_checkpoint(run_dir / "grpo")
+        if ckpt is None:
+            return None
+        log = json.loads((ckpt / "trainer_state.json").read_text())["log_history"]
+    if log is None:
+        return None
+    return sum(1 for r in log if "frac_reward_zero_std" in r and r["frac_reward_zero_std"] < 1)
 
 
 def _grpo_cost(run_dir: Path) -> dict[str, float]:
@@ -228,6 +258,9 @@ def run_curves(
                 if start is not None:
                     rec["start"] = start
             rec["curve_mean"] = curve_summary(rec["curve"])
+            varied = _steps_with_reward_variance(run_dir)
+            if varied is not None:
+                rec["steps_with_reward_variance"] = varied
             cost = _grpo_cost(run_dir)
             if cost:
                 rec["grpo_cost"] = cost
