@@ -67,7 +67,11 @@ PROJECTS: list[tuple[str, list[str], str]] = [
     ("tomli==2.0.1", [], "flit_core, src layout, data-file driven tests"),
     ("boltons==24.0.0", [], "class-heavy (ordered multidicts, indexed sets), many modules"),
     ("schema==0.7.7", [], "class-heavy (Schema, And, Or), single module, setup.py"),
-    ("blinker==1.8.2", [], "class-heavy (signals, namespaces), flit_core, src layout"),
+    (
+        "blinker==1.8.2",
+        ["pytest-asyncio"],
+        "class-heavy (signals, namespaces), flit_core, src layout, asyncio_mode in its config",
+    ),
     (
         "prettytable==3.10.0",
         ["pytest-lazy-fixtures"],

@@ -266,3 +266,23 @@ def test_enough_sites_asks_for_room_beyond_the_tasks_asked():
     assert not enough_sites(_pool_of(7, 3), [2, 3, 4], 10, functions=8)
     # ... but never on too few possible tasks, whatever the functions
     assert not enough_sites(_pool_of(4, 1), [2, 3, 4], 10, functions=4)
+
+
+def test_site_checks_run_once_across_the_searches_for_each_k():
+    """make-tasks runs one search per k asked; a site's own checks do not depend on the others,
+    so each runs once in all (they are sandboxed runs: seconds each)."""
+    from verigap.repos.tasks import SiteChecks
+
+    pool = Pool(SITES, REACH, min_hidden=1)
+    checks = SiteChecks(None, pool, {})
+    calls: list[int] = []
+
+    def run_checks(i: int) -> bool:
+        calls.append(i)
+        checks.route[i] = "rejected" if i == 4 else "comparison (pickle)"
+        return i != 4
+
+    checks._usable = run_checks
+    got = [list(pool.combinations(k, seed=1, usable=checks.usable)) for k in (1, 2)]
+    assert all(got)
+    assert len(calls) == len(set(calls)) and 4 in calls

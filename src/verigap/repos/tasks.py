@@ -671,6 +671,10 @@ class SiteChecks:
         self._index = {id(s): i for i, s in enumerate(pool.sites)}
 
     def usable(self, i: int) -> bool:
+        """Whether site ``i`` passes its own checks; run once per site, however many searches
+        (one per k asked) want it: a site's checks do not depend on what it is combined with."""
+        if i in self.route:
+            return self.route[i] != "rejected"
         ok = self._usable(i)
         s = self.pool.sites[i]
         self.log(f"  site {s.function} ({s.op}): {self.route[i]}")
