@@ -1188,7 +1188,7 @@ def make_tasks(
     if stopped:
         stats.stopped = (
             f"time limit {time_limit_s:g} s reached in {stopped[0]}: "
-            f"{len(cands) - rejected.get(validate_mod.NOT_RUN, 0)} of {len(cands)} candidates "
+            f"{done - rejected.get(validate_mod.NOT_RUN, 0)} of {len(cands)} candidates "
             f"validated, {tries} combination(s) built, {len(task_files)} task(s) written"
         )
         log(stats.stopped)
