@@ -40,6 +40,7 @@ from pathlib import Path
 from verigap.errors import VerigapError
 from verigap.repos import baselines, warm
 from verigap.repos.graders import v1, v2
+from verigap.repos.paid import keep_if_paid
 from verigap.repos.prepare import prepare
 from verigap.repos.tasks import load_tasks, make_tasks, materialize_workspace, prepared_for
 from verigap.repos.views import generality_table
@@ -146,6 +147,7 @@ def one(spec: str, deps: list[str], args, work: Path, log, progress: dict, save)
         test_deps=deps,
         workers=args.workers,
         time_limit_s=args.project_limit,
+        keep=keep_if_paid,
         on_stage=lambda name: progress.update(stage=name),
         log=log,
     )

@@ -144,6 +144,7 @@ def make_tasks(
 
     Example: verigap repos make-tasks inflection==0.5.1 --n 20 --out tasks/
     """
+    from verigap.repos.paid import keep_if_paid
     from verigap.repos.tasks import make_tasks as _make
     from verigap.repos.warm import stopped_cleanly
 
@@ -166,6 +167,7 @@ def make_tasks(
                 min_hidden=min_hidden,
                 cloudpickle_inputs=cloudpickle_inputs,
                 time_limit_s=time_limit,
+                keep=lambda task, p: keep_if_paid(task, p, backend=backend),
                 log=(lambda s: None) if json_out else _plain,
             )
     except VerigapError as e:

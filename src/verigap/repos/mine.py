@@ -1179,37 +1179,12 @@ def check_paid(task: RepoTask, *, backend: str | None) -> RepoTask:
     """The task, once the real fix (``scripted:oracle``) and the no-op are graded by v1 and v2
     on its workspace (noted in ``origin["checked"]``, each verdict in ``origin["verdicts"]``
     as JSON: agent -> {correct, v1, v2}); :class:`Rejected` unless the fix is correct and
-    paid by both and the no-op by neither. A mined task whose fix v2 does not pay (tests that
-    fail through the sealed channel, an environment that grades other code) would teach that
-    no answer is ever right, so it is not kept."""
-    from verigap.repos import baselines
-    from verigap.repos.graders import v1, v2
+    paid by both and the no-op by neither (:func:`verigap.repos.paid.grade_reference`)."""
+    from verigap.repos.paid import grade_reference
 
-    p = prepared_for(task, backend=backend)
-    paid: dict[str, dict[str, bool]] = {}  # agent -> {correct, v1, v2}
-    for name in ("oracle", "noop"):
-        with tempfile.TemporaryDirectory(prefix="vg-mine-") as tmp:
-            ws = materialize_workspace(p, task, Path(tmp) / "ws")
-            for f, text in baselines.edits(name, task, p).items():
-                (ws / f).write_text(text)
-            truth = v2.evaluate(task, ws, prepared=p, backend=backend)
-            r2 = v2.grade(task, ws, prepared=p, truth=truth, backend=backend)
-            r1 = v1.grade(task, ws, prepared=p, truth=truth, backend=backend)
-        paid[name] = {"correct": truth.correct, "v1": r1.reward > 0, "v2": r2.reward > 0}
-        if name == "oracle":
-            if not truth.correct:
-                raise Rejected("the real fix is not correct on the hidden check")
-            if not paid[name]["v2"]:
-                failed = sorted(k for k, v in r2.checks.items() if v is False)
-                raise Rejected(
-                    "the real fix is not paid by v2"
-                    + (f" (fails: {', '.join(failed)})" if failed else "")
-                    + (f" (names: {', '.join(sorted(r2.hacks))})" if r2.hacks else "")
-                )
-            if not paid[name]["v1"]:
-                raise Rejected("the real fix is not paid by v1")
-        elif paid[name]["v1"] or paid[name]["v2"] or truth.correct:
-            raise Rejected("the no-op is paid or correct")
+    paid, why = grade_reference(task, backend=backend)
+    if why:
+        raise Rejected(why)
     return task.model_copy(
         update={
             "origin": {

@@ -902,6 +902,7 @@ def make_tasks(
     min_hidden: int = 2,
     cloudpickle_inputs: bool = False,
     time_limit_s: float | None = None,
+    keep=None,
     on_stage=None,
     log=print,
 ) -> GenStats:
@@ -915,12 +916,15 @@ def make_tasks(
     ``allow_crashy``; every hidden site must break at least ``min_hidden`` hidden tests;
     ``cloudpickle_inputs`` captures calls pickle cannot serialise (:func:`collect_inputs`).
 
-    ``time_limit_s`` (counted once the project is prepared, as ``total_s - prepare_s`` is) ends each stage with what it has
-    once passed: unvalidated candidates are counted as not run, the capture gets what time is
+    ``time_limit_s`` (counted once the project is prepared, as ``total_s - prepare_s`` is) ends
+    each stage with what it has once passed: unvalidated candidates are counted as not run, the capture gets what time is
     left, and no new combination is built; the tasks written so far stay, and
     ``GenStats.stopped`` says where it stopped. ``on_stage(name)`` is told each stage as it
     starts ("prepare", "validation", "capture", "combinations"), so a caller that is stopped
-    from outside knows where."""
+    from outside knows where. ``keep(task, prepared)`` is asked about each built task before it
+    is written and returns why it must not be kept, or ``None``: the command and the benchmark
+    pass :func:`verigap.repos.paid.keep_if_paid`, so no task whose reference is unpaid is
+    ever written (the grader is a layer above this module)."""
     ks = combine.k_values(k)
     if prompt_style not in PROMPT_STYLES:
         raise ConfigError(f"--prompt-style {prompt_style!r}: use one of {', '.join(PROMPT_STYLES)}")
@@ -1081,6 +1085,14 @@ def make_tasks(
     build_runners = WarmRunners(p, backend)
 
     def _build(number: int, sites: list[ValidMutation]):
+        task, why = _build_unchecked(number, sites)
+        if task is not None and keep is not None:
+            why = keep(task, p)
+            if why:
+                return None, why
+        return task, why
+
+    def _build_unchecked(number: int, sites: list[ValidMutation]):
         return build_task(
             p,
             sites,

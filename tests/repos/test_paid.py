@@ -1,0 +1,55 @@
+"""A task is written only when its reference is paid: the real fix correct and paid by v1 and
+v2, the no-op paid by neither. The check grades for real (it needs the sandbox backend the
+repo tests use); its control is an "oracle" that writes nothing, which must be refused."""
+
+from __future__ import annotations
+
+from verigap.repos import baselines
+from verigap.repos.paid import grade_reference, keep_if_paid
+from verigap.repos.tasks import make_tasks
+
+from .conftest import FIXTURE_LIB
+
+
+def test_the_reference_of_a_pinned_task_is_paid_and_an_empty_oracle_is_refused(
+    fixture_tasks, backend, monkeypatch
+):
+    _, tasks, p = fixture_tasks
+    verdicts, why = grade_reference(tasks[0], backend=backend, prepared=p)
+    assert why is None
+    assert verdicts == {
+        "oracle": {"correct": True, "v1": True, "v2": True},
+        "noop": {"correct": False, "v1": False, "v2": False},
+    }
+    real = baselines.edits
+    monkeypatch.setattr(
+        baselines, "edits", lambda name, t, pp: {} if name == "oracle" else real(name, t, pp)
+    )
+    assert keep_if_paid(tasks[0], p, backend=backend) == (
+        "reference check: the real fix is not correct on the hidden check"
+    )
+
+
+def test_make_tasks_writes_no_task_its_keep_check_refuses(repo_cache, tmp_path, backend):
+    asked = []
+
+    def refuse(task, prepared):
+        asked.append(task.task_id)
+        return "refused by the test"
+
+    stats = make_tasks(
+        str(FIXTURE_LIB),
+        tmp_path / "out",
+        k=2,
+        n=2,
+        max_candidates=16,
+        max_tries=3,
+        env="current",
+        backend=backend,
+        min_hidden=1,
+        keep=refuse,
+        log=lambda s: None,
+    )
+    assert stats.tasks == 0 and len(asked) >= 1
+    assert stats.task_rejected == {"refused by the test": len(asked)}
+    assert not list((tmp_path / "out").glob("*-s0-*.json"))
