@@ -130,6 +130,17 @@ def test_language_model_log_runs_and_is_judged_on_a_tiny_model(tmp_path, monkeyp
     assert later["start"] == vis["start"]  # one SFT per seed: its start is known already
     stored = json.loads((tmp_path / "v.json").read_text())["data"]
     assert stored["runs"]["vis/seed0"]["steps"] == 2
+    # a second call reads the finished run back (its stored config is the trainer's form, not
+    # the registry's) instead of refusing it as a different config
+    again = run_log(
+        reg,
+        ["T1"],
+        runs_dir=tmp_path / "runs",
+        results_path=tmp_path / "v2.json",
+        executor="serial",
+        progress=False,
+    )
+    assert again["predictions"]["T1"]["values"] == entry["values"]
 
 
 def test_curve_summary_means_every_field_over_all_and_the_last_steps() -> None:

@@ -10,6 +10,7 @@ numpy_mlp``: the registry then builds the NumPy MLP trainer's config from that s
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Literal
@@ -112,14 +113,28 @@ class LMSetting(_Strict):
 def run_language_model(run_dir: Path, config: dict[str, Any], sft_cache: Path) -> dict[str, Any]:
     """One language-model run (the experiment runner's job): SFT (shared per seed through
     ``sft_cache``), GRPO, evaluations; the result carries ``start``, ``final`` and the curve."""
-    from verigap.trl import LMExperimentConfig, run_experiment
+    from verigap.trl import run_experiment
 
-    fields = {k: v for k, v in config.items() if k != "trainer"}
-    fields["lora_targets"] = tuple(fields["lora_targets"])
-    result = run_experiment(LMExperimentConfig(**fields), Path(run_dir), sft_cache=sft_cache)
+    result = run_experiment(_lm_config(config), Path(run_dir), sft_cache=sft_cache)
     if result.get("status") == "partial":  # the executor would store it as the run's result
         raise RuntimeError(f"{run_dir}: GRPO stopped at step {result['steps_done']}; run it again")
     return result
+
+
+def _lm_config(config: dict[str, Any]):
+    """The trainer's config from a registry run config (which also names the trainer)."""
+    from verigap.trl import LMExperimentConfig
+
+    fields = {k: v for k, v in config.items() if k != "trainer"}
+    fields["lora_targets"] = tuple(fields["lora_targets"])
+    return LMExperimentConfig(**fields)
+
+
+def stored_config(config: dict[str, Any]) -> dict[str, Any]:
+    """What a language-model run writes as its ``config.json`` for this registry config: the
+    runner compares a finished run with this, not with the registry's own form (which names
+    the trainer and holds tuples), or no finished run could ever be read back."""
+    return json.loads(json.dumps(asdict(_lm_config(config))))
 
 
 CURVE_FIELDS = (

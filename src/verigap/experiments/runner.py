@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from verigap.experiments.language_model import run_language_model
+from verigap.experiments.language_model import run_language_model, stored_config
 from verigap.experiments.metrics import AGENT_KEYS, metric_value
 from verigap.experiments.registry import DEFAULT_REGISTRY, Registry
 from verigap.experiments.verdicts import Values, log_summary, merge_entries, verdict_entry
@@ -81,14 +81,14 @@ def plan(
             cfg = reg.run_config(s, seed, quick=quick)
             run_dir = runs_dir / config_key(cfg) / f"seed{seed}"
             where[(s, seed)] = run_dir
-            fn = run_language_model if reg.trainer_of(s) == "language_model" else run_experiment
+            lm = reg.trainer_of(s) == "language_model"
             if run_dir not in jobs:
                 jobs[run_dir] = Job(
                     name=f"{s}/seed{seed}",
                     run_dir=run_dir,
-                    fn=fn,
+                    fn=run_language_model if lm else run_experiment,
                     kwargs={"config": cfg, "sft_cache": runs_dir / "_sft"},
-                    config=cfg,
+                    config=stored_config(cfg) if lm else cfg,
                 )
     return list(jobs.values()), where
 
