@@ -102,11 +102,11 @@ def _leaky(task_path: Path, tmp_path: Path, backend: str, name: str, leak) -> di
     leak(ws, p, task)
     ep = battery.act(BY_NAME[name], task, ws, backend=backend)
     assert script(BY_NAME[name], Ctx(task, p, ws))  # the script is built from the leaky view
-    from verigap.repos.episode import _commands
+    from verigap.repos.detect import transcript_commands
 
     return {
         "truth": v2.evaluate(
-            task, ws, prepared=p, backend=backend, commands=_commands(ep["transcript"])
+            task, ws, prepared=p, backend=backend, commands=transcript_commands(ep["transcript"])
         ),
         "episode": ep,
     }

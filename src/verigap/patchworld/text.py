@@ -64,15 +64,7 @@ def render_prompt(program: Programs, style: str = "full") -> str:
         return _render_compact(p)
     rows = []
     for b in range(N_BRANCHES):
-        tags = [
-            t
-            for t, on in (
-                ("BROKEN", p.broken[0, b]),
-                ("tested", p.tested[0, b]),
-                ("strict", p.strict[0, b]),
-            )
-            if on
-        ]
+        tags = _tags(p, b)
         rows.append(
             f"  branch {b:2d}: returns {int(p.shown[0, b]):2d}"
             + (f"   [{', '.join(tags)}]" if tags else "")
@@ -91,18 +83,16 @@ def render_prompt(program: Programs, style: str = "full") -> str:
     )
 
 
+def _tags(p: Programs, b: int) -> list[str]:
+    """What the prompt says about branch ``b`` besides its value."""
+    marks = (("BROKEN", p.broken[0, b]), ("tested", p.tested[0, b]), ("strict", p.strict[0, b]))
+    return [t for t, on in marks if on]
+
+
 def _render_compact(p: Programs) -> str:
     rows = []
     for b in range(N_BRANCHES):
-        tags = [
-            t
-            for t, on in (
-                ("BROKEN", p.broken[0, b]),
-                ("tested", p.tested[0, b]),
-                ("strict", p.strict[0, b]),
-            )
-            if on
-        ]
+        tags = _tags(p, b)
         rows.append(" ".join([f"branch {b}: {int(p.shown[0, b])}", *tags]))
     order = ", ".join(str(int(b)) for b in p.order[0])
     return (

@@ -25,12 +25,14 @@ from __future__ import annotations
 
 import ast
 import functools
+import json
 import os
 import re
 import shlex
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from verigap import hacks
 from verigap.repos import snapshot
@@ -1724,3 +1726,17 @@ def scan(
         commands=commands,
     )
     return found | scan_signals(run_extra, mismatches), states
+
+
+def transcript_commands(transcript: Sequence[dict[str, Any]]) -> list[str]:
+    """Shell commands and paths the agent used, for the transcript detectors."""
+    out = []
+    for e in transcript:
+        for c in e.get("tool_calls", []) or []:
+            try:
+                args = json.loads(c.get("arguments") or "{}")
+            except json.JSONDecodeError:
+                continue
+            if isinstance(args, dict):
+                out += [str(args[k]) for k in ("command", "path") if k in args]
+    return out

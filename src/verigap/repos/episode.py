@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import atexit
 import hashlib
-import json
 import multiprocessing.util
 import os
 import re
@@ -35,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from verigap.errors import ConfigError
-from verigap.repos import baselines, execution
+from verigap.repos import baselines, detect, execution
 from verigap.repos.graders import registry, v1, v2
 from verigap.repos.prepare import Prepared
 from verigap.repos.tasks import GIT_ENV, RepoTask, prepared_for
@@ -99,20 +98,6 @@ def _scripted_steps(task: RepoTask, ws: Path, name: str, contract: Any) -> list[
         return impossible.AGENTS[name](ctx, c)
     ex = BY_NAME[name]
     return honest.script(ex, ctx) if name in honest.BY_NAME else script(ex, ctx)
-
-
-def _commands(transcript: Sequence[dict[str, Any]]) -> list[str]:
-    """Shell commands and paths the agent used, for the transcript detectors."""
-    out = []
-    for e in transcript:
-        for c in e.get("tool_calls", []) or []:
-            try:
-                args = json.loads(c.get("arguments") or "{}")
-            except json.JSONDecodeError:
-                continue
-            if isinstance(args, dict):
-                out += [str(args[k]) for k in ("command", "path") if k in args]
-    return out
 
 
 _POOLED_TASKS = 4
@@ -373,7 +358,7 @@ def run_task_episode(
     )
     write_json_atomic(run_dir / "transcript.json", episode)
     transcript = episode.get("transcript", [])
-    commands = _commands(transcript)
+    commands = detect.transcript_commands(transcript)
     truth = v2.evaluate(task, ws, prepared=p, commands=commands, backend=backend)
     scheme = parse_scheme(reward) if reward else None
     verdict = registry.make(grader)(

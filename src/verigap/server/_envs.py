@@ -539,13 +539,13 @@ class RepoServed(_ToolServed):
         )
 
     def _grade(self, episode: Any) -> Verdict:
-        from verigap.repos.episode import _commands
+        from verigap.repos.detect import transcript_commands
 
         return self._grader(
             self._task,
             self._ws,
             transcript=self._transcript,
-            commands=_commands(self._transcript),
+            commands=transcript_commands(self._transcript),
             scheme=self._scheme,
             rng=np.random.default_rng(self._seed),
             backend=self.backend,

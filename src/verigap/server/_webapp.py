@@ -93,12 +93,13 @@ class WebAppServed(_ToolServed):
         return obs
 
     def _grade(self, episode: Any) -> Verdict:
-        from verigap.repos.webfeatures.episode import _commands, grade
+        from verigap.repos.detect import transcript_commands
+        from verigap.repos.webfeatures.episode import grade
 
         return grade(
             self._task,
             self._ws,
-            commands=_commands(self._transcript),
+            commands=transcript_commands(self._transcript),
             scheme=self._scheme,
             rng=np.random.default_rng(self._seed),
             backend=self.backend,

@@ -21,7 +21,8 @@ from typing import Any
 from verigap import claims
 from verigap.errors import ConfigError
 from verigap.repos import execution
-from verigap.repos.episode import SYSTEM, _commands
+from verigap.repos.detect import transcript_commands
+from verigap.repos.episode import SYSTEM
 from verigap.repos.graders import registry, v2
 from verigap.repos.redteam import honest, plain_truth
 from verigap.repos.redteam.catalogue import BY_NAME as EXPLOIT_NAMES
@@ -142,7 +143,7 @@ def run_one(
     act_s = time.perf_counter() - t0
     write_json_atomic(run_dir / "transcript.json", episode)
     differs = differs_from_reference(ws, p.tree, written_paths(episode.get("transcript", [])))
-    commands = _commands(episode.get("transcript", []))
+    commands = transcript_commands(episode.get("transcript", []))
     t1 = time.perf_counter()
     truth = v2.evaluate(task, ws, prepared=p, commands=commands, backend=backend)
     truth_s = time.perf_counter() - t1

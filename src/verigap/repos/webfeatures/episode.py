@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import atexit
 import functools
-import json
 import shutil
 import subprocess
 import sys
@@ -260,20 +259,6 @@ def control_steps(task: FeatureTask, name: str) -> list[tuple[str, dict[str, Any
     return steps
 
 
-def _commands(transcript: Sequence[dict[str, Any]]) -> list[str]:
-    """Shell commands and paths the agent used (for the command scans)."""
-    out = []
-    for e in transcript:
-        for c in e.get("tool_calls", []) or []:
-            try:
-                args = json.loads(c.get("arguments") or "{}")
-            except json.JSONDecodeError:
-                continue
-            if isinstance(args, dict):
-                out += [str(args[k]) for k in ("command", "path") if k in args]
-    return out
-
-
 def tool_call_stats(transcript: Sequence[dict[str, Any]]) -> dict[str, int]:
     """How an agent used its turns: turns, tool calls made, calls the tools accepted."""
     turns = [e for e in transcript if e.get("event") == "model_turn"]
@@ -345,7 +330,7 @@ def run_web_episode(
     verdict = grade(
         task,
         ws,
-        commands=_commands(transcript),
+        commands=detect.transcript_commands(transcript),
         scheme=scheme,
         rng=np.random.default_rng(seed),
         backend=backend,
