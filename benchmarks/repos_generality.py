@@ -78,6 +78,14 @@ PROJECTS: list[tuple[str, list[str], str]] = [
         ["pytest-lazy-fixtures"],
         "class-heavy (one large table class), hatchling + hatch-vcs, src layout",
     ),
+    ("rfc3986==2.0.0", [], "class-heavy (URI references, validators), setup.py, a conftest"),
+    ("isodate==0.6.1", [], "setup.py, src layout, unittest tests inside the package"),
+    ("webcolors==24.8.0", [], "pyproject setuptools, unittest tests against a conformance table"),
+    (
+        "mistune==3.0.2",
+        [],
+        "class-heavy (renderers, plugins), test cases read from data files by a base class",
+    ),
 ]
 
 

@@ -30,6 +30,25 @@ def test_the_reference_of_a_pinned_task_is_paid_and_an_empty_oracle_is_refused(
     )
 
 
+def test_the_cheap_no_op_check_of_make_tasks_refuses_a_no_op_that_v1_pays(
+    fixture_tasks, backend, monkeypatch
+):
+    """keep_if_paid asks only v1's visible run of the no-op: a "no-op" that is really the fix
+    is paid there, and the task is refused (the real no-op is not: the pinned task is kept)."""
+    _, tasks, p = fixture_tasks
+    assert keep_if_paid(tasks[0], p, backend=backend) is None
+    real = baselines.edits
+    monkeypatch.setattr(
+        baselines,
+        "edits",
+        lambda name, t, pp: real("oracle", t, pp) if name == "noop" else real(name, t, pp),
+    )
+    assert (
+        keep_if_paid(tasks[0], p, backend=backend)
+        == "reference check: the no-op is paid or correct"
+    )
+
+
 def test_make_tasks_writes_no_task_its_keep_check_refuses(repo_cache, tmp_path, backend):
     asked = []
 
