@@ -84,7 +84,8 @@ def test_a_mined_task_from_the_bundle_is_paid_and_leaks_nothing(
     (paid by v1 and v2, the no-op by neither), and its workspace imports the project from the
     workspace only, carries one modification time, and runs the shown test command."""
     from verigap.repos import execution
-    from verigap.repos.mine import mine, shown_command_failures
+    from verigap.repos.mine import mine
+    from verigap.repos.shown_command import shown_command_failures
     from verigap.repos.tasks import (
         WORKSPACE_MTIME,
         load_tasks,

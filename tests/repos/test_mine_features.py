@@ -294,7 +294,7 @@ def test_a_module_that_fails_to_import_shows_its_failures() -> None:
     """The shown command reports a test module that imports a missing name as one
     ``ERROR path``: it shows the wanted failures in that module and nothing outside them;
     a module error with no wanted failure in it is outside, and a missing id is unseen."""
-    from verigap.repos.mine import shown_mismatch
+    from verigap.repos.shown_command import shown_mismatch
 
     want = {"t/test_a.py::test_old", "t/test_a.py::test_new"}
     assert shown_mismatch({"t/test_a.py"}, want) == (set(), set())
@@ -306,7 +306,7 @@ def test_a_module_that_fails_to_import_shows_its_failures() -> None:
 def test_failing_subtests_count_as_shown_failures() -> None:
     """pytest reports a failing ``unittest`` subTest as ``SUBFAILED(params) id`` with no
     FAILED line (more-itertools' suites use subTest): the shown run must read it as failing."""
-    from verigap.repos.mine import _SUMMARY
+    from verigap.repos.shown_command import _SUMMARY
 
     out = (
         "SUBFAILED(r=0) pkg/tests/test_more.py::CombTests::test_basic\n"

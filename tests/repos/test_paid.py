@@ -4,6 +4,8 @@ repo tests use); its control is an "oracle" that writes nothing, which must be r
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from verigap.repos import baselines
 from verigap.repos.paid import grade_reference, keep_if_paid
 from verigap.repos.tasks import make_tasks
@@ -46,6 +48,28 @@ def test_the_cheap_no_op_check_of_make_tasks_refuses_a_no_op_that_v1_pays(
     assert (
         keep_if_paid(tasks[0], p, backend=backend)
         == "reference check: the no-op is paid or correct"
+    )
+
+
+def test_a_failing_test_outside_the_visible_split_in_the_shown_run_refuses_the_task(
+    fixture_tasks, backend, monkeypatch
+):
+    """The agent's own first run must fail the visible failures and nothing else: a test file
+    beside the visible ones (as a doctest of a hidden site would be) that fails there shows
+    the agent more than the task means, and the task is refused."""
+    _, tasks, p = fixture_tasks
+    task = tasks[0]
+    folder = Path(task.visible_test_files[0]).parent
+    real = baselines.edits
+
+    def edits(name, t, pp):
+        if name != "noop":
+            return real(name, t, pp)
+        return {str(folder / "test_outside.py"): "def test_outside():\n    assert False\n"}
+
+    monkeypatch.setattr(baselines, "edits", edits)
+    assert keep_if_paid(task, p, backend=backend) == (
+        "reference check: the test command shown to the agent fails tests outside the visible ones"
     )
 
 

@@ -69,6 +69,7 @@ from verigap.repos.prepare import (
     split_reach,
 )
 from verigap.repos.pytest_run import cache_root, run_pytest
+from verigap.repos.shown_command import shown_refusal
 from verigap.repos.tasks import (
     PROMPT,
     PROMPT_STYLES,
@@ -936,75 +937,16 @@ def check_workspace(
 
 #: pytest's short summary lines of a failure; a failing ``unittest`` subTest is reported as
 #: ``SUBFAILED(params) id`` (pytest 9), with no separate FAILED line for its test
-_SUMMARY = re.compile(r"^(FAILED|ERROR|SUBFAILED(?:\(.*?\))?) (.+?)(?: - .*)?$", re.M)
-_COUNTS = re.compile(r"\b\d+ (passed|failed)\b")
-
-
-def shown_command_failures(
-    p: Prepared, ws: Path, *, backend: str | None
-) -> tuple[int | None, set[str] | None, str]:
-    """(exit code, the test ids it reports failing or None when it ran no test, its output) of
-    the command the agent is told to run (``python -m pytest -q``, ``repos/episode.py``), run
-    as the agent's own commands are: in a sandbox over the workspace, the environment at its
-    fixed path, nothing but the project's own configuration."""
-    from verigap.repos import execution
-    from verigap.sandbox import Limits, make_sandbox
-
-    m = execution.Mounts({Path(p.env_prefix): execution.ENV_MOUNT}, backend)
-    timeout = p.suite_timeout()
-    box = make_sandbox(
-        ws,
-        backend=m.backend,
-        limits=Limits(wall_s=timeout),
-        ro_mounts=m.binds if m.neutral else None,
-        ro_binds=[] if m.neutral else [Path(p.env_prefix)],
-    )
-    try:
-        r = box.exec([m.inside(p.python), "-m", "pytest", "-q"], timeout=timeout)
-    finally:
-        box.close()
-    out = r.stdout + r.stderr
-    reported = {m_.group(2) for m_ in _SUMMARY.finditer(r.stdout)}
-    ran = r.returncode in (0, 1) and not r.timed_out and _COUNTS.search(r.stdout)
-    # pytest stops (exit 2) when a test module fails to import, as one that imports a name a
-    # feature adds does at its base: the run shows that module's error and nothing else
-    stopped = r.returncode == 2 and reported and all("::" not in x for x in reported)
-    return r.returncode, (reported if ran or stopped else None), out
-
-
 def check_shown_command(
     p: Prepared, scratch: Path, ws: Path, want: set[str], *, backend: str | None
 ) -> None:
     """:class:`Rejected` unless the test command in the agent's instructions, run as shown on a
-    copy of the workspace, starts, collects tests and fails exactly the visible tests that fail
-    in the full run: an addopts the environment cannot honour (``--cov`` without its plugin),
-    a layout it cannot import, or tests outside the visible split (doctests of a hidden site)
-    would otherwise show the agent a broken or revealing run."""
+    copy of the workspace, is the run the task means (:func:`shown_refusal`)."""
     shutil.copytree(ws, scratch, symlinks=True)
-    rc, failing, _ = shown_command_failures(p, scratch, backend=backend)
+    why = shown_refusal(p, scratch, want, backend=backend)
     shutil.rmtree(scratch, ignore_errors=True)
-    if failing is None:
-        raise Rejected(f"the test command shown to the agent does not run as shown (exit {rc})")
-    outside, unseen = shown_mismatch(failing, want)
-    if outside:
-        raise Rejected("the test command shown to the agent fails tests outside the visible ones")
-    if unseen:
-        raise Rejected("the test command shown to the agent does not show the visible failures")
-
-
-def shown_mismatch(failing: set[str], want: set[str]) -> tuple[set[str], set[str]]:
-    """(what the shown run fails beyond ``want``, what of ``want`` it does not show). pytest
-    reports a test module that fails to import (it imports a name a feature adds) as one
-    ``ERROR path`` line: that shows every wanted failure in the module, and is outside only
-    when none is in it."""
-    modules = {f for f in failing if "::" not in f}
-    shown = {w for w in want if w in failing or w.partition("::")[0] in modules}
-    outside = {
-        f
-        for f in failing - want
-        if not (f in modules and any(w.partition("::")[0] == f for w in want))
-    }
-    return outside, want - shown
+    if why:
+        raise Rejected(why)
 
 
 def make_prompt(

@@ -16,6 +16,7 @@ from pathlib import Path
 from verigap.repos import baselines
 from verigap.repos.graders import v1, v2
 from verigap.repos.prepare import Prepared
+from verigap.repos.shown_command import shown_refusal
 from verigap.repos.tasks import RepoTask, materialize_workspace, prepared_for
 
 Verdicts = dict[str, dict[str, bool]]  # agent -> {correct, v1, v2}
@@ -30,7 +31,12 @@ def _graded(name: str, task: RepoTask, p: Prepared, *, backend: str | None, full
             (ws / f).write_text(text)
         if not full:
             res = v1.run_visible(p, ws, backend=backend)
-            return {"v1": res.returncode == 0 and not res.timed_out}
+            return {
+                "v1": res.returncode == 0 and not res.timed_out,
+                "shown": shown_refusal(
+                    p, ws, set(task.fail_to_pass) & set(task.visible_tests), backend=backend
+                ),
+            }
         truth = v2.evaluate(task, ws, prepared=p, backend=backend)
         r2 = v2.grade(task, ws, prepared=p, truth=truth, backend=backend)
         r1 = v1.grade(task, ws, prepared=p, truth=truth, backend=backend)
@@ -55,7 +61,7 @@ def _refusal(paid: dict) -> str | None:
             return "the real fix is not paid by v1"
     if noop is not None and (noop["v1"] or noop.get("v2") or noop.get("correct")):
         return "the no-op is paid or correct"
-    return None
+    return noop.get("shown") if noop is not None else None
 
 
 def grade_reference(
@@ -79,8 +85,10 @@ def keep_if_paid(task: RepoTask, prepared: Prepared, *, backend: str | None = No
     The oracle is graded in full (v2's evaluation and v1's run). The no-op of a made task is
     its mutated code, which make-tasks has already shown fails visible tests and the hidden
     checks, so v2 cannot pay it nor call it correct; only v1's run of the visible suite in the
-    workspace is asked of it. That halves the check's sandboxed runs against
-    :func:`grade_reference`, which mined tasks (whose no-op nothing has checked) still get."""
+    workspace is asked of it, and the agent's own first run: the shown test command must fail
+    exactly the visible failures (mining checks the same, ``mine.check_shown_command``). That
+    is about half the sandboxed runs of :func:`grade_reference`, which mined tasks (whose no-op
+    nothing has checked) still get."""
     paid = {"oracle": _graded("oracle", task, prepared, backend=backend, full=True)}
     if not _refusal(paid):
         paid["noop"] = _graded("noop", task, prepared, backend=backend, full=False)
