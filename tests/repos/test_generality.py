@@ -724,3 +724,16 @@ def test_make_tasks_records_the_command_that_makes_them_again(fixture_tasks):
         "--env",
         "current",
     ]
+
+
+def test_a_src_layout_workspace_is_put_on_the_environment_path_and_a_flat_one_is_not(tmp_path):
+    """The project's installed copy is removed from its environment, so a src layout needs a
+    path file to be importable by the agent's own ``python -m pytest -q`` in its workspace."""
+    from verigap.repos.prepare import WORKSPACE_PTH, put_workspace_on_path
+
+    site = tmp_path / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    put_workspace_on_path(tmp_path, "src")
+    assert (site / WORKSPACE_PTH).read_text() == "/workspace/src\n"
+    put_workspace_on_path(tmp_path, "")
+    assert not (site / WORKSPACE_PTH).exists()

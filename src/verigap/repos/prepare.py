@@ -363,6 +363,30 @@ def ensure_project_not_installed(python: str, tree: Path) -> None:
         )
 
 
+#: The path file that puts a src-layout workspace on the environment's ``sys.path``.
+WORKSPACE_PTH = "_verigap_workspace.pth"
+
+
+def put_workspace_on_path(prefix: Path, import_root: str) -> None:
+    """What ``pip install -e .`` gives a developer, pointed at the sandbox's workspace: a path
+    file in the environment naming ``/workspace/<import_root>``, so the agent's own ``python -m
+    pytest -q`` imports a src-layout project from its workspace (the project's installed copy
+    is removed, :func:`ensure_project_not_installed`, and nothing else puts ``src`` on the path).
+    Outside a sandbox that path does not exist and Python skips it; the graders' runs set
+    ``PYTHONPATH``, which comes first. A flat layout needs none: ``python -m`` puts the working
+    directory first."""
+    from verigap.sandbox import WORKSPACE_MOUNT
+
+    for site in sorted(Path(prefix).glob("lib/python3*/site-packages")):
+        pth = site / WORKSPACE_PTH
+        if not import_root:
+            pth.unlink(missing_ok=True)
+            continue
+        line = f"{WORKSPACE_MOUNT}/{import_root}\n"
+        if not pth.is_file() or pth.read_text() != line:
+            pth.write_text(line)
+
+
 def prepare(
     spec: str,
     *,
@@ -390,6 +414,8 @@ def prepare(
         try:
             cached = Prepared.model_validate_json((final / PREPARED).read_text())
             shutil.rmtree(staging, ignore_errors=True)
+            if cached.env != "current":  # environments prepared before the path file existed
+                put_workspace_on_path(Path(cached.env_prefix), cached.import_root)
             return cached
         except ValueError:  # written by an older verigap: prepare again
             pass
@@ -413,6 +439,7 @@ def prepare(
     else:
         python = build_env(final / "venv", tree, deps, _dist_name(tree, source))
         prefix = str(final / "venv")
+        put_workspace_on_path(Path(prefix), import_root)
     config_file = find_config(tree)
     common = dict(
         python=python,
@@ -519,4 +546,7 @@ def load_prepared(key: str) -> Prepared:
             f"no prepared environment {key!r} under {cache_root()}; "
             "run `verigap repos prepare SOURCE` first"
         )
-    return Prepared.model_validate_json(path.read_text())
+    p = Prepared.model_validate_json(path.read_text())
+    if p.env != "current":  # environments prepared before the path file existed
+        put_workspace_on_path(Path(p.env_prefix), p.import_root)
+    return p
