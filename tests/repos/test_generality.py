@@ -737,3 +737,42 @@ def test_a_src_layout_workspace_is_put_on_the_environment_path_and_a_flat_one_is
     assert (site / WORKSPACE_PTH).read_text() == "/workspace/src\n"
     put_workspace_on_path(tmp_path, "")
     assert not (site / WORKSPACE_PTH).exists()
+
+
+def test_the_plugins_a_projects_addopts_need_are_named_for_its_environment(tmp_path):
+    """``--cov`` in addopts stops the agent's own ``python -m pytest -q`` with a usage error
+    unless pytest-cov is installed; ``--color=yes`` and doctest options need nothing."""
+    from verigap.repos.pytest_run import addopts_plugins
+
+    (tmp_path / "setup.cfg").write_text(
+        "[tool:pytest]\naddopts = --cov=pkg --cov-report term-missing --color=yes -n 2"
+        " --doctest-modules\n"
+    )
+    assert addopts_plugins(tmp_path, "setup.cfg") == ["pytest-cov", "pytest-xdist"]
+    (tmp_path / "setup.cfg").write_text("[tool:pytest]\naddopts = --color=yes --doctest-modules\n")
+    assert addopts_plugins(tmp_path, "setup.cfg") == []
+    assert addopts_plugins(tmp_path, None) == []
+
+
+def test_doctest_pages_the_config_collects_are_named_and_data_files_are_not(tmp_path):
+    """semver's ``--doctest-glob='*.rst'`` collects docs pages whose examples call the
+    package: those leave the workspace with the hidden tests; a page with no example and a
+    test's data file stay."""
+    from types import SimpleNamespace
+
+    from verigap.repos.tasks import doctest_text_files
+
+    write(
+        tmp_path,
+        {
+            "setup.cfg": "[tool:pytest]\naddopts = --doctest-glob='*.rst' --doctest-modules\n",
+            "docs/usage.rst": ">>> import calc\n>>> calc.add(1, 2)\n3\n",
+            "docs/index.rst": "Nothing to run here.\n",
+            "tests/data/case.rst": "plain data\n",
+            "tests/test_x.py": "def test_x():\n    pass\n",
+        },
+    )
+    p = SimpleNamespace(tree=tmp_path, config_file="setup.cfg", test_files=["tests/test_x.py"])
+    assert doctest_text_files(p) == ["docs/usage.rst"]
+    (tmp_path / "setup.cfg").write_text("[tool:pytest]\naddopts = --doctest-modules\n")
+    assert doctest_text_files(p) == []

@@ -28,7 +28,13 @@ from pydantic import BaseModel, ConfigDict
 
 from verigap.errors import ConfigError, IntegrityError
 from verigap.repos import sources
-from verigap.repos.pytest_run import PLUGINS_FILE, cache_root, run_pytest, stripped_addopts
+from verigap.repos.pytest_run import (
+    PLUGINS_FILE,
+    addopts_plugins,
+    cache_root,
+    run_pytest,
+    stripped_addopts,
+)
 from verigap.runs import write_json_atomic
 
 PREPARED = "prepared.json"
@@ -407,6 +413,10 @@ def prepare(
         spec = source.location  # absolute, so a task can re-prepare from any directory
     staging = cache_root() / "staging" / f"{os.getpid()}-{time.time_ns()}"
     sources.fetch(source, staging / "tree")
+    if env != "current":  # what the project's own addopts need, as its developers have it
+        named = {re.split(r"[<>=!~\[; ]", d, maxsplit=1)[0].lower() for d in deps}
+        tree0 = staging / "tree"
+        deps += [d for d in addopts_plugins(tree0, find_config(tree0)) if d not in named]
     tree_sha = sources.tree_hash(staging / "tree")
     key = env_key(spec, tree_sha, deps, env)
     final = cache_root() / key

@@ -98,6 +98,27 @@ def split_addopts(addopts: str) -> tuple[list[str], list[str]]:
     return kept, stripped
 
 
+#: The plugin a project's addopts need, by option: its developers have it installed, and the
+#: agent's own ``python -m pytest -q`` reads the addopts as they are (our runs strip them).
+_ADDOPT_PLUGINS = (
+    (re.compile(r"^--(no-)?cov"), "pytest-cov"),
+    (re.compile(r"^(-n|--numprocesses|--dist|--maxprocesses)"), "pytest-xdist"),
+    (re.compile(r"^(--html|--self-contained-html)"), "pytest-html"),
+    (re.compile(r"^--benchmark-"), "pytest-benchmark"),
+    (re.compile(r"^--instafail"), "pytest-instafail"),
+    (re.compile(r"^--(no-)?sugar"), "pytest-sugar"),
+)
+
+
+def addopts_plugins(tree: Path, config_file: str | None) -> list[str]:
+    """The distributions the options of the project's addopts come from (``--cov`` from
+    pytest-cov, ``-n`` from pytest-xdist, ...), so the test command the agent is told to run
+    starts in its workspace rather than stopping on an unrecognised argument."""
+    addopts = config_addopts(tree, config_file)
+    stripped = split_addopts(addopts)[1] if addopts else []
+    return sorted({dist for o in stripped for rx, dist in _ADDOPT_PLUGINS if rx.match(o)})
+
+
 def stripped_addopts(tree: Path, config_file: str | None) -> list[str]:
     """Which of the project's addopts every run drops (to tell the user)."""
     addopts = config_addopts(tree, config_file)

@@ -189,8 +189,49 @@ def base_tree(p: Prepared, task: RepoTask, dest: Path, *, with_hidden: bool) -> 
                 (dest / f).unlink()
         for f, units in task.removed_units.items():
             (dest / f).write_text(drop_units((dest / f).read_text(), units))
+        for f in doctest_text_files(p):
+            (dest / f).unlink(missing_ok=True)
     sources.clean_tree(dest)
     return dest
+
+
+def doctest_text_files(p: Prepared) -> list[str]:
+    """Text files the project's own addopts collect as doctests (``--doctest-glob``, such as
+    a docs folder of ``.rst`` pages with ``>>>`` examples). They are outside the suite a task
+    splits into visible and hidden tests (the graders never run them), and one that calls a
+    hidden site would fail in the agent's own test run and show it; so they are left out of
+    the workspace with the hidden tests. Doctests in the package's modules
+    (``--doctest-modules``) cannot be: a task whose shown run fails one is refused
+    (``repos/paid.py``)."""
+    import fnmatch
+    import shlex
+
+    from verigap.repos.pytest_run import config_addopts
+
+    addopts = config_addopts(p.tree, p.config_file) or ""
+    try:
+        words = shlex.split(addopts)
+    except ValueError:
+        words = addopts.split()
+    globs = [
+        w.split("=", 1)[1] if "=" in w else (words[i + 1] if i + 1 < len(words) else "")
+        for i, w in enumerate(words)
+        if w.startswith("--doctest-glob")
+    ]
+    globs = [g for g in globs if g]
+    if not globs:
+        return []
+    found = []
+    for rel in sources.tree_files(p.tree):
+        if rel in p.test_files or rel.endswith(".py"):
+            continue
+        if any(fnmatch.fnmatch(Path(rel).name, g) for g in globs):
+            try:
+                if ">>>" in (p.tree / rel).read_text(errors="replace"):
+                    found.append(rel)
+            except OSError:
+                continue
+    return sorted(found)
 
 
 #: Every file and directory of a workspace carries this modification time (2000-01-01 UTC):
