@@ -10,12 +10,11 @@ from typing import Any
 
 import httpx
 import pytest
+from served_family import env_client, episode_truth, serving
 
 from verigap.repos.webfeatures import episode as E
-from verigap.server import BackgroundServer, ServerConfig
 
-openenv = pytest.importorskip("openenv.core")
-GenericEnvClient = openenv.GenericEnvClient
+pytest.importorskip("openenv.core")
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None, reason="web-app tasks are graded in bubblewrap sandboxes"
@@ -27,29 +26,16 @@ TASK = "flask-todolist-0c426c41"  # a button that clears finished to-dos: routes
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    config = ServerConfig(
-        root=tmp_path_factory.mktemp("webapp-server"),
-        backend="bwrap",
-        clients={"trainer": {"token": TOKEN, "truth": True}},
-        max_sessions=4,
-    )
-    with BackgroundServer(config) as url:
+    with serving(tmp_path_factory.mktemp("webapp-server"), TOKEN) as url:
         yield url
 
 
 def client(url: str) -> Any:
-    return GenericEnvClient(
-        base_url=url.replace("http://", f"http://trainer:{TOKEN}@") + "/envs/webapp"
-    ).sync()
+    return env_client(url, TOKEN, "webapp")
 
 
 def truth(url: str, episode_id: str) -> dict[str, Any]:
-    r = httpx.get(
-        f"{url}/episodes/{episode_id}/truth", headers={"Authorization": f"Bearer {TOKEN}"}
-    )
-    assert r.status_code == 200, r.text
-    (verdict,) = r.json()["verdicts"]
-    return verdict
+    return episode_truth(url, TOKEN, episode_id)
 
 
 def _play(url: str, episode_id: str, control: str) -> Any:

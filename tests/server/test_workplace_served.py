@@ -12,14 +12,13 @@ from typing import Any
 
 import httpx
 import pytest
+from served_family import env_client, episode_truth, serving
 
-from verigap.server import BackgroundServer, ServerConfig
 from verigap.workplace import project_tree
 from verigap.workplace._items import find_item
 from verigap.workplace.agents import change_files, decide, run_agent
 
-openenv = pytest.importorskip("openenv.core")
-GenericEnvClient = openenv.GenericEnvClient
+pytest.importorskip("openenv.core")
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None, reason="code tasks are graded in bubblewrap sandboxes"
@@ -32,29 +31,16 @@ CODE = "textkit/s0/slugify.sep/code"
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    config = ServerConfig(
-        root=tmp_path_factory.mktemp("wp-server"),
-        backend="bwrap",
-        clients={"trainer": {"token": TOKEN, "truth": True}},
-        max_sessions=4,
-    )
-    with BackgroundServer(config) as url:
+    with serving(tmp_path_factory.mktemp("wp-server"), TOKEN) as url:
         yield url
 
 
 def client(url: str) -> Any:
-    return GenericEnvClient(
-        base_url=url.replace("http://", f"http://trainer:{TOKEN}@") + "/envs/workplace"
-    ).sync()
+    return env_client(url, TOKEN, "workplace")
 
 
 def truth(url: str, episode_id: str) -> dict[str, Any]:
-    r = httpx.get(
-        f"{url}/episodes/{episode_id}/truth", headers={"Authorization": f"Bearer {TOKEN}"}
-    )
-    assert r.status_code == 200, r.text
-    (verdict,) = r.json()["verdicts"]
-    return verdict
+    return episode_truth(url, TOKEN, episode_id)
 
 
 class _Remote:
@@ -161,8 +147,7 @@ def test_a_review_penalty_session_pays_the_sloppy_change_less(served, tmp_path):
     item = find_item(CODE)
     ws = tmp_path / "project"
     shutil.copytree(project_tree(item.project), ws)
-    url = served.replace("http://", f"http://trainer:{TOKEN}@") + "/envs/workplace"
-    with GenericEnvClient(base_url=url).sync() as env:
+    with client(served) as env:
         env.reset(seed=0, config={"reward": "review:0.5"}, options={"item": CODE})
         value = item.scenario.values["final"]
         for path, text in change_files(item, ws, value, "debug_print").items():
