@@ -231,6 +231,11 @@ def pytest_args(
         "-o",
         "console_output_style=classic",
         "--color=no",
+        # the runner imports the environment's declared plugins before pytest does (to take
+        # its snapshot after them), and pytest then warns that it cannot rewrite their asserts:
+        # a warning of ours, which a project's ``filterwarnings = error`` would make fatal
+        "-W",
+        "ignore::pytest.PytestAssertRewriteWarning",
     ]
     return args + suite_options(tree, config_file, env_prefix) if env_prefix else args
 
