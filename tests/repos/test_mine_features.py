@@ -319,3 +319,17 @@ def test_failing_subtests_count_as_shown_failures() -> None:
         "pkg/tests/test_more.py::CombTests::test_pairs",
         "pkg/tests/test_more.py::Other::test_x",
     ]
+
+
+def test_a_coloured_shown_run_is_read_like_a_plain_one() -> None:
+    """humanize's ``--color=yes`` addopts colour the agent's own run: the ids and the counts
+    carry escape codes (``\\x1b[1m34 failed``), and read raw no test seemed to have run."""
+    from verigap.repos.shown_command import failures_in
+
+    out = (
+        "\x1b[31mFAILED\x1b[0m tests/test_number.py::\x1b[1mtest_metric[[100]-100]\x1b[0m"
+        " - AssertionError: assert '1.00 x 10' == '100'\n"
+        "\x1b[31m\x1b[31m\x1b[1m1 failed\x1b[0m, \x1b[32m472 passed\x1b[0m\x1b[31m in 5.83s\x1b[0m\n"
+    )
+    assert failures_in(out) == ({"tests/test_number.py::test_metric[[100]-100]"}, True)
+    assert failures_in("no tests ran in 0.01s\n") == (set(), False)

@@ -13,6 +13,8 @@ from verigap.repos.prepare import Prepared
 
 _SUMMARY = re.compile(r"^(FAILED|ERROR|SUBFAILED(?:\(.*?\))?) (.+?)(?: - .*)?$", re.M)
 _COUNTS = re.compile(r"\b\d+ (passed|failed)\b")
+#: terminal colour codes: a project's ``--color=yes`` puts them inside test ids and counts
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 def shown_command_failures(
@@ -38,13 +40,20 @@ def shown_command_failures(
         r = box.exec([m.inside(p.python), "-m", "pytest", "-q"], timeout=timeout)
     finally:
         box.close()
-    out = r.stdout + r.stderr
-    reported = {m_.group(2) for m_ in _SUMMARY.finditer(r.stdout)}
-    ran = r.returncode in (0, 1) and not r.timed_out and _COUNTS.search(r.stdout)
+    reported, counted = failures_in(r.stdout)
+    out = _ANSI.sub("", r.stdout) + r.stderr
+    ran = r.returncode in (0, 1) and not r.timed_out and counted
     # pytest stops (exit 2) when a test module fails to import, as one that imports a name a
     # feature adds does at its base: the run shows that module's error and nothing else
     stopped = r.returncode == 2 and reported and all("::" not in x for x in reported)
     return r.returncode, (reported if ran or stopped else None), out
+
+
+def failures_in(stdout: str) -> tuple[set[str], bool]:
+    """(the test ids a ``pytest -q`` output reports failing, whether it counted any test),
+    colour codes or not."""
+    plain = _ANSI.sub("", stdout)
+    return {m.group(2) for m in _SUMMARY.finditer(plain)}, bool(_COUNTS.search(plain))
 
 
 def shown_refusal(p: Prepared, ws: Path, want: set[str], *, backend: str | None) -> str | None:
