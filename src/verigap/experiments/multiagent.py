@@ -22,7 +22,7 @@ from verigap.errors import ConfigError
 from verigap.experiments.metrics import metric_value
 from verigap.experiments.registry import Registry, load_registry
 from verigap.experiments.runner import RUNS, plan
-from verigap.experiments.verdicts import entry_label, first_rule_verdict, tally_text
+from verigap.experiments.verdicts import tally_text
 from verigap.report.views import markdown_table, view
 from verigap.results import write_result
 
@@ -202,31 +202,6 @@ def weights_table(data: dict[str, Any]) -> str:
                 + markdown_table(feats, [[f"{mean(w[f] for w in per_seed):+.2f}" for f in feats]])
             )
     return "\n\n".join(out)
-
-
-@view("multiagent_verdicts")
-def verdicts_table(data: dict[str, Any]) -> str:
-    """Each multi-agent prediction with its verdict (and the first rule's), statistic and 90%
-    interval over seeds."""
-    rows = []
-    for pid in sorted(data["predictions"]):
-        e = data["predictions"][pid]
-        iv = e.get("interval")
-        rows.append(
-            [
-                pid,
-                f"**{entry_label(e)}**",
-                first_rule_verdict(e) or "—",
-                e["prediction"].replace("|", "\\|"),
-                f"`{e['criterion_text']}`",
-                _fmt(e.get("statistic")),
-                "—" if iv is None else f"[{_fmt(iv[0])}, {_fmt(iv[1])}]",
-            ]
-        )
-    return markdown_table(
-        ["id", "verdict", "first rule", "prediction", "criterion", "statistic", "90% interval"],
-        rows,
-    )
 
 
 @view("multiagent_cost")

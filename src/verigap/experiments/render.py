@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from verigap.experiments.verdicts import RULE, rule_changes, tally_text
+from verigap.experiments.verdicts import (
+    RULE,
+    entry_label,
+    first_rule_verdict,
+    rule_changes,
+    tally_text,
+)
 from verigap.report.views import markdown_table, view
 
 BEGIN = (
@@ -168,3 +174,32 @@ def pilot_comparison(data: dict[str, Any]) -> str:
         e = data["predictions"][pid]
         rows.append([what, quoted, f"{fmt_num(e['statistic'])} ({pid}, {e['verdict']})"])
     return markdown_table(["quantity", "the pilot write-up (quoted)", "this log"], rows)
+
+
+@view("log_verdicts")
+def verdicts_table(data: dict[str, Any]) -> str:
+    """Each prediction of a log with its verdict (and the first rule's), statistic and 90%
+    interval over seeds."""
+
+    def fmt(x: float | None) -> str:
+        return "—" if x is None else f"{x:.3f}"
+
+    rows = []
+    for pid in sorted(data["predictions"]):
+        e = data["predictions"][pid]
+        iv = e.get("interval")
+        rows.append(
+            [
+                pid,
+                f"**{entry_label(e)}**",
+                first_rule_verdict(e) or "—",
+                e["prediction"].replace("|", "\\|"),
+                f"`{e['criterion_text']}`",
+                fmt(e.get("statistic")),
+                "—" if iv is None else f"[{fmt(iv[0])}, {fmt(iv[1])}]",
+            ]
+        )
+    return markdown_table(
+        ["id", "verdict", "first rule", "prediction", "criterion", "statistic", "90% interval"],
+        rows,
+    )
