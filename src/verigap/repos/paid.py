@@ -86,9 +86,10 @@ def keep_if_paid(task: RepoTask, prepared: Prepared, *, backend: str | None = No
     its mutated code, which make-tasks has already shown fails visible tests and the hidden
     checks, so v2 cannot pay it nor call it correct; only v1's run of the visible suite in the
     workspace is asked of it, and the agent's own first run: the shown test command must fail
-    exactly the visible failures (mining checks the same, ``mine.check_shown_command``). That
-    is about half the sandboxed runs of :func:`grade_reference`, which mined tasks (whose no-op
-    nothing has checked) still get."""
+    exactly the visible failures (mining asks the same, ``shown_command.shown_refusal``). The
+    no-op's v2 evaluation (its hidden tests, sealed-channel tests and comparison runs) is
+    skipped; mined tasks, whose no-op nothing has checked, still get it
+    (:func:`grade_reference`)."""
     paid = {"oracle": _graded("oracle", task, prepared, backend=backend, full=True)}
     if not _refusal(paid):
         paid["noop"] = _graded("noop", task, prepared, backend=backend, full=False)
