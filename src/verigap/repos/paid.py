@@ -23,8 +23,8 @@ Verdicts = dict[str, dict[str, bool]]  # agent -> {correct, v1, v2}
 
 
 def _graded(name: str, task: RepoTask, p: Prepared, *, backend: str | None, full: bool) -> dict:
-    """``name``'s verdicts on the task's workspace: v1 always; v2 and the truth when ``full``
-    (otherwise v1's run of the visible suite alone, the cheap half)."""
+    """``name``'s verdicts on the task's workspace: v1 always; v2 and the truth when ``full``,
+    otherwise why the agent's own test run refuses the task (``shown``, or ``None``)."""
     with tempfile.TemporaryDirectory(prefix="vg-paid-") as tmp:
         ws = materialize_workspace(p, task, Path(tmp) / "ws")
         for f, text in baselines.edits(name, task, p).items():

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import base64
 import contextlib
+import fnmatch
 import hashlib
 import os
 import re
@@ -39,7 +40,7 @@ from verigap.repos import validate as validate_mod
 from verigap.repos.difficulty import estimate
 from verigap.repos.execution import TREE_MOUNT
 from verigap.repos.prepare import Prepared, load_prepared, prepare
-from verigap.repos.pytest_run import run_equiv, run_pytest
+from verigap.repos.pytest_run import config_addopts, run_equiv, run_pytest
 from verigap.repos.schema import (  # noqa: F401  (the schema, re-exported for old imports)
     EquivInput,
     RepoTask,
@@ -203,11 +204,6 @@ def doctest_text_files(p: Prepared) -> list[str]:
     the workspace with the hidden tests. Doctests in the package's modules
     (``--doctest-modules``) cannot be: a task whose shown run fails one is refused
     (``repos/paid.py``)."""
-    import fnmatch
-    import shlex
-
-    from verigap.repos.pytest_run import config_addopts
-
     addopts = config_addopts(p.tree, p.config_file) or ""
     try:
         words = shlex.split(addopts)
