@@ -12,11 +12,11 @@ from verigap.experiments.multiagent import (
     cost_table,
     dynamics_table,
     summarize,
-    verdicts_table,
     weights_table,
     writers_table,
 )
 from verigap.experiments.registry import load_registry, parse_registry
+from verigap.experiments.render import verdicts_table
 from verigap.experiments.runner import run_log
 from verigap.results import read_meta
 
